@@ -1,0 +1,38 @@
+// NumPy .npy files (format versions 1.0-3.0, little-endian, C order), as CLI.md's arrays in and out.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fp4sim::npy {
+
+enum class DType : std::uint8_t { f4, f8, u1, u2, u4 };
+
+std::string dtype_descr(DType dtype);  // "<f4", "|u1", ...
+std::size_t dtype_size(DType dtype);
+
+// A 1-D or 2-D array; a 1-D array is one row.
+struct Array {
+  DType dtype = DType::f4;
+  std::vector<std::size_t> shape;  // as stored in the file (1 or 2 dimensions)
+  std::vector<std::uint8_t> bytes;
+
+  std::size_t size() const;
+  std::size_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
+  std::size_t cols() const { return shape.empty() ? 0 : shape.back(); }
+};
+
+// Throws DataError naming the file for anything but a readable 1-D/2-D little-endian C-order array.
+Array read(const std::filesystem::path& path);
+
+std::vector<float> as_float32(const Array& a, const std::filesystem::path& path);    // f4 only, exact
+std::vector<double> as_float64(const Array& a);                                       // f4 or f8, exact
+std::vector<std::uint32_t> as_uint32(const Array& a, const std::filesystem::path& path);  // u1/u2/u4
+
+// Writes through a temporary file renamed on success, so a failure leaves no partial output.
+void write(const std::filesystem::path& path, DType dtype, const std::vector<std::size_t>& shape,
+           const void* data);
+
+}  // namespace fp4sim::npy

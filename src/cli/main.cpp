@@ -1,0 +1,52 @@
+#include <cstdio>
+#include <exception>
+
+#include "cli.hpp"
+#include "fp4sim/error.hpp"
+
+namespace fp4sim::cli {
+
+std::map<std::string, Rounding> rounding_map() {
+  std::map<std::string, Rounding> map;
+  for (const auto& mode : rounding_modes()) map.emplace(std::string(mode.name), mode.rounding);
+  return map;
+}
+
+Format format_from_flag(const std::string& text, const std::string& flag) {
+  if (auto f = parse_format(text)) return *f;
+  std::string known;
+  for (const auto& preset : format_presets()) known += std::string(known.empty() ? "" : " ") + std::string(preset.name);
+  throw UsageError(flag + ": unknown format '" + text + "' (known: " + known + ", or eXmY / ueXmY[bN][fn|fin])");
+}
+
+std::string json_number(double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return buf;
+}
+
+}  // namespace fp4sim::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"fp4sim: bit-exact emulator of FP4 (E2M1) block-scaled formats, recipes and GEMM datapaths"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("fp4sim 0.1.0"));
+  fp4sim::cli::setup_formats(*app.add_subcommand("formats", "list every known number format"));
+  fp4sim::cli::setup_convert(*app.add_subcommand("convert", "element-wise encode a .npy array into a format"));
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const fp4sim::UsageError& e) {
+    std::fprintf(stderr, "fp4sim: error: %s\n", e.what());
+    return 2;
+  } catch (const fp4sim::cli::Mismatch& e) {
+    std::fprintf(stderr, "fp4sim: %s\n", e.what());
+    return 4;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fp4sim: error: %s\n", e.what());
+    return 3;
+  }
+}
