@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fp4sim 0.1.0"));
   fp4sim::cli::setup_formats(*app.add_subcommand("formats", "list every known number format"));
   fp4sim::cli::setup_convert(*app.add_subcommand("convert", "element-wise encode a .npy array into a format"));
+  fp4sim::cli::setup_quantize(*app.add_subcommand("quantize", "block-quantize one tensor under a recipe (HDF5 out)"));
   try {
     app.parse(argc, argv);
     return 0;
