@@ -1,0 +1,234 @@
+// Hand-derived cases of each scale rule, the periodic-scaling arithmetic of the UE5M3 paper's
+// Proposition 1, and each preset's documented worst-case round-trip error (docs/recipes.md).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "fp4sim/codec.hpp"
+#include "fp4sim/hadamard.hpp"
+#include "fp4sim/quantize.hpp"
+#include "fp4sim/tensor_scale.hpp"
+
+namespace fp4sim {
+namespace {
+
+QuantizedTensor quantize_with(const Recipe& r, Role role, std::span<const float> x, std::size_t rows,
+                              std::size_t cols, std::optional<float> amax_ref = std::nullopt,
+                              std::span<const std::uint32_t> bits = {}) {
+  QuantizeRequest request;
+  request.spec = operand_for_role(r, role);
+  request.amax_ref = amax_ref;
+  request.random.explicit_bits = bits;
+  return quantize(r, request, x, rows, cols);
+}
+
+Recipe preset(const char* name) { return *find_recipe(name); }
+
+TEST(Ue5m3, BlockWithTensorAmaxGetsCodeT) {
+  // a_B = g gives the ideal code exactly T = 448 = 1.75 * 2^8: UE5M3 code 0b10111'110.
+  std::vector<float> x(16, 0.0f);
+  x[3] = -5.0f;
+  x[7] = 2.5f;
+  const auto q = quantize_with(preset("ue5m3"), Role::activation, x, 1, 16);
+  EXPECT_EQ(q.scales[0], 0b10111'110);
+  // G = RN(2688/5) = 537.6 -> Gd = RN(1/G); s*Gd rounds near 5/6; y = -5 * RN(1/RN(s*Gd)) ~ -6.
+  EXPECT_EQ(q.code(0, 3), 0b1'11'1);
+  EXPECT_EQ(q.tensor_amax, 5.0f);
+}
+
+TEST(Ue5m3, ZeroBlockAndUnderflowingScaleBecomeOne) {
+  // Block 0 all zero; block 1's amax maps below UE5M3's smallest subnormal 2^-17 (half of it rounds to 0).
+  std::vector<float> x(32, 0.0f);
+  x[16] = 1e-9f;
+  const Recipe r = preset("ue5m3");
+  // amax_ref = 1000: ideal code for block 1 = 1e-9 * 448 / 1000 = 4.5e-10 < 2^-18: rounds to 0 -> 1.0.
+  const auto q = quantize_with(r, Role::activation, x, 1, 32, 1000.0f);
+  EXPECT_EQ(q.scales[0], 0x78);  // zero block: repaired to 1.0 (code 0b01111'000)
+  EXPECT_EQ(q.scales[1], 0x78);
+  EXPECT_EQ(q.counts.zero_blocks, 1u);
+  EXPECT_EQ(q.counts.scale_underflow, 1u);
+  EXPECT_EQ(q.code(0, 16), 0u);  // payload flushes to +0
+  const auto d = dequantize(q);
+  EXPECT_EQ(d[16], 0.0f);
+}
+
+TEST(Ue5m3, StaleAmaxClampsAt61440AndCountsSaturation) {
+  std::vector<float> x(16, 1.0f);
+  x[0] = 300.0f;  // 300x the held amax of 1: ideal code 448 * 300 = 134400 > 61440
+  const auto q = quantize_with(preset("ue5m3"), Role::activation, x, 1, 16, 1.0f);
+  EXPECT_EQ(q.scales[0], 0b11110'111);  // 61440
+  EXPECT_EQ(q.counts.scale_saturated, 1u);
+  // 300 / (61440 * Gd) = 300 * 448 / 61440 * 6 = 13.1 units: clipped to 6.
+  EXPECT_EQ(q.counts.saturated, 1u);
+  EXPECT_EQ(q.code(0, 0), 0x7);
+}
+
+TEST(Nvfp4, ScaleUnderflowKeepsZeroAndMultiplierFltMax) {
+  // TE N6/N7: s_b = 0 while the block has non-zero values -> enc = FLT_MAX, codes from x * FLT_MAX.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 1000.0f;
+  x[16] = 1e-7f;  // ideal scale 1e-7 * 448 / 1000 = 4.48e-8 < 2^-10: E4M3 underflows to 0
+  const auto q = quantize_with(preset("nvfp4"), Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 0x7E);  // 448
+  EXPECT_EQ(q.scales[1], 0x00);
+  EXPECT_EQ(q.counts.scale_underflow, 1u);
+  EXPECT_EQ(q.code(0, 16), 0x7);  // 1e-7 * FLT_MAX saturates to +6
+  EXPECT_EQ(dequantize(q)[16], 0.0f);
+}
+
+TEST(Nvfp4, InfAndNanElements) {
+  std::vector<float> x(16, 1.0f);
+  x[2] = std::numeric_limits<float>::infinity();
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  const auto q = quantize_with(preset("nvfp4-norht"), Role::activation, x, 1, 16);
+  // Tensor amax = Inf (NaN ignored) -> S_enc = RN(2688/Inf) = 0 -> 1 (N3); block amax Inf -> s_b = 448.
+  EXPECT_EQ(q.global_encode_scale, 1.0f);
+  EXPECT_EQ(q.scales[0], 0x7E);
+  EXPECT_EQ(q.code(0, 2), 0x7);  // +Inf * enc -> +6
+  EXPECT_EQ(q.code(0, 5), 0x7);  // NaN -> 0x7 (G3)
+  EXPECT_EQ(q.counts.nan, 1u);
+  EXPECT_EQ(q.counts.inf, 1u);
+}
+
+TEST(Mxfp4, FloorRuleFromExponentField) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 0x1.fffffep2f;  // just below 8: floor(log2) = 2 -> shared 0 -> code 127, 7.99 clips to 6
+  const auto q = quantize_with(preset("mxfp4"), Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 127);
+  EXPECT_EQ(q.code(0, 0), 0x7);
+  EXPECT_EQ(q.counts.saturated, 1u);
+  std::vector<float> zeros(32, 0.0f);
+  EXPECT_EQ(quantize_with(preset("mxfp4"), Role::activation, zeros, 1, 32).scales[0], 0);
+  std::vector<float> nan_block(32, 1.0f);
+  nan_block[9] = std::numeric_limits<float>::quiet_NaN();
+  const auto qn = quantize_with(preset("mxfp4"), Role::activation, nan_block, 1, 32);
+  EXPECT_EQ(qn.scales[0], 0xFF);
+  EXPECT_TRUE(std::isnan(dequantize(qn)[0]));
+}
+
+TEST(Mxfp4, ScaleRules) {
+  Recipe r = preset("mxfp4");
+  std::vector<float> x(32, 0.0f);
+  // 6.5 = 1.625 * 2^2. floor: 2^(2-2) = 1 (6.5 clips to 6); ceil: 6.5 > 6 -> 2; even: 1.625 rounds to
+  // 1.5 at E2M1's one mantissa bit, exponent stays -> 1; rceil: RN(6.5 * RN(1/6)) = 1.083 -> up to 2.
+  // 7 = 1.75 * 2^2: even rounds 1.75 up to 2.0 (tie, carry into the exponent) -> 2.
+  const std::tuple<ScaleRule, float, int> expected[] = {
+      {ScaleRule::pow2_floor, 6.5f, 127}, {ScaleRule::pow2_ceil, 6.5f, 128}, {ScaleRule::pow2_even, 6.5f, 127},
+      {ScaleRule::pow2_rceil, 6.5f, 128}, {ScaleRule::pow2_even, 7.0f, 128},  {ScaleRule::pow2_floor, 7.0f, 127}};
+  for (const auto& [rule, amax, code] : expected) {
+    r.scale_rule = rule;
+    x[0] = amax;
+    EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], code) << scale_rule_name(rule) << " " << amax;
+  }
+  x[0] = 6.0f;  // exactly representable: every rule gives scale 1
+  for (const auto& [rule, amax, code] : expected) {
+    r.scale_rule = rule;
+    EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 127) << scale_rule_name(rule);
+  }
+}
+
+TEST(PeriodicScaling, RefreshSteps) {
+  EXPECT_TRUE(is_refresh_step(1, 50));
+  EXPECT_FALSE(is_refresh_step(50, 50));
+  EXPECT_TRUE(is_refresh_step(51, 50));
+  EXPECT_EQ(refresh_step_for(1, 50), 1);
+  EXPECT_EQ(refresh_step_for(50, 50), 1);
+  EXPECT_EQ(refresh_step_for(51, 50), 51);
+  EXPECT_EQ(refresh_step_for(200, 50), 151);
+  EXPECT_EQ(refresh_step_for(7, 1), 7);
+}
+
+// Proposition 1 (paper §5.2): with held amax g and growth rho = a/g, a block is unsaturated iff
+// T * rho <= U. UE4M3 (U = T = 448) saturates for any growth; UE5M3 stays clean up to 61440/448 = 137x.
+TEST(PeriodicScaling, PropositionOne) {
+  for (const char* scale_name : {"ue4m3", "ue5m3"}) {
+    Recipe r = preset("ue5m3");
+    r.scale = *parse_format(scale_name);
+    const float held = 2.0f;
+    for (const float rho : {1.0f, 1.01f, 1.5f, 10.0f, 137.0f, 138.0f, 1000.0f}) {
+      std::vector<float> x(16, 0.25f);
+      x[0] = held * rho;
+      const auto q = quantize_with(r, Role::activation, x, 1, 16, held);
+      const double bound = decode_to_double(r.scale, r.scale.max_finite_code());
+      // exact ideal code a*T/g in real numbers; the FP32 order can push it one ulp past T at rho = 1.
+      const bool predicted = 448.0 * rho > bound * (1 + 1e-6);
+      EXPECT_EQ(q.counts.scale_saturated == 1, predicted) << scale_name << " rho=" << rho;
+    }
+  }
+}
+
+// |x - dequantize(quantize(x))| <= bound * block_amax for every element of blocks whose scale is normal,
+// with the bounds derived in docs/recipes.md.
+TEST(RoundTrip, WorstCaseErrorBound) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> log_scale(-6.0f, 6.0f);
+  const std::size_t rows = 64, cols = 96;
+  std::vector<float> x(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float s = std::exp2(log_scale(rng));
+    for (std::size_t c = 0; c < cols; ++c) x[r * cols + c] = normal(rng) * s;
+  }
+  for (const auto& p : recipe_presets()) {
+    const Recipe& r = p.get();
+    for (Role role : {Role::activation, Role::weight, Role::grad_output}) {
+      const auto q = quantize_with(r, role, x, rows, cols);
+      const auto d = dequantize(q);
+      const bool pow2 = r.scale.specials == Specials::pow2_nan;
+      const bool stochastic = is_stochastic(q.spec.rounding);
+      // RNE: half the top E2M1 step (1 of 6 units) with a scale rounded by <= 2^-4 relative; SR: a whole
+      // step. Power-of-two floor scales can put the block max at up to 8 units (clipped to 6).
+      const double bound = pow2 ? 0.5 : (stochastic ? 2.0 : 1.0) * 1.0625 / 6.0 * (1 + 1e-6);
+      for (std::size_t i = 0; i < rows; ++i) {
+        for (std::size_t j = 0; j < cols; ++j) {
+          double block_amax = 0;
+          const std::size_t r0 = i / q.block_rows * q.block_rows, c0 = j / q.block_cols * q.block_cols;
+          for (std::size_t a = r0; a < std::min(rows, r0 + q.block_rows); ++a) {
+            for (std::size_t b = c0; b < std::min(cols, c0 + q.block_cols); ++b) {
+              block_amax = std::max(block_amax, std::fabs(static_cast<double>(x[a * cols + b])));
+            }
+          }
+          const double err = std::fabs(static_cast<double>(d[i * cols + j]) - x[i * cols + j]);
+          ASSERT_LE(err, bound * block_amax) << r.name << " role " << role_name(role) << " at " << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(Rht, OrthonormalOnExactInputs) {
+  // (diag(s) H16 / 4) is orthonormal: applying it to e_k gives row k, whose squared norm is 1.
+  for (int k = 0; k < 16; ++k) {
+    std::vector<float> e(16, 0.0f);
+    e[k] = 1.0f;
+    const auto t = random_hadamard_transform(e, 1, 16);
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(t[j], 0.25f * kRhtSigns[k] * hadamard16(k, j)) << k << "," << j;
+  }
+}
+
+TEST(Rht, SumsInAscendingOrderThenBf16) {
+  // 2^-10 cancelled against 1 in ascending order: ((1 + 2^-25) - 1) loses 2^-25 in binary32 before BF16.
+  std::vector<float> x(16, 0.0f);
+  x[0] = 4.0f;          // contributes 1 * s0 * H[0][j]
+  x[1] = 0x1p-23f;      // 2^-25 after the 0.25 factor: below binary32's half-ulp of 1
+  const auto t = random_hadamard_transform(x, 1, 16);
+  EXPECT_EQ(t[0], 1.0f);
+}
+
+TEST(StochasticRounding, ExplicitBitsDecideTheCode) {
+  const Recipe r = preset("nvfp4-norht");  // dY: sr-fastest
+  std::vector<float> x(16, 0.0f);
+  x[0] = 6.0f;   // block amax -> scale gives y(x[0]) = 6 (approximately)
+  x[1] = 1.25f;  // scaled y about 1.25: between 1 and 1.5, delta = 0.5
+  std::vector<std::uint32_t> low(16, 0), high(16, 255);
+  const auto q_low = quantize_with(r, Role::grad_output, x, 1, 16, std::nullopt, low);
+  const auto q_high = quantize_with(r, Role::grad_output, x, 1, 16, std::nullopt, high);
+  EXPECT_EQ(q_low.code(0, 1), 0b0'01'0);   // r = 0: floor(256 * 0.5) + 0 < 256 -> down to 1
+  EXPECT_EQ(q_high.code(0, 1), 0b0'01'1);  // r = 255: up to 1.5
+}
+
+}  // namespace
+}  // namespace fp4sim
