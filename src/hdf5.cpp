@@ -554,7 +554,14 @@ File File::open(const std::filesystem::path& path) {
   if (is_hdf5 == 0) throw DataError(*name + ": not an HDF5 file (no HDF5 signature)");
   if (is_hdf5 < 0) hdf5::fail(*name, "", "H5Fis_hdf5 (cannot read the file)");
   FileHandle f(H5Fopen(name->c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!f) hdf5::fail(*name, "", "H5Fopen (truncated or corrupted HDF5 file?)");
+  if (!f) {
+    const std::string stack = take_error_stack();
+    const bool truncated = stack.find("truncated") != std::string::npos;
+    throw DataError(*name + ": " +
+                    (truncated ? "truncated HDF5 file (shorter than its superblock says)"
+                               : "cannot open as HDF5 (corrupted file?)") +
+                    ": H5Fopen failed (HDF5: " + stack + ")");
+  }
   return File(name, std::move(f), nullptr);
 }
 
