@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Installs what fp4sim needs to build, test and benchmark on Debian 12 (as root, or with sudo), and
+# nothing when everything is already there: each Debian package is checked with dpkg-query and each
+# Python module with an import before anything is fetched, and `apt-get update` runs at most once.
+#
+# The CUDA toolkit is not installed here (Debian 12 has none recent enough for sm_90); CMake builds
+# the kernels in emu/ when it finds nvcc, and leaves them out otherwise.
+#
+# Usage: tools/setup.sh            (called by tools/run_main.sh and tools/test.sh)
+set -euo pipefail
+
+# Debian packages, and what needs each.
+debian_packages=(
+  g++ make cmake ninja-build pkg-config git  # the build (CMake >= 3.25, Ninja)
+  libboost-dev                               # Boost.Multiprecision, header only: the exact datapath
+  libhdf5-dev hdf5-tools                     # HDF5 C API (traces, quantize output); h5dump for debugging
+  libcli11-dev                               # command line
+  libgtest-dev libgmock-dev googletest       # tests
+  libbenchmark-dev                           # tests/bench_*.cpp (Google Benchmark)
+  libopenblas-dev                            # BLAS for the float32 reference GEMM
+  libomp-dev                                 # OpenMP runtime headers (g++ itself uses libgomp)
+  python3 python3-pip                        # the Python tools below
+)
+# Python modules (import name=pip requirement): NumPy/h5py read and write the arrays and traces,
+# ml_dtypes and gfloat are independent references and the benchmark's comparison, pytest runs the
+# Python tests, matplotlib draws the figures.
+python_modules=(
+  "numpy=numpy"
+  "h5py=h5py"
+  "ml_dtypes=ml_dtypes>=0.5"  # float4_e2m1fn arrived in 0.5
+  "gfloat=gfloat"
+  "pytest=pytest"
+  "matplotlib=matplotlib"
+)
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "setup.sh: need root (or sudo) to run: $*" >&2
+    exit 1
+  fi
+}
+
+missing=()
+for package in "${debian_packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -q
+  as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+python=$(command -v python3)
+missing=()
+for entry in "${python_modules[@]}"; do
+  module=${entry%%=*}
+  if ! "$python" -c "import $module" >/dev/null 2>&1; then
+    missing+=("${entry#*=}")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing Python packages for $python: ${missing[*]}"
+  pip_flags=(--quiet --disable-pip-version-check --root-user-action=ignore)
+  # Debian's own python3 is "externally managed" (PEP 668); pip then needs an explicit override.
+  stdlib=$("$python" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
+  if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
+    pip_flags+=(--break-system-packages)
+  fi
+  if [ -w "$("$python" -c 'import site; print(site.getsitepackages()[0])')" ]; then
+    "$python" -m pip install "${pip_flags[@]}" "${missing[@]}"
+  else
+    as_root "$python" -m pip install "${pip_flags[@]}" "${missing[@]}"
+  fi
+fi
+
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup.sh: ready (CUDA toolkit found: emu/ kernels will be built)"
+else
+  echo "setup.sh: ready (no CUDA toolkit: emu/ kernels and GPU tests are left out)"
+fi

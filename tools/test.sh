@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone, as CI runs it (.ci/run):
+#  1. set up, configure and build everything in build-setup/, run every ctest label (unit and exhaustive);
+#  2. configure and build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and run
+#     everything but the exhaustive label. Any sanitizer report fails the run.
+# Prints the time of each stage. Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and
+# $FP4SIM_ASAN_BUILD_DIR (default build-asan/).
+#
+# Usage: tools/test.sh
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+build=${FP4SIM_BUILD_DIR:-$root/build-setup}
+asan_build=${FP4SIM_ASAN_BUILD_DIR:-$root/build-asan}
+jobs=$(nproc)
+timings=()
+stage_start=$SECONDS
+stage_done() {
+  timings+=("$(printf '%-34s %5d s' "$1" $((SECONDS - stage_start)))")
+  stage_start=$SECONDS
+}
+report() {
+  echo "== test.sh timings"
+  printf '  %s\n' "${timings[@]}"
+  echo "  total                              $SECONDS s"
+}
+trap report EXIT
+
+"$root/tools/setup.sh"
+stage_done "setup"
+
+# CMake finds nvcc on PATH; a login shell puts /usr/local/cuda/bin there, a bare one may not.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" -j "$jobs"
+stage_done "configure + build (release)"
+
+ctest --test-dir "$build" --output-on-failure -j 2
+stage_done "ctest, all labels"
+
+# The sanitizer build leaves out the CUDA kernels (nvcc takes no -fsanitize; device code cannot be
+# sanitized) and the benchmarks. -fno-sanitize-recover=all (CMakeLists.txt) makes UBSan abort; the
+# options below make every report fatal and readable.
+cmake -S "$root" -B "$asan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP4SIM_SANITIZE=ON \
+  -DFP4SIM_CUDA=OFF -DFP4SIM_BENCH=OFF
+cmake --build "$asan_build" -j "$jobs"
+stage_done "configure + build (sanitizers)"
+
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
+ctest --test-dir "$asan_build" --output-on-failure -j 2 -LE exhaustive
+stage_done "ctest, sanitizers, -LE exhaustive"
