@@ -101,10 +101,12 @@ class ScaleChooser {
     BlockScale b;
     const Format& el = recipe_.element;
     const int emax_element = floor_log2(element_max_);
-    if (has_nonfinite) {  // torchao / OCP: NaN or Inf in the block marks the whole block NaN
+    if (has_nonfinite) {
+      // torchao / OCP: NaN or Inf in the block marks the whole block NaN. The element codes of such a
+      // block are implementation-defined (semantics.md M5); unscaled, NaN -> 0x7 and Inf -> +-6 as G3.
       b.code = static_cast<std::uint8_t>(recipe_.scale.nan_code());
       b.value = std::numeric_limits<float>::quiet_NaN();
-      b.multiplier = std::numeric_limits<float>::quiet_NaN();
+      b.multiplier = 1.0f;
       return b;
     }
     int shared = -127 - emax_element;  // amax == 0: the smallest scale
