@@ -525,6 +525,21 @@ Dataset Group::create_dataset_raw(std::string_view name, std::span<const hsize_t
   return Dataset(file_, where, std::move(d));
 }
 
+Dataset Group::write_strings(std::string_view name, std::span<const std::string> values) const {
+  SilenceErrors quiet;
+  DatatypeHandle type(H5Tcopy(H5T_C_S1));
+  if (!type || H5Tset_size(type.get(), H5T_VARIABLE) < 0 || H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0) {
+    fail("H5Tcopy/H5Tset_size(string dataset " + std::string(name) + ")");
+  }
+  const hsize_t dims[1] = {values.size()};
+  Dataset d = create_dataset_raw(name, std::span<const hsize_t>(dims), type.get());
+  if (values.empty()) return d;
+  std::vector<const char*> pointers(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) pointers[i] = values[i].c_str();
+  if (H5Dwrite(d.id(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()) < 0) d.fail("H5Dwrite (strings)");
+  return d;
+}
+
 // ---------------------------------------------------------------------------------------------
 // File
 

@@ -301,7 +301,7 @@ float Reader::amax(const TensorInfo& t, std::size_t max_slab_elements) const {
     const std::size_t n = std::min(slab_rows, t.rows - r);
     buffer.resize(n * t.cols);
     read_rows(t, r, n, std::span<float>(buffer));
-#pragma omp parallel for reduction(max : amax) schedule(static)
+#pragma omp parallel for reduction(max : amax) schedule(static) if (buffer.size() > (std::size_t{1} << 18))
     for (std::size_t i = 0; i < buffer.size(); ++i) {
       const float a = std::fabs(buffer[i]);
       if (a > amax) amax = a;  // NaN never compares greater: ignored, as the quantizer's amax does

@@ -286,6 +286,8 @@ class Group : public Object {
                         const DatasetOptions& options = {}) const {
     return write_dataset<T>(name, dims, std::span<const T>(data), options);
   }
+  // A 1-D dataset of variable-length UTF-8 strings (as h5py writes str arrays).
+  Dataset write_strings(std::string_view name, std::span<const std::string> values) const;
   // A dataset of any HDF5 file type (tests use it to write types the trace format rejects).
   Dataset create_dataset_raw(std::string_view name, std::span<const hsize_t> dims, hid_t file_type,
                              const DatasetOptions& options = {}) const;

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   fp4sim::cli::setup_quantize(*app.add_subcommand("quantize", "block-quantize one tensor under a recipe (HDF5 out)"));
   fp4sim::cli::setup_gemm(*app.add_subcommand("gemm", "C = A·Bᵀ of two quantized operands through a GEMM datapath; --list-datapaths"));
   fp4sim::cli::setup_mma(*app.add_subcommand("mma", "raw D = A·B + C as a modeled tensor-core instruction chain computes it"));
+  fp4sim::cli::setup_replay(*app.add_subcommand("replay", "replay a tensor trace through recipes: error, scale and GEMM statistics"));
   try {
     app.parse(argc, argv);
     return 0;

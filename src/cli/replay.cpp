@@ -1,0 +1,281 @@
+// `fp4sim replay TRACE.h5 ...` (CLI.md): parse, validate, call fp4sim::replay::run, print the summary,
+// write the requested outputs (all through temporaries, renamed only when everything succeeded).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli.hpp"
+#include "fp4sim/error.hpp"
+#include "fp4sim/output_file.hpp"
+#include "fp4sim/replay.hpp"
+#include "replay_common.hpp"
+
+namespace fp4sim::cli {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+std::vector<Recipe> recipes_from_flag(const std::string& text) {
+  std::vector<Recipe> out;
+  for (const std::string& name : split_list(text)) {
+    auto r = find_recipe(name);
+    if (!r) {
+      std::string known;
+      for (const auto& p : recipe_presets()) known += (known.empty() ? "" : ", ") + std::string(p.name);
+      throw UsageError("--recipes: unknown recipe '" + name + "' (known: " + known + ")");
+    }
+    out.push_back(*r);
+  }
+  if (out.empty()) throw UsageError("--recipes: no recipe named");
+  return out;
+}
+
+std::vector<std::int64_t> steps_from_flag(const std::string& text) {
+  std::vector<std::int64_t> out;
+  for (const std::string& item : split_list(text)) {
+    auto parse = [&](const std::string& s) {
+      std::size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != s.size() || s.empty()) throw UsageError("--steps: '" + item + "' is not a step or a range A-B");
+      return static_cast<std::int64_t>(v);
+    };
+    const auto dash = item.find('-', 1);
+    if (dash == std::string::npos) {
+      out.push_back(parse(item));
+    } else {
+      const std::int64_t a = parse(item.substr(0, dash)), b = parse(item.substr(dash + 1));
+      if (b < a || b - a > 10'000'000) throw UsageError("--steps: bad range '" + item + "'");
+      for (std::int64_t s = a; s <= b; ++s) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0) {}
+
+ProgressBar::~ProgressBar() { finish(); }
+
+void ProgressBar::update(double fraction, const std::string& what) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (fraction < 1.0 && now - last_ < std::chrono::milliseconds(100)) return;
+  last_ = now;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(fraction * kWidth + 0.5);
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.resize(kWidth, ' ');
+  std::string label = what.size() > 40 ? what.substr(0, 37) + "..." : what;
+  std::fprintf(stderr, "\r\033[K[%s] %3d%% %s", bar.c_str(), static_cast<int>(fraction * 100 + 0.5), label.c_str());
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void ProgressBar::finish() {
+  if (enabled_ && shown_) {
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+}
+
+fs::path plot_script() {
+  if (const char* env = std::getenv("FP4SIM_PLOT_SCRIPT")) return env;
+  std::vector<fs::path> candidates;
+  // The source tree this binary was built from (CMake passes absolute source paths), then paths
+  // relative to the executable (a build directory inside the source tree, or an install prefix).
+  candidates.push_back(fs::path(__FILE__).parent_path().parent_path().parent_path() / "tools" / "plot_replay.py");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path().parent_path() / "tools" / "plot_replay.py");
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "fp4sim" / "plot_replay.py");
+  }
+  for (const auto& c : candidates) {
+    if (fs::exists(c, ec)) return c;
+  }
+  throw UsageError("--plots: cannot find tools/plot_replay.py (set FP4SIM_PLOT_SCRIPT to its path)");
+}
+
+void run_plot_script(const fs::path& script, const fs::path& json, const fs::path& out_dir) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw DataError("--plots: cannot start python3");
+  if (pid == 0) {
+    const std::string s = script.string(), j = json.string(), o = out_dir.string();
+    ::execlp("python3", "python3", s.c_str(), j.c_str(), "--out", o.c_str(), static_cast<char*>(nullptr));
+    std::fprintf(stderr, "fp4sim: cannot run python3\n");
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw DataError("--plots: waitpid failed");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw DataError("--plots: " + script.string() + " failed (exit " +
+                    std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                    "); it needs python3 with matplotlib");
+  }
+}
+
+// A directory written under a temporary name and renamed (or merged) into place by commit().
+PlotDirectory::PlotDirectory(fs::path path) : path_(std::move(path)) {
+  temporary_ = path_;
+  temporary_ += ".tmp." + std::to_string(::getpid());
+  fs::create_directories(temporary_);
+}
+
+PlotDirectory::~PlotDirectory() {
+  std::error_code ec;
+  if (!committed_) fs::remove_all(temporary_, ec);
+}
+
+void PlotDirectory::commit() {
+  std::error_code ec;
+  if (!fs::exists(path_, ec)) {
+    fs::rename(temporary_, path_, ec);
+    if (ec) throw DataError(path_.string() + ": cannot rename into place: " + ec.message());
+  } else {
+    for (const auto& entry : fs::directory_iterator(temporary_)) {
+      fs::rename(entry.path(), path_ / entry.path().filename(), ec);
+      if (ec) throw DataError((path_ / entry.path().filename()).string() + ": cannot move into place: " + ec.message());
+    }
+    fs::remove_all(temporary_, ec);
+  }
+  committed_ = true;
+}
+
+namespace {
+
+struct ReplayCliOptions {
+  std::string trace;
+  std::string recipes = "ue5m3,nvfp4,mxfp4";
+  std::string datapath = "f64";
+  std::string steps, layers, json, csv, h5, plots;
+  std::uint64_t seed = 0;
+  std::string hold = "window";
+  bool no_gemms = false;
+  bool quiet = false;
+  int period = 50;
+  double slab_mib = 256;
+};
+
+void run_replay(const ReplayCliOptions& o) {
+  replay::Options options;
+  options.recipes = recipes_from_flag(o.recipes);
+  options.datapath = o.datapath;
+  if (!o.steps.empty()) options.steps = steps_from_flag(o.steps);
+  options.layers = o.layers;
+  options.seed = o.seed;
+  const auto hold = replay::parse_hold_rule(o.hold);
+  if (!hold) throw UsageError("--hold: expected window or previous, got '" + o.hold + "'");
+  options.hold = *hold;
+  options.gemms = !o.no_gemms;
+  options.headroom_period = o.period;
+  if (!(o.slab_mib > 0)) throw UsageError("--slab-mib must be positive");
+  options.max_slab_bytes = static_cast<std::size_t>(o.slab_mib * 1024 * 1024);
+  fs::path script;
+  if (!o.plots.empty()) script = plot_script();
+
+  // Outputs are opened (as temporaries) before the work, so an unwritable path fails early.
+  std::unique_ptr<OutputFile> json, csv;
+  if (!o.json.empty() && o.json != "-") json = std::make_unique<OutputFile>(o.json);
+  if (!o.csv.empty()) csv = std::make_unique<OutputFile>(o.csv);
+  std::unique_ptr<OutputPath> plot_json;
+  std::unique_ptr<PlotDirectory> plots;
+  if (!o.plots.empty()) plots = std::make_unique<PlotDirectory>(o.plots);
+
+  ProgressBar bar;
+  options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+  const replay::Result result = replay::run(o.trace, options);
+  bar.finish();
+
+  const bool json_stdout = o.json == "-";
+  if (!o.quiet) {
+    const std::string text = replay::summary(result);
+    std::fputs(text.c_str(), json_stdout ? stderr : stdout);
+  }
+  if (json) replay::write_json(result, json->stream());
+  if (csv) replay::write_csv(result, csv->stream());
+  if (!o.h5.empty()) {
+    // write_h5 commits its own temporary; it is the last data output, so a later failure can only be
+    // in the plots, which are committed after it.
+    replay::write_h5(result, o.h5);
+  }
+  if (plots) {
+    fs::path json_path;
+    std::unique_ptr<OutputFile> scratch;
+    if (json) {
+      json->stream().flush();
+      json_path = json->temporary_path();
+    } else {
+      scratch = std::make_unique<OutputFile>(fs::path(plots->temporary_path()) / "replay.json");
+      replay::write_json(result, scratch->stream());
+      scratch->stream().flush();
+      json_path = scratch->temporary_path();
+    }
+    run_plot_script(script, json_path, plots->temporary_path());
+  }
+  if (json_stdout) replay::write_json(result, std::cout);
+  if (json) json->commit();
+  if (csv) csv->commit();
+  if (plots) plots->commit();
+}
+
+}  // namespace
+
+void setup_replay(CLI::App& app) {
+  auto o = std::make_shared<ReplayCliOptions>();
+  app.description(
+      "Replay a tensor trace (trace-format.md) through block-scaled recipes: per step, layer, tensor and recipe "
+      "error, underflow/saturation and per-block statistics; per GEMM the relative Frobenius error; periodic "
+      "tensor scaling carried across steps (Proposition 1 headroom).");
+  app.add_option("trace", o->trace, "TRACE.h5 (trace-format.md, version 1)")->required();
+  app.add_option("--recipes", o->recipes, "comma-separated recipe presets")->capture_default_str();
+  app.add_option("--datapath", o->datapath,
+                 "GEMM datapath for the gemms entries: f64 = float64 product of the dequantized operands")
+      ->capture_default_str();
+  app.add_option("--steps", o->steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
+  app.add_option("--layers", o->layers, "regular expression (ECMAScript) searched in layer names");
+  app.add_option("--json", o->json, "write the full results as JSON ('-' for stdout)");
+  app.add_option("--csv", o->csv, "write one CSV row per tensor, gemm and headroom entry");
+  app.add_option("--h5", o->h5, "write the results as HDF5 column datasets");
+  app.add_option("--plots", o->plots, "write PNG plots into this directory (python3 + matplotlib)");
+  app.add_option("--seed", o->seed, "seed of the stochastic-rounding bits")->capture_default_str();
+  app.add_option("--hold", o->hold,
+                 "periodic-scaling hold rule when a refresh step was not captured: window | previous")
+      ->capture_default_str();
+  app.add_option("--period", o->period, "D of the Proposition 1 headroom analysis")->capture_default_str();
+  app.add_flag("--no-gemms", o->no_gemms, "skip the GEMM-level entries (per-tensor statistics only)");
+  app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
+  app.add_option("--slab-mib", o->slab_mib, "stream tensors larger than this many MiB of float32 in row slabs")
+      ->capture_default_str();
+  app.callback([o] { run_replay(*o); });
+}
+
+}  // namespace fp4sim::cli

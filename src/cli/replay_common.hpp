@@ -1,0 +1,57 @@
+// Helpers shared by the `replay` and `sweep` subcommands (src/cli/replay.cpp, src/cli/sweep.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fp4sim/recipe.hpp"
+
+namespace fp4sim::cli {
+
+// "a,b, c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& text);
+// Recipe preset names -> recipes (UsageError naming the known presets).
+std::vector<Recipe> recipes_from_flag(const std::string& text);
+// "1,200,300-310" -> steps (UsageError on anything else).
+std::vector<std::int64_t> steps_from_flag(const std::string& text);
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal, at most 10 times a second.
+class ProgressBar {
+ public:
+  ProgressBar();
+  ~ProgressBar();
+  void update(double fraction, const std::string& what);
+  void finish();
+
+ private:
+  bool enabled_ = false;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// tools/plot_replay.py: $FP4SIM_PLOT_SCRIPT, the source tree, or next to the executable.
+std::filesystem::path plot_script();
+// Runs `python3 SCRIPT JSON --out DIR`; DataError when it fails.
+void run_plot_script(const std::filesystem::path& script, const std::filesystem::path& json,
+                     const std::filesystem::path& out_dir);
+
+// A directory written under a temporary name, renamed (or merged) into place by commit(); removed
+// when destroyed uncommitted, so a failed command leaves no partial plots.
+class PlotDirectory {
+ public:
+  explicit PlotDirectory(std::filesystem::path path);
+  PlotDirectory(const PlotDirectory&) = delete;
+  PlotDirectory& operator=(const PlotDirectory&) = delete;
+  ~PlotDirectory();
+  const std::filesystem::path& temporary_path() const { return temporary_; }
+  void commit();
+
+ private:
+  std::filesystem::path path_, temporary_;
+  bool committed_ = false;
+};
+
+}  // namespace fp4sim::cli
