@@ -1,0 +1,191 @@
+// Benchmarks of the emu/ kernels on device-resident data (fp4sim::gpu::bench_*): CUDA events around each
+// call, warm-up first, median of `reps`. Inputs are random (never zeros: METHOD.md), drawn on the device.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "device.hpp"
+#include "fp4sim/gpu.hpp"
+
+namespace fp4sim::gpu {
+namespace {
+
+struct Dev {
+  void* p = nullptr;
+  Dev() = default;
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() {
+    if (p != nullptr) cudaFree(p);
+  }
+  bool alloc(std::size_t bytes) { return cudaMalloc(&p, bytes) == cudaSuccess; }
+};
+
+__device__ __forceinline__ std::uint32_t hash32(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<std::uint32_t>(x);
+}
+
+// Values spread over several binades with both signs: sign * (1 + u) * 2^(e - 8), e in 0..15.
+__global__ void fill_float(float* x, std::uint64_t n, std::uint64_t seed) {
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint32_t h = hash32(i * 0x9E3779B97F4A7C15ull + seed);
+    const float u = static_cast<float>(h & 0xFFFFFF) * (1.0f / 16777216.0f);
+    const int e = static_cast<int>((h >> 24) & 15) - 8;
+    const float v = ldexpf(1.0f + u, e);
+    x[i] = (h >> 28) & 1 ? -v : v;
+  }
+}
+
+// BF16 operands that are E2M1 x UE5M3-like values (exact products), random signs.
+__global__ void fill_bf16(std::uint16_t* x, std::uint64_t n, std::uint64_t seed) {
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint32_t h = hash32(i * 0x9E3779B97F4A7C15ull + seed);
+    const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const float v = e2m1[h & 7] * ldexpf(1.0f + static_cast<float>((h >> 3) & 7) * 0.125f,
+                                         static_cast<int>((h >> 6) & 7) - 4);
+    x[i] = __bfloat16_as_ushort(__float2bfloat16_rn((h >> 9) & 1 ? -v : v));
+  }
+}
+
+template <class F>
+Status time_median(int reps, F&& call, double& ms) {
+  cudaEvent_t start, stop;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) return Status::cuda_error;
+  std::vector<float> times;
+  Status st = Status::success;
+  for (int i = 0; i < 3 && st == Status::success; ++i) st = call();  // warm-up
+  for (int i = 0; i < reps && st == Status::success; ++i) {
+    cudaEventRecord(start);
+    st = call();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float t = 0.0f;
+    cudaEventElapsedTime(&t, start, stop);
+    times.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (st != Status::success) return st;
+  if (cudaDeviceSynchronize() != cudaSuccess) return Status::cuda_error;
+  std::sort(times.begin(), times.end());
+  ms = times.empty() ? 0.0 : times[times.size() / 2];
+  return Status::success;
+}
+
+}  // namespace
+
+Status bench_copy(std::size_t size, int reps, BenchFigures& out) {
+  if (!device_available()) return Status::no_device;
+  Dev a, b;
+  if (!a.alloc(size) || !b.alloc(size)) return Status::cuda_error;
+  fill_float<<<1024, 256>>>(static_cast<float*>(a.p), size / 4, 1);
+  out.bytes = 2.0 * static_cast<double>(size);
+  return time_median(
+      reps,
+      [&] {
+        return cudaMemcpyAsync(b.p, a.p, size, cudaMemcpyDeviceToDevice) == cudaSuccess ? Status::success
+                                                                                        : Status::cuda_error;
+      },
+      out.ms);
+}
+
+Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_amax, std::size_t rows,
+                      std::size_t cols, int reps, BenchFigures& out) {
+  if (!device_available()) return Status::no_device;
+  QuantizeRequest request;
+  request.spec = spec;
+  if (held_amax) request.amax_ref = 100.0f;
+  request.random.seed = 7;
+  detail::QuantizePlan plan;
+  if (const Status s = detail::make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
+  Dev x, codes, scales, amax;
+  const std::size_t n = rows * cols;
+  if (!x.alloc(n * 4) || !codes.alloc(rows * plan.code_cols) || !scales.alloc(plan.scale_rows * plan.scale_cols) ||
+      !amax.alloc(4))
+    return Status::cuda_error;
+  fill_float<<<4096, 256>>>(static_cast<float*>(x.p), n, 3);
+  if (cudaDeviceSynchronize() != cudaSuccess) return Status::cuda_error;
+  const bool two_pass = !(plan.tensor_scaled && plan.amax_ref);
+  out.bytes = static_cast<double>(n) * 4.0 + static_cast<double>(rows * plan.code_cols) +
+              static_cast<double>(plan.scale_rows * plan.scale_cols) + (two_pass ? static_cast<double>(n) * 4.0 : 0.0);
+  const detail::TensorScalars fixed = detail::tensor_scalars(plan, 100.0f);
+  return time_median(
+      reps,
+      [&] {
+        if (two_pass) {
+          // The amax pass stays on the device; the scalars for the timed quantize are the held ones
+          // (the host round trip of 4 bytes is not what is being measured).
+          if (const Status s = detail::launch_amax(plan, static_cast<float*>(x.p), static_cast<float*>(amax.p),
+                                                   nullptr);
+              s != Status::success)
+            return s;
+        }
+        return detail::launch_quantize(plan, fixed, static_cast<const float*>(x.p), nullptr,
+                                       static_cast<std::uint8_t*>(codes.p), static_cast<std::uint8_t*>(scales.p),
+                                       nullptr);
+      },
+      out.ms);
+}
+
+Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, int reps, BenchFigures& ours,
+                  BenchFigures& cublas) {
+  if (!device_available()) return Status::no_device;
+  Dev a, b, c, c2;
+  if (!a.alloc(m * k * 2) || !b.alloc(n * k * 2) || !c.alloc(m * n * 4) || !c2.alloc(m * n * 4))
+    return Status::cuda_error;
+  fill_bf16<<<4096, 256>>>(static_cast<std::uint16_t*>(a.p), m * k, 11);
+  fill_bf16<<<4096, 256>>>(static_cast<std::uint16_t*>(b.p), n * k, 12);
+  if (cudaDeviceSynchronize() != cudaSuccess) return Status::cuda_error;
+  ours.flops = cublas.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int variant = path == GemmPath::probe_matched ? 3 : static_cast<int>(reps < 0 ? 0 : 1);
+  Status st = Status::success;
+  // Pick the fastest tile configuration for bf16-tc (each timed; reported: the best).
+  double best = 1e30;
+  const int first = path == GemmPath::probe_matched ? 3 : 0, last = path == GemmPath::probe_matched ? 3 : 2;
+  (void)variant;
+  for (int v = first; v <= last; ++v) {
+    double t = 0.0;
+    st = time_median(
+        reps,
+        [&] {
+          return detail::launch_gemm_bf16_variant(v, static_cast<const std::uint16_t*>(a.p),
+                                                  static_cast<const std::uint16_t*>(b.p), static_cast<float*>(c.p), m,
+                                                  n, k, nullptr);
+        },
+        t);
+    if (st != Status::success) return st;
+    best = std::min(best, t);
+  }
+  ours.ms = best;
+
+  cublasHandle_t handle;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return Status::cuda_error;
+  const float one = 1.0f, zero = 0.0f;
+  // Row-major C [m,n] = A [m,k] . B [n,k]^T  <=>  column-major C^T [n,m] = B^T(k x n)^T ... : op(B)=T on the
+  // column-major view of B (k x n, ld k) and A (k x m, ld k).
+  st = time_median(
+      reps,
+      [&] {
+        const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                                              static_cast<int>(k), &one, b.p, CUDA_R_16BF, static_cast<int>(k), a.p,
+                                              CUDA_R_16BF, static_cast<int>(k), &zero, c2.p, CUDA_R_32F,
+                                              static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return s == CUBLAS_STATUS_SUCCESS ? Status::success : Status::cuda_error;
+      },
+      cublas.ms);
+  cublasDestroy(handle);
+  return st;
+}
+
+}  // namespace fp4sim::gpu

@@ -1,0 +1,87 @@
+// Device-pointer layer of the emu/ kernels: what fp4sim::gpu's host-memory API (include/fp4sim/gpu.hpp)
+// and the benchmarks (emu/bench.cu) launch. Pointers are device memory from cudaMalloc. No CUDA headers
+// here, so host-only translation units can include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "emu.hpp"
+#include "fp4sim/gpu.hpp"
+#include "fp4sim/quantize.hpp"
+#include "fp4sim/recipe.hpp"
+
+namespace fp4sim::gpu::detail {
+
+// Which element rounding a quantize kernel instantiates.
+enum class ElementRound : std::uint8_t { rne, sr_fast, sr_fast_f32, sr_fastest };
+// Which scale rule (the power-of-two rules other than OCP's floor are not implemented on the GPU).
+enum class ScaleKind : std::uint8_t { two_level, pow2_floor };
+
+// Everything a quantize launch needs, resolved on the host from (recipe, request, shape).
+struct QuantizePlan {
+  std::size_t rows = 0, cols = 0;
+  int block_cols = 16, block_rows = 1;
+  std::size_t code_cols = 0, scale_rows = 0, scale_cols = 0;
+  ElementRound rounding = ElementRound::rne;
+  ScaleKind scale_kind = ScaleKind::two_level;
+  bool rht = false;
+  bool tensor_scaled = false;
+  bool zero_scale_to_one = true;
+  emu::SmallFormat scale_format{};   // two-level: the block-scale format's bit-path constants
+  std::uint32_t one_code = 0;        // the scale code of 1.0 (zero-scale repair)
+  float target = 448.0f;
+  std::optional<float> amax_ref;     // held amax; else the current amax is measured on the device
+  std::uint64_t seed = 0, stream = 0;
+  int sr_bits = 8;
+};
+
+// Resolves a plan; unsupported_* when the GPU has no kernel for the recipe (element format other than
+// e2m1, scale rules ceil/even/rceil, RHT with 2-D tiles or a block that is not 16 or 32).
+Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows, std::size_t cols,
+                 QuantizePlan& plan);
+
+// The scalars the plan resolves to once the tensor amax is known (host arithmetic, binary32 RN).
+struct TensorScalars {
+  float tensor_amax = 0.0f;
+  float encode = 1.0f, decode = 1.0f;  // G, Gd
+  float block_multiplier = 1.0f;       // RN(G * RN(1/6))
+};
+TensorScalars tensor_scalars(const QuantizePlan& plan, float amax);
+
+// Current amax of x (after the RHT when plan.rht), NaN-ignoring, into *d_amax (device float).
+Status launch_amax(const QuantizePlan& plan, const float* d_x, float* d_amax, void* stream);
+// Codes and scales of x under the plan and scalars. explicit_bits: nullptr or one integer per element.
+Status launch_quantize(const QuantizePlan& plan, const TensorScalars& scalars, const float* d_x,
+                       const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
+                       void* stream);
+// Dequantize (codes, scales) of q's shape and settings into d_out (float [rows, cols]).
+Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
+                         float* d_out, void* stream);
+
+// Encoded-domain operand: out[r, k] = BF16(element value * block scale value) (exact for the presets),
+// as uint16 bit patterns, [rows, k_padded] with zeros in k >= cols.
+Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
+                          std::uint16_t* d_out, std::size_t k_padded, void* stream);
+
+// C [M, N] (row-major, fp32) = epilogue(A [M, Kp] . B [N, Kp]^T) with BF16 operands (uint16 bits) through
+// mma.sync.m16n8k16 and FP32 accumulation chained in ascending k from +0.
+//   group_k == 0: bf16-tc: C = RN(acc * alpha)
+//   group_k == 64: probe-matched: group partials (4 chained k16 steps from +0) summed with add.rz from +0,
+//   optional snap RNE(C*1024)/1024, then RN(C * alpha).
+Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, std::size_t m,
+                        std::size_t n, std::size_t k_padded, int group_k, bool snap, float alpha, void* stream);
+
+// Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128).
+Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c,
+                                std::size_t m, std::size_t n, std::size_t kp, void* stream);
+
+// Exact block-scaled GEMM on CUDA cores: C = RN(RN_exact(sum) * alpha), from codes and scales.
+Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
+                         const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
+                         float* d_c, float alpha, void* stream);
+
+// Value of a code of an 8-bit-or-less unsigned/signed small format with a mantissa, or e8m0 (host).
+float decode_small_host(const Format& f, std::uint32_t code);
+
+}  // namespace fp4sim::gpu::detail

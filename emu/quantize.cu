@@ -1,0 +1,700 @@
+// Block quantization and dequantization on the GPU (fp4sim::gpu::quantize / dequantize).
+//
+// Written for the GPU, independently of src/quantize.cpp (which judges it through `fp4sim crosscheck`):
+//  * one thread owns one 1 x B row segment of a block (B = 16 or 32): it loads its B floats with 16-byte
+//    loads, applies the 16-point RHT in registers when asked (FP32 sequential 16-term sums from +0,
+//    then BF16 RNE by integer rounding of the bit pattern), and stores B/2 code bytes in one vector
+//    store. 2-D tiles (B x B) are B consecutive lanes of a warp, one row each; the tile amax is a
+//    butterfly of shuffles, so a tile costs no shared memory and no second pass;
+//  * the block scale: two-level u = RN(amax * RN(G * RN(1/6))) through the integer bit path of
+//    emu::f32_to_small (RNE, saturating), the zero-scale repair, mult = min(RN(1/RN(s * Gd)), FLT_MAX);
+//    or OCP's floor rule 2^(field - 127 - 2) from amax's exponent field, clamped to E8M0;
+//  * E2M1 elements: RNE through the seven thresholds of emu::f32_to_e2m1; stochastic rounding from the
+//    fraction delta = (|y| - lower) / step, exact in binary32 (Sterbenz), compared per mode: sr-fastest
+//    floor(2^k delta) + r >= 2^k; sr-fast 2^(k+1) delta + 2r + 1 >= 2^(k+1) (exact); sr-fast-f32
+//    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/random.hpp,
+//    the one shared host/device helper): one Philox block serves four consecutive elements.
+// The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "device.hpp"
+#include "emu.hpp"
+#include "fp4sim/codec.hpp"
+#include "fp4sim/gpu.hpp"
+#include "fp4sim/random.hpp"
+
+namespace fp4sim::gpu {
+namespace detail {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Kernel arguments (by value, so they sit in the constant bank).
+struct QuantArgs {
+  const float* x;
+  const std::uint32_t* explicit_bits;
+  std::uint8_t* codes;
+  std::uint8_t* scales;
+  std::uint64_t rows, cols, code_cols, scale_rows, scale_cols, threads;
+  float block_multiplier, gd;
+  emu::SmallFormat scale_format;
+  std::uint32_t scale_mbits;
+  std::int32_t scale_bias;
+  std::uint32_t one_code;
+  std::uint32_t zero_to_one;
+  std::uint64_t seed, stream;
+  std::int32_t sr_bits;
+};
+
+// 2^e for -149 <= e <= 127, built from bits (exact).
+__device__ __forceinline__ float pow2f(int e) {
+  if (e >= -126) return __uint_as_float(static_cast<std::uint32_t>(e + 127) << 23);
+  return __uint_as_float(1u << (e + 149));
+}
+
+// Value of a two-level scale code (unsigned, mantissa bits M, bias; code < max+1, no specials reached).
+__device__ __forceinline__ float decode_scale(const QuantArgs& a, std::uint32_t code) {
+  const std::uint32_t field = code >> a.scale_mbits;
+  const std::uint32_t mant = code & ((1u << a.scale_mbits) - 1u);
+  const int m = static_cast<int>(a.scale_mbits);
+  if (field == 0) return static_cast<float>(mant) * pow2f(1 - a.scale_bias - m);
+  return static_cast<float>(mant | (1u << m)) * pow2f(static_cast<int>(field) - a.scale_bias - m);
+}
+
+// The 16-point RHT of 16 values in place: out_j = BF16_RNE(sum_i (x_i * s_i H[i][j] / 4)), FP32 sums
+// in ascending i from +0.
+__device__ __forceinline__ std::uint32_t bf16_rne_bits(float v) {
+  const std::uint32_t b = __float_as_uint(v);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (b | 0x00400000u) & 0xFFFF0000u;  // NaN stays NaN
+  return (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
+}
+
+__device__ __forceinline__ void rht16(float* v) {
+  constexpr int kSigns[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+  float quarter[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) quarter[i] = __fmul_rn(v[i], 0.25f);  // RN(x * 0.25); sign applied below
+  float out[16];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const bool negative = (kSigns[i] < 0) != ((__popc(i & j) & 1) != 0);
+      sum = __fadd_rn(sum, negative ? -quarter[i] : quarter[i]);
+    }
+    out[j] = __uint_as_float(bf16_rne_bits(sum));
+  }
+#pragma unroll
+  for (int j = 0; j < 16; ++j) v[j] = out[j];
+}
+
+// E2M1 stochastic rounding of y with the k-bit integer r.
+template <ElementRound R>
+__device__ __forceinline__ std::uint32_t e2m1_stochastic(float y, std::uint32_t r, int k) {
+  const std::uint32_t bits = __float_as_uint(y);
+  const std::uint32_t abs = bits & 0x7FFFFFFFu;
+  const std::uint32_t sign = (bits >> 28) & 0x8u;
+  if (abs > 0x7F800000u) return 0x7u;           // NaN: +max finite (satfinite)
+  if (abs >= 0x40C00000u) return 0x7u | sign;   // |y| >= 6 (Inf too): saturate
+  const float a = __uint_as_float(abs);
+  // Lower code (rounding toward zero), its value and the step to the next code.
+  const std::uint32_t lower = emu::f32_to_e2m1<emu::Round::rtz>(abs);
+  const std::uint32_t field = lower >> 1, m = lower & 1u;
+  const float lower_value = field == 0 ? 0.5f * static_cast<float>(m)
+                                       : (1.0f + 0.5f * static_cast<float>(m)) * static_cast<float>(1u << (field - 1));
+  const float inv_step = lower < 4 ? 2.0f : lower < 6 ? 1.0f : 0.5f;
+  const float delta = __fmul_rn(__fsub_rn(a, lower_value), inv_step);  // exact
+  bool up = false;
+  if constexpr (R == ElementRound::sr_fastest) {
+    // floor(2^k delta) + r >= 2^k
+    const float scaled = floorf(__fmul_rn(delta, __uint_as_float(static_cast<std::uint32_t>(127 + k) << 23)));
+    up = static_cast<std::uint64_t>(scaled) + r >= (std::uint64_t{1} << k);
+  } else if constexpr (R == ElementRound::sr_fast) {
+    // floor(2^(k+1) delta) + 2r + 1 >= 2^(k+1), in integers
+    const float scaled = floorf(__fmul_rn(delta, __uint_as_float(static_cast<std::uint32_t>(128 + k) << 23)));
+    up = static_cast<std::uint64_t>(scaled) + 2 * std::uint64_t{r} + 1 >= (std::uint64_t{1} << (k + 1));
+  } else {
+    // RN32(delta + (2r+1) * 2^-(k+1)) >= 1, (2r+1) formed in 32-bit unsigned arithmetic
+    const float offset = __fmul_rn(__uint2float_rn(2u * r + 1u),
+                                   __uint_as_float(static_cast<std::uint32_t>(127 - (k + 1)) << 23));
+    up = __fadd_rn(delta, offset) >= 1.0f;
+  }
+  return (lower + (up ? 1u : 0u)) | sign;
+}
+
+template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
+__global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
+  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const std::uint64_t group = t / BR;
+  const int lane_in_group = static_cast<int>(t % BR);
+  const std::uint64_t sr = group / a.scale_cols;
+  const std::uint64_t cb = group % a.scale_cols;
+  const std::uint64_t r = sr * BR + lane_in_group;
+  const bool valid = t < a.threads && r < a.rows;
+  const std::uint64_t c0 = cb * BC;
+  const bool vector_path = (a.cols % BC) == 0;
+
+  float v[BC];
+  if (valid) {
+    const float* row = a.x + r * a.cols;
+    if (vector_path) {
+      const float4* p = reinterpret_cast<const float4*>(row + c0);
+#pragma unroll
+      for (int i = 0; i < BC / 4; ++i) {
+        const float4 q = __ldcs(p + i);
+        v[4 * i] = q.x;
+        v[4 * i + 1] = q.y;
+        v[4 * i + 2] = q.z;
+        v[4 * i + 3] = q.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < BC; ++i) v[i] = c0 + i < a.cols ? row[c0 + i] : 0.0f;
+    }
+    if constexpr (RHT) {
+#pragma unroll
+      for (int g = 0; g < BC / 16; ++g) rht16(v + 16 * g);
+      if (!vector_path) {
+#pragma unroll
+        for (int i = 0; i < BC; ++i)
+          if (c0 + i >= a.cols) v[i] = 0.0f;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BC; ++i) v[i] = 0.0f;
+  }
+
+  float amax = 0.0f;
+  std::uint32_t nonfinite = 0;
+#pragma unroll
+  for (int i = 0; i < BC; ++i) {
+    amax = fmaxf(amax, fabsf(v[i]));  // fmaxf ignores NaN, as the NVFP4 kernels' max does
+    nonfinite |= (__float_as_uint(v[i]) & 0x7F800000u) == 0x7F800000u;
+  }
+  if constexpr (BR > 1) {
+#pragma unroll
+    for (int o = BR / 2; o > 0; o >>= 1) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+      nonfinite |= __shfl_xor_sync(0xFFFFFFFFu, nonfinite, o);
+    }
+  }
+  if (!valid) return;
+
+  std::uint32_t scale_code;
+  float mult;
+  if constexpr (SK == ScaleKind::two_level) {
+    const float ideal = fminf(__fmul_rn(amax, a.block_multiplier), FLT_MAX);
+    scale_code = emu::f32_to_small<emu::Round::rne>(a.scale_format, __float_as_uint(ideal));
+    float s = decode_scale(a, scale_code);
+    if (s == 0.0f && a.zero_to_one) {
+      scale_code = a.one_code;
+      s = 1.0f;
+    }
+    mult = fminf(__frcp_rn(__fmul_rn(s, a.gd)), FLT_MAX);
+  } else {
+    if (nonfinite) {
+      // NaN or Inf in the block: scale NaN (0xFF); the elements are encoded unscaled (semantics.md M5).
+      scale_code = 0xFFu;
+      mult = 1.0f;
+    } else {
+      // OCP floor: 2^(field - 127 - emax(E2M1) = 2), clamped to E8M0's [-127, 127]; amax 0 -> 2^-127.
+      int e = amax > 0.0f ? static_cast<int>(__float_as_uint(amax) >> 23) - 127 - 2 : -129;
+      e = e < -127 ? -127 : (e > 127 ? 127 : e);
+      scale_code = static_cast<std::uint32_t>(e + 127);
+      mult = pow2f(-e);
+    }
+  }
+  if (lane_in_group == 0) a.scales[sr * a.scale_cols + cb] = static_cast<std::uint8_t>(scale_code);
+
+  const std::uint64_t base_index = r * a.cols + c0;
+  std::uint32_t codes[BC];
+#pragma unroll
+  for (int i = 0; i < BC; ++i) {
+    const float y = __fmul_rn(v[i], mult);
+    if constexpr (R == ElementRound::rne) {
+      codes[i] = emu::f32_to_e2m1<emu::Round::rne>(__float_as_uint(y));
+    } else {
+      codes[i] = 0;  // filled below, four at a time
+    }
+  }
+  if constexpr (R != ElementRound::rne) {
+    const std::uint32_t mask = (1u << a.sr_bits) - 1u;
+    if (a.explicit_bits != nullptr) {
+#pragma unroll
+      for (int i = 0; i < BC; ++i) {
+        const std::uint32_t rb = c0 + i < a.cols ? a.explicit_bits[base_index + i] : 0u;
+        codes[i] = e2m1_stochastic<R>(__fmul_rn(v[i], mult), rb, a.sr_bits);
+      }
+    } else if ((base_index & 3) == 0) {
+#pragma unroll
+      for (int q = 0; q < BC / 4; ++q) {
+        const std::uint64_t block = (base_index >> 2) + q;
+        const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+                                      static_cast<std::uint32_t>(a.stream),
+                                      static_cast<std::uint32_t>(a.stream >> 32)};
+        const Philox4x32::Key key{static_cast<std::uint32_t>(a.seed), static_cast<std::uint32_t>(a.seed >> 32)};
+        const Philox4x32::Counter w = Philox4x32::generate(ctr, key);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          codes[4 * q + j] = e2m1_stochastic<R>(__fmul_rn(v[4 * q + j], mult), w[j] & mask, a.sr_bits);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < BC; ++i) {
+        const std::uint32_t rb = random_bits(a.seed, a.stream, base_index + i, a.sr_bits);
+        codes[i] = e2m1_stochastic<R>(__fmul_rn(v[i], mult), rb, a.sr_bits);
+      }
+    }
+  }
+
+  std::uint8_t* out = a.codes + r * a.code_cols + c0 / 2;
+  if (vector_path) {
+    std::uint32_t words[BC / 8];
+#pragma unroll
+    for (int w = 0; w < BC / 8; ++w) {
+      std::uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) word |= codes[8 * w + j] << (4 * j);
+      words[w] = word;
+    }
+    if constexpr (BC == 16) {
+      *reinterpret_cast<uint2*>(out) = make_uint2(words[0], words[1]);
+    } else {
+      *reinterpret_cast<uint4*>(out) = make_uint4(words[0], words[1], words[2], words[3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < BC; j += 2) {
+      if (c0 + j < a.cols) {
+        const std::uint32_t hi = c0 + j + 1 < a.cols ? codes[j + 1] : 0u;
+        out[j / 2] = static_cast<std::uint8_t>(codes[j] | (hi << 4));
+      }
+    }
+  }
+}
+
+// Current amax: plain grid-stride over all elements, or per 16-group after the RHT.
+__global__ void amax_kernel(const float* __restrict__ x, std::uint64_t n, unsigned int* out) {
+  float m = 0.0f;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  const std::uint64_t quads = n / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < quads; i += stride) {
+    const float4 q = __ldcs(x4 + i);
+    m = fmaxf(fmaxf(m, fmaxf(fabsf(q.x), fabsf(q.y))), fmaxf(fabsf(q.z), fabsf(q.w)));
+  }
+  for (std::uint64_t i = quads * 4 + static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    m = fmaxf(m, fabsf(x[i]));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
+}
+
+__global__ void amax_rht_kernel(const float* __restrict__ x, std::uint64_t rows, std::uint64_t cols,
+                                unsigned int* out) {
+  const std::uint64_t groups = (cols + 15) / 16;
+  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  float m = 0.0f;
+  if (t < rows * groups) {
+    const std::uint64_t r = t / groups, c0 = (t % groups) * 16;
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = c0 + i < cols ? x[r * cols + c0 + i] : 0.0f;
+    rht16(v);
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      if (c0 + i < cols) m = fmaxf(m, fabsf(v[i]));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
+}
+
+struct DequantArgs {
+  const std::uint8_t* codes;
+  const std::uint8_t* scales;
+  float* out;
+  std::uint64_t rows, cols, code_cols, scale_cols;
+  std::int32_t block_rows, block_cols;
+  std::int32_t order;  // 0 portable, 1 kernel, 2 te_kernel, 3 single-level q*s
+  float gd, amax, te_factor;
+  float element[16];
+  float scale[256];
+};
+
+__device__ __forceinline__ float dequant_one(const DequantArgs& a, std::uint32_t code, std::uint32_t scode) {
+  const float e = a.element[code];
+  const float s = a.scale[scode];
+  switch (a.order) {
+    case 0: return __fmul_rn(e, __fmul_rn(s, a.gd));
+    case 1: return __fmul_rn(__fmul_rn(e, s), a.gd);
+    case 2: return __fmul_rn(e, __fmul_rn(__fmul_rn(s, a.amax), a.te_factor));
+    default: return __fmul_rn(e, s);
+  }
+}
+
+// One thread per 8 elements (one 32-bit code word) when cols % 8 == 0; per element otherwise.
+__global__ void dequantize_kernel(DequantArgs a, std::uint64_t units) {
+  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= units) return;
+  if (a.cols % 8 == 0) {
+    const std::uint64_t per_row = a.cols / 8;
+    const std::uint64_t r = t / per_row, c0 = (t % per_row) * 8;
+    const std::uint32_t word = *reinterpret_cast<const std::uint32_t*>(a.codes + r * a.code_cols + c0 / 2);
+    const std::uint8_t* srow = a.scales + (r / a.block_rows) * a.scale_cols;
+    float o[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = dequant_one(a, (word >> (4 * j)) & 0xFu, srow[(c0 + j) / a.block_cols]);
+    float4* dst = reinterpret_cast<float4*>(a.out + r * a.cols + c0);
+    __stcs(dst, make_float4(o[0], o[1], o[2], o[3]));
+    __stcs(dst + 1, make_float4(o[4], o[5], o[6], o[7]));
+  } else {
+    const std::uint64_t r = t / a.cols, c = t % a.cols;
+    const std::uint8_t byte = a.codes[r * a.code_cols + c / 2];
+    const std::uint32_t code = (c & 1) ? byte >> 4 : byte & 0xFu;
+    a.out[t] = dequant_one(a, code, a.scales[(r / a.block_rows) * a.scale_cols + c / a.block_cols]);
+  }
+}
+
+template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
+cudaError_t launch_q(const QuantArgs& args, cudaStream_t s) {
+  const std::uint64_t blocks = (args.threads + kThreads - 1) / kThreads;
+  quantize_kernel<BC, BR, R, SK, RHT><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(args);
+  return cudaGetLastError();
+}
+
+template <int BC, int BR, ElementRound R, ScaleKind SK>
+cudaError_t dispatch_rht(bool rht, const QuantArgs& args, cudaStream_t s) {
+  if constexpr (BR == 1) {
+    if (rht) return launch_q<BC, BR, R, SK, true>(args, s);
+  }
+  return launch_q<BC, BR, R, SK, false>(args, s);
+}
+
+template <int BC, int BR, ElementRound R>
+cudaError_t dispatch_scale(const QuantizePlan& p, const QuantArgs& args, cudaStream_t s) {
+  if (p.scale_kind == ScaleKind::pow2_floor) return dispatch_rht<BC, BR, R, ScaleKind::pow2_floor>(p.rht, args, s);
+  return dispatch_rht<BC, BR, R, ScaleKind::two_level>(p.rht, args, s);
+}
+
+template <int BC, int BR>
+cudaError_t dispatch_round(const QuantizePlan& p, const QuantArgs& args, cudaStream_t s) {
+  switch (p.rounding) {
+    case ElementRound::rne: return dispatch_scale<BC, BR, ElementRound::rne>(p, args, s);
+    case ElementRound::sr_fast: return dispatch_scale<BC, BR, ElementRound::sr_fast>(p, args, s);
+    case ElementRound::sr_fast_f32: return dispatch_scale<BC, BR, ElementRound::sr_fast_f32>(p, args, s);
+    case ElementRound::sr_fastest: return dispatch_scale<BC, BR, ElementRound::sr_fastest>(p, args, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+float decode_small_host(const Format& f, std::uint32_t code) {
+  if (f.specials == Specials::pow2_nan) {
+    if (code == 0xFFu) return NAN;
+    return std::ldexp(1.0f, static_cast<int>(code) - f.bias);
+  }
+  const std::uint32_t sign = code & f.sign_mask();
+  const std::uint32_t mag = code & f.magnitude_mask();
+  const std::uint32_t field = mag >> f.mantissa_bits;
+  const std::uint32_t mant = mag & ((1u << f.mantissa_bits) - 1u);
+  float v = field == 0 ? std::ldexp(static_cast<float>(mant), 1 - f.bias - f.mantissa_bits)
+                       : std::ldexp(static_cast<float>(mant | (1u << f.mantissa_bits)),
+                                    static_cast<int>(field) - f.bias - f.mantissa_bits);
+  if (f.specials == Specials::fn && mag == f.nan_code()) v = NAN;
+  return sign ? -v : v;
+}
+
+Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows, std::size_t cols,
+                 QuantizePlan& p) {
+  if (recipe.element != formats::e2m1) return Status::unsupported_format;
+  if (recipe.block != 16 && recipe.block != 32) return Status::unsupported_options;
+  p = QuantizePlan{};
+  p.rows = rows;
+  p.cols = cols;
+  p.block_cols = recipe.block;
+  p.block_rows = request.spec.two_d ? recipe.block : 1;
+  p.code_cols = (cols + 1) / 2;
+  p.scale_rows = (rows + p.block_rows - 1) / p.block_rows;
+  p.scale_cols = (cols + p.block_cols - 1) / p.block_cols;
+  switch (request.spec.rounding) {
+    case Rounding::rne: p.rounding = ElementRound::rne; break;
+    case Rounding::sr_fast: p.rounding = ElementRound::sr_fast; break;
+    case Rounding::sr_fast_f32: p.rounding = ElementRound::sr_fast_f32; break;
+    case Rounding::sr_fastest: p.rounding = ElementRound::sr_fastest; break;
+    default: return Status::unsupported_options;
+  }
+  if (recipe.sr_bits < 1 || recipe.sr_bits > 16) return Status::unsupported_options;
+  if (recipe.scale_rule == ScaleRule::two_level) {
+    const Format& sf = recipe.scale;
+    const bool no_inf = sf.specials == Specials::fn || sf.specials == Specials::finite ||
+                        sf.specials == Specials::reserved_top;
+    if (!no_inf || sf.is_signed || sf.mantissa_bits < 1 || sf.bits() > 8 || sf.bias > 126) {
+      return Status::unsupported_format;
+    }
+    p.scale_kind = ScaleKind::two_level;
+    p.scale_format.mantissa_bits = static_cast<std::uint32_t>(sf.mantissa_bits);
+    p.scale_format.bias = sf.bias;
+    p.scale_format.max_magnitude = sf.max_finite_code();
+    p.scale_format.sign_mask = 0;
+    p.scale_format.nan_result = sf.has_nan() ? sf.nan_code() : sf.max_finite_code();
+    p.scale_format.negative_result = 0;
+    // Code of 1.0: field = bias, mantissa 0.
+    p.one_code = static_cast<std::uint32_t>(sf.bias) << sf.mantissa_bits;
+    p.tensor_scaled = recipe.tensor_scale != TensorScalePolicy::none;
+  } else if (recipe.scale_rule == ScaleRule::pow2_floor && recipe.scale == formats::e8m0) {
+    p.scale_kind = ScaleKind::pow2_floor;
+    p.tensor_scaled = false;
+  } else {
+    return Status::unsupported_options;
+  }
+  p.zero_scale_to_one = recipe.zero_scale == ZeroScale::one;
+  p.rht = request.spec.rht;
+  if (p.rht && (p.block_rows != 1 || p.block_cols % 16 != 0)) return Status::unsupported_options;
+  p.target = request.spec.target;
+  p.amax_ref = request.amax_ref;
+  p.seed = request.random.seed;
+  p.stream = request.random.stream;
+  p.sr_bits = recipe.sr_bits;
+  return Status::success;
+}
+
+TensorScalars tensor_scalars(const QuantizePlan& p, float current_amax) {
+  TensorScalars s;
+  s.tensor_amax = current_amax;
+  if (p.tensor_scaled) {
+    const float ref = p.amax_ref ? *p.amax_ref : current_amax;
+    s.tensor_amax = ref;
+    if (ref != 0.0f) {
+      volatile float ft = 6.0f * p.target;  // exact for the targets in use
+      float g = ft / ref;
+      g = g > FLT_MAX ? FLT_MAX : g;
+      if (g != 0.0f && !std::isnan(g)) {
+        s.encode = g;
+        s.decode = 1.0f / g;
+      }
+    }
+  }
+  const volatile float inv6 = 1.0f / 6.0f;
+  s.block_multiplier = s.encode * inv6;
+  return s;
+}
+
+Status launch_amax(const QuantizePlan& p, const float* d_x, float* d_amax, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  if (cudaMemsetAsync(d_amax, 0, sizeof(float), s) != cudaSuccess) return Status::cuda_error;
+  const std::uint64_t n = static_cast<std::uint64_t>(p.rows) * p.cols;
+  if (n == 0) return Status::success;
+  auto* out = reinterpret_cast<unsigned int*>(d_amax);
+  if (p.rht) {
+    const std::uint64_t units = static_cast<std::uint64_t>(p.rows) * ((p.cols + 15) / 16);
+    amax_rht_kernel<<<static_cast<unsigned>((units + 255) / 256), 256, 0, s>>>(d_x, p.rows, p.cols, out);
+  } else {
+    int device = 0, sms = 132;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    const std::uint64_t want = (n / 4 + 255) / 256 + 1;
+    const std::uint64_t cap = static_cast<std::uint64_t>(sms) * 16;
+    amax_kernel<<<static_cast<unsigned>(want < cap ? want : cap), 256, 0, s>>>(d_x, n, out);
+  }
+  return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
+}
+
+Status launch_quantize(const QuantizePlan& p, const TensorScalars& sc, const float* d_x,
+                       const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
+                       void* stream) {
+  QuantArgs a{};
+  a.x = d_x;
+  a.explicit_bits = d_explicit_bits;
+  a.codes = d_codes;
+  a.scales = d_scales;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.code_cols = p.code_cols;
+  a.scale_rows = p.scale_rows;
+  a.scale_cols = p.scale_cols;
+  a.threads = static_cast<std::uint64_t>(p.scale_rows) * p.block_rows * p.scale_cols;
+  a.block_multiplier = sc.block_multiplier;
+  a.gd = sc.decode;
+  a.scale_format = p.scale_format;
+  a.scale_mbits = p.scale_format.mantissa_bits;
+  a.scale_bias = p.scale_format.bias;
+  a.one_code = p.one_code;
+  a.zero_to_one = p.zero_scale_to_one ? 1u : 0u;
+  a.seed = p.seed;
+  a.stream = p.stream;
+  a.sr_bits = p.sr_bits;
+  if (a.threads == 0) return Status::success;
+  auto s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaErrorInvalidValue;
+  if (p.block_cols == 16) {
+    e = p.block_rows == 1 ? dispatch_round<16, 1>(p, a, s) : dispatch_round<16, 16>(p, a, s);
+  } else if (p.block_cols == 32) {
+    e = p.block_rows == 1 ? dispatch_round<32, 1>(p, a, s) : dispatch_round<32, 32>(p, a, s);
+  }
+  return e == cudaSuccess ? Status::success : Status::cuda_error;
+}
+
+Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
+                         float* d_out, void* stream) {
+  if (q.element != formats::e2m1) return Status::unsupported_format;
+  DequantArgs a{};
+  a.codes = d_codes;
+  a.scales = d_scales;
+  a.out = d_out;
+  a.rows = q.rows;
+  a.cols = q.cols;
+  a.code_cols = q.code_cols();
+  a.scale_cols = q.scale_cols;
+  a.block_rows = q.block_rows;
+  a.block_cols = q.block_cols;
+  for (std::uint32_t c = 0; c < 16; ++c) a.element[c] = decode_small_host(q.element, c);
+  for (std::uint32_t c = 0; c < 256; ++c) a.scale[c] = decode_small_host(q.scale, c);
+  a.gd = q.global_decode_scale;
+  a.amax = q.tensor_amax;
+  {
+    volatile float ft = 6.0f * q.target;
+    a.te_factor = 1.0f / ft;
+  }
+  if (q.scale.specials == Specials::pow2_nan) {
+    a.order = 3;
+  } else {
+    switch (q.dequantize_order) {
+      case DequantizeOrder::portable: a.order = 0; break;
+      case DequantizeOrder::kernel: a.order = 1; break;
+      case DequantizeOrder::te_kernel: a.order = q.tensor_scaled ? 2 : 3; break;
+    }
+  }
+  const std::uint64_t units = q.cols % 8 == 0 ? q.rows * (q.cols / 8) : q.rows * q.cols;
+  if (units == 0) return Status::success;
+  dequantize_kernel<<<static_cast<unsigned>((units + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      a, units);
+  return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
+}
+
+}  // namespace detail
+
+// ---- host-memory API ----
+
+namespace {
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  bool allocate(std::size_t bytes) { return cudaMalloc(&ptr_, bytes == 0 ? 16 : bytes) == cudaSuccess; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+Status fail() {
+  cudaGetLastError();
+  return Status::cuda_error;
+}
+
+}  // namespace
+
+Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
+                std::size_t cols, QuantizedTensor& q) {
+  if (x.size() != rows * cols) return Status::invalid_argument;
+  detail::QuantizePlan plan;
+  if (const Status s = detail::make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
+  const bool stochastic = plan.rounding != detail::ElementRound::rne;
+  if (stochastic && !request.random.explicit_bits.empty() && request.random.explicit_bits.size() != x.size()) {
+    return Status::invalid_argument;
+  }
+  if (!device_available()) return Status::no_device;
+
+  q = QuantizedTensor{};
+  q.rows = rows;
+  q.cols = cols;
+  q.element = recipe.element;
+  q.scale = recipe.scale;
+  q.recipe = recipe.name;
+  q.spec = request.spec;
+  q.target = request.spec.target;
+  q.dequantize_order = recipe.dequantize_order;
+  q.seed = request.random.seed;
+  q.block_cols = plan.block_cols;
+  q.block_rows = plan.block_rows;
+  q.scale_rows = plan.scale_rows;
+  q.scale_cols = plan.scale_cols;
+  q.codes.assign(rows * plan.code_cols, 0);
+  q.scales.assign(plan.scale_rows * plan.scale_cols, 0);
+
+  Buffer dx, dcodes, dscales, damax, dbits;
+  if (!dx.allocate(x.size_bytes()) || !dcodes.allocate(q.codes.size()) || !dscales.allocate(q.scales.size()) ||
+      !damax.allocate(sizeof(float)))
+    return fail();
+  if (cudaMemcpy(dx.as<float>(), x.data(), x.size_bytes(), cudaMemcpyHostToDevice) != cudaSuccess) return fail();
+  const std::uint32_t* bits = nullptr;
+  if (stochastic && !request.random.explicit_bits.empty()) {
+    if (!dbits.allocate(x.size() * 4)) return fail();
+    if (cudaMemcpy(dbits.as<std::uint32_t>(), request.random.explicit_bits.data(), x.size() * 4,
+                   cudaMemcpyHostToDevice) != cudaSuccess)
+      return fail();
+    bits = dbits.as<std::uint32_t>();
+  }
+  float amax = 0.0f;
+  if (!(plan.tensor_scaled && plan.amax_ref)) {  // a held amax needs no pass over the tensor
+    if (const Status s = detail::launch_amax(plan, dx.as<float>(), damax.as<float>(), nullptr); s != Status::success)
+      return s;
+    if (cudaMemcpy(&amax, damax.as<float>(), sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) return fail();
+  }
+  const detail::TensorScalars sc = detail::tensor_scalars(plan, amax);
+  if (const Status s = detail::launch_quantize(plan, sc, dx.as<float>(), bits, dcodes.as<std::uint8_t>(),
+                                               dscales.as<std::uint8_t>(), nullptr);
+      s != Status::success)
+    return s;
+  if (cudaMemcpy(q.codes.data(), dcodes.as<std::uint8_t>(), q.codes.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemcpy(q.scales.data(), dscales.as<std::uint8_t>(), q.scales.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+    return fail();
+  q.tensor_amax = sc.tensor_amax;
+  q.tensor_scaled = plan.tensor_scaled;
+  q.global_encode_scale = sc.encode;
+  q.global_decode_scale = sc.decode;
+  q.counts.elements = rows * cols;
+  q.counts.blocks = plan.scale_rows * plan.scale_cols;
+  return Status::success;
+}
+
+Status dequantize(const QuantizedTensor& q, std::span<float> out) {
+  if (out.size() < q.rows * q.cols) return Status::invalid_argument;
+  if (q.element != formats::e2m1) return Status::unsupported_format;
+  if (!device_available()) return Status::no_device;
+  Buffer dcodes, dscales, dout;
+  if (!dcodes.allocate(q.codes.size()) || !dscales.allocate(q.scales.size()) || !dout.allocate(q.rows * q.cols * 4))
+    return fail();
+  if (cudaMemcpy(dcodes.as<std::uint8_t>(), q.codes.data(), q.codes.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(dscales.as<std::uint8_t>(), q.scales.data(), q.scales.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+    return fail();
+  if (const Status s = detail::launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(),
+                                                 dout.as<float>(), nullptr);
+      s != Status::success)
+    return s;
+  if (cudaMemcpy(out.data(), dout.as<float>(), q.rows * q.cols * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return fail();
+  return Status::success;
+}
+
+}  // namespace fp4sim::gpu
