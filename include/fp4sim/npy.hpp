@@ -27,7 +27,8 @@ struct Array {
 // Throws DataError naming the file for anything but a readable 1-D/2-D little-endian C-order array.
 Array read(const std::filesystem::path& path);
 
-std::vector<float> as_float32(const Array& a, const std::filesystem::path& path);    // f4 only, exact
+// float32, or float64 whose every value is a binary32 value (else DataError naming the element).
+std::vector<float> as_float32(const Array& a, const std::filesystem::path& path);
 std::vector<double> as_float64(const Array& a);                                       // f4 or f8, exact
 std::vector<std::uint32_t> as_uint32(const Array& a, const std::filesystem::path& path);  // u1/u2/u4
 

@@ -100,7 +100,7 @@ void setup_quantize(CLI::App& app) {
   app.add_option("--seed", o->seed, "Philox seed for stochastic rounding bits (stream 0)")->default_val(0);
   app.add_option("--rbits", o->rbits, "explicit stochastic-rounding integers (.npy uint8/16/32, shape of --in)")
       ->check(CLI::ExistingFile);
-  app.add_option("--in", o->in, "input .npy (float32, 1-D or 2-D)")->required();
+  app.add_option("--in", o->in, "input .npy (float32, or float64 holding binary32 values; 1-D or 2-D)")->required();
   app.add_option("--out", o->out, "output HDF5 (codes, scales, dequantized, attributes)")->required();
   app.callback([o] { run_quantize(*o); });
 }
