@@ -3,6 +3,7 @@
 #include "fp4sim/gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -12,6 +13,8 @@
 #include <optional>
 
 #include <boost/multiprecision/cpp_int.hpp>
+#include <immintrin.h>
+#include <omp.h>
 
 #include "fp4sim/codec.hpp"
 #include "fp4sim/error.hpp"
@@ -445,7 +448,9 @@ float gemm_reference_element(const QuantizedTensor& a, std::size_t i, const Quan
 std::vector<float> gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options) {
   check_gemm_operands(a, b, options);
   std::vector<float> c(a.rows * b.rows);
+  if (options.report) *options.report = GemmReport{};
   if (options.impl == GemmImpl::fast && detail::gemm_fast(a, b, options, c)) return c;
+  if (options.report) options.report->reference_outputs = a.rows * b.rows;
   const detail::ReferenceContext ctx(a, b, options);
   const auto m = static_cast<std::int64_t>(a.rows);
   const std::size_t n = b.rows;
@@ -486,6 +491,549 @@ std::vector<float> gemm(const Recipe& recipe, const QuantizedTensor& a, const Qu
 
 }  // namespace fp4sim
 
+// =====================================================================================================
+// Fast kernels: packing, tensor-level preconditions, the cache-blocked OpenMP loop nest, the golden
+// fallbacks, and run-time dispatch over the instruction-set variants of gemm_kernels.inc.
+
 namespace fp4sim::detail {
-bool gemm_fast(const QuantizedTensor&, const QuantizedTensor&, const GemmOptions&, std::span<float>) { return false; }
+
+constexpr int kMR = 4;   // rows of A per micro-tile
+constexpr int kNV = 2;   // 16-lane vectors of B columns per micro-tile
+constexpr int kNR = 16 * kNV;
+constexpr std::size_t kGstMaxSub = 4;
+constexpr int kNeg = -100000;  // "no nonzero element": below every exponent
+constexpr int kPos = 100000;   // LSB of a block without nonzero products: nothing can be cut
+
+struct KernelArgs {
+  std::size_t n_pad = 0, nkb = 0, kb_len = 0;
+  const float* a_pack = nullptr;  // [ip][kb][t][kMR]
+  const float* b_pack = nullptr;  // [jp][kb][t][kNR]
+  const double* a_scale_d = nullptr;  // [row][kb]
+  const double* b_scale_d = nullptr;  // [jp][kb][kNR]
+  const float* a_scale_f = nullptr;
+  const float* b_scale_f = nullptr;
+  const int* a_l = nullptr;  // LSB exponent of the block's encoded elements (kPos: no nonzero)
+  const int* a_m = nullptr;  // max alignment exponent of the block's nonzero encoded elements (kNeg)
+  const int* b_l = nullptr;
+  const int* b_m = nullptr;
+  int frac_bits = 0;
+  std::size_t group_blocks = 0;  // probe-matched: blocks per 64-group; GST: sub-blocks per instruction
+  double* state_d = nullptr;
+  float* state_f = nullptr;
+  float* state2_f = nullptr;
+  std::uint32_t* state_u = nullptr;
+  std::uint32_t (*fix)(const void* ctx, std::size_t i, std::size_t j, std::size_t kb, std::uint32_t c) = nullptr;
+  float (*add_rz)(float, float) = nullptr;
+  std::uint32_t (*gst_step)(const void* ctx, std::size_t i, std::size_t j, std::size_t kb, const float* sums,
+                            std::uint32_t c) = nullptr;
+  const void* fix_ctx = nullptr;
+};
+
+using TileFn = void (*)(const KernelArgs&, std::size_t ip, std::size_t jp, std::size_t kb0, std::size_t kb1);
+struct TileSet {
+  TileFn exact, fp32_seq, tfdpa, gst;
+  const char* isa;
+};
+
+}  // namespace fp4sim::detail
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512cd,fma")
+namespace fp4sim::detail::isa_avx512 {
+#define FP4SIM_FMADD_PS(a, b, c) ((v16sf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define FP4SIM_FMADD_PD(a, b, c) ((v8df)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#include "gemm_kernels.inc"
+#undef FP4SIM_FMADD_PS
+#undef FP4SIM_FMADD_PD
+TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx512"}; }
+}  // namespace fp4sim::detail::isa_avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace fp4sim::detail::isa_avx2 {
+#define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))
+#define FP4SIM_FMADD_PD(a, b, c) ((a) * (b) + (c))
+#include "gemm_kernels.inc"
+#undef FP4SIM_FMADD_PS
+#undef FP4SIM_FMADD_PD
+TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx2"}; }
+}  // namespace fp4sim::detail::isa_avx2
+#pragma GCC pop_options
+
+namespace fp4sim::detail::isa_portable {
+#define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))
+#define FP4SIM_FMADD_PD(a, b, c) ((a) * (b) + (c))
+#include "gemm_kernels.inc"
+#undef FP4SIM_FMADD_PS
+#undef FP4SIM_FMADD_PD
+TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "portable"}; }
+}  // namespace fp4sim::detail::isa_portable
+
+namespace fp4sim::detail {
+
+namespace {
+
+bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd");
+}
+
+// The kernels for an ISA name ("" = the best this CPU runs); an ISA the CPU lacks is a usage error.
+TileSet select_tiles(std::string_view forced) {
+  if (forced == "portable") return isa_portable::tiles();
+  if (forced == "avx2") {
+    if (!cpu_has_avx2()) throw UsageError("gemm: this CPU has no AVX2/FMA");
+    return isa_avx2::tiles();
+  }
+  if (forced == "avx512") {
+    if (!cpu_has_avx512()) throw UsageError("gemm: this CPU has no AVX-512 (F, DQ, BW, VL, CD)");
+    return isa_avx512::tiles();
+  }
+  if (!forced.empty()) throw UsageError("gemm: unknown ISA '" + std::string(forced) + "' (avx512, avx2, portable)");
+  __builtin_cpu_init();
+  if (cpu_has_avx512()) return isa_avx512::tiles();
+  if (cpu_has_avx2()) return isa_avx2::tiles();
+  return isa_portable::tiles();
+}
+
+std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
+
+int bit_length_u64(std::uint64_t x) { return x ? 64 - std::countl_zero(x) : 0; }
+
+// Everything the fast kernels and their scalar fallbacks need about the two operands.
+struct FastContext {
+  mutable std::atomic<std::uint64_t> golden_steps{0};
+  const GemmOptions* options = nullptr;
+  const Datapath* row = nullptr;  // the fused row: the T-FDPA row, probe-matched's inner, or the GST row
+  const OperandInfo* a = nullptr;
+  const OperandInfo* b = nullptr;
+  const EncodedTable* ta = nullptr;
+  const EncodedTable* tb = nullptr;
+  std::size_t kb_len = 0;
+};
+
+// The golden T-FDPA step of one output over micro-block kb, for lanes the vector test cannot vouch for.
+std::uint32_t fix_tfdpa(const void* ctx_ptr, std::size_t i, std::size_t j, std::size_t kb, std::uint32_t c) {
+  const auto& ctx = *static_cast<const FastContext*>(ctx_ptr);
+  ctx.golden_steps.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t k0 = kb * ctx.kb_len, k1 = std::min(ctx.a->k, k0 + ctx.kb_len);
+  std::array<Unpacked, 64> ua{}, ub{};
+  std::size_t n = 0;
+  for (std::size_t col = k0; col < k1; ++col, ++n) {
+    if (i < ctx.a->rows)
+      ua[n] = ctx.ta->value[static_cast<std::size_t>(ctx.a->scale_code(i, col / ctx.a->block)) * 16 + ctx.a->q->code(i, col)];
+    if (j < ctx.b->rows)
+      ub[n] = ctx.tb->value[static_cast<std::size_t>(ctx.b->scale_code(j, col / ctx.b->block)) * 16 + ctx.b->q->code(j, col)];
+  }
+  return tfdpa_step(*ctx.row, std::span<const Unpacked>(ua.data(), n), std::span<const Unpacked>(ub.data(), n), c);
+}
+
+float add_rz_scalar(float a, float b) { return fp32::add_rz(a, b); }
+
+// GST-FDPA instruction step in integers (independent of gst_step/fused_sum, which check it): the
+// sub-block sums from the SIMD block products, the scales from precomputed tables.
+std::uint32_t gst_fast_step(const void* ctx_ptr, std::size_t i, std::size_t j, std::size_t kb, const float* sums,
+                            std::uint32_t c_bits) {
+  const auto& ctx = *static_cast<const FastContext*>(ctx_ptr);
+  if (i >= ctx.a->rows || j >= ctx.b->rows) return 0;
+  const FusedParams& p = ctx.row->fused;
+  struct T {
+    bool neg;
+    int exp, frac;
+    std::uint64_t sig;
+  };
+  std::array<T, kGstMaxSub + 1> t{};
+  std::size_t n = 0;
+  int e_max = p.e_floor;
+  bool any = false;
+  const std::size_t per = static_cast<std::size_t>(ctx.row->instruction_k) / ctx.kb_len;
+  for (std::size_t s = 0; s < per; ++s) {
+    const auto sum = static_cast<long long>(sums[s]);
+    const std::size_t col = (kb + s) * ctx.kb_len;
+    if (sum == 0 || col >= ctx.a->k) continue;
+    const Unpacked& sa = ctx.a->scale[ctx.a->scale_code(i, col / ctx.a->block)];
+    const Unpacked& sb = ctx.b->scale[ctx.b->scale_code(j, col / ctx.b->block)];
+    if (sa.cls != Unpacked::finite || sb.cls != Unpacked::finite) continue;
+    t[n] = T{sum < 0, sa.exp + sb.exp, 2 * ctx.a->elem_frac + sa.frac + sb.frac,
+             static_cast<std::uint64_t>(sum < 0 ? -sum : sum) * sa.sig * sb.sig};
+    e_max = std::max(e_max, t[n].exp);
+    any = true;
+    ++n;
+  }
+  const Unpacked c = unpack_fp32(c_bits);
+  if (c.cls == Unpacked::inf) return c_bits;
+  if (c.cls == Unpacked::finite) {
+    t[n++] = T{c.negative, c.exp, c.frac, c.sig};
+    e_max = std::max(e_max, c.exp);
+    any = true;
+  }
+  if (!any) return 0u;
+  i128 acc = 0;
+  for (std::size_t x = 0; x < n; ++x) {
+    const int d = p.frac_bits + t[x].exp - e_max - t[x].frac;  // the F-bit window below 2^E_max
+    const u128 mag = d >= 0 ? static_cast<u128>(t[x].sig) << d : (-d >= 64 ? 0 : static_cast<u128>(t[x].sig >> -d));
+    acc += t[x].neg ? -static_cast<i128>(mag) : static_cast<i128>(mag);
+  }
+  return round_output(p, acc < 0, e_max - p.frac_bits, static_cast<u128>(acc < 0 ? -acc : acc));
+}
+
+// alpha * (exact double) rounded once to binary32 (integer product of the two significands).
+std::uint32_t round_scaled_exact(double acc, float alpha, std::uint32_t nan_bits) {
+  if (std::isnan(alpha)) return nan_bits;
+  if (acc == 0.0) return 0u;
+  if (std::isinf(alpha)) return (acc < 0) != std::signbit(alpha) ? 0xFF800000u : 0x7F800000u;
+  const bool negative = (acc < 0) != std::signbit(alpha);
+  if (alpha == 0.0f) return negative ? 0x80000000u : 0u;
+  const auto db = std::bit_cast<std::uint64_t>(acc);
+  const int field = static_cast<int>((db >> 52) & 0x7FF);
+  const std::uint64_t m = (db & ((std::uint64_t{1} << 52) - 1)) | (field ? std::uint64_t{1} << 52 : 0);
+  const int e = (field ? field : 1) - 1075;
+  const Unpacked al = unpack_fp32(std::bit_cast<std::uint32_t>(alpha));
+  return round_to_fp32(negative, e + al.exp - al.frac, static_cast<u128>(m) * al.sig, OutputRounding::rne);
+}
+
+// The exact sum of one output in an int128 window (or the cpp_int reference when wider).
+std::uint32_t exact_scalar(const ReferenceContext& ref, const OperandInfo& a, std::size_t i, const OperandInfo& b,
+                           std::size_t j, int base, int width_ok) {
+  if (!width_ok) return ref.element(i, j);
+  i128 sum = 0;
+  for (std::size_t kb = 0; kb < a.blocks; ++kb) {
+    const Unpacked& sa = a.scale[a.scale_code(i, kb)];
+    const Unpacked& sb = b.scale[b.scale_code(j, kb)];
+    if (sa.cls != Unpacked::finite || sb.cls != Unpacked::finite) continue;
+    long long p = 0;
+    for (std::size_t c = kb * a.block; c < std::min(a.k, (kb + 1) * a.block); ++c)
+      p += static_cast<long long>(a.n(i, c)) * b.n(j, c);
+    if (p == 0) continue;
+    const int lsb = (sa.exp - sa.frac) + (sb.exp - sb.frac) - 2 * a.elem_frac;
+    const i128 v = static_cast<i128>(static_cast<u128>(p < 0 ? -p : p) * sa.sig * sb.sig) << (lsb - base);
+    sum += p < 0 ? -v : v;
+  }
+  const float alpha = ref.options.alpha;
+  if (std::isnan(alpha)) return ref.options.datapath->nan_bits;
+  if (sum == 0) return 0u;
+  if (std::isinf(alpha)) return (sum < 0) != std::signbit(alpha) ? 0xFF800000u : 0x7F800000u;
+  const bool negative = (sum < 0) != std::signbit(alpha);
+  if (alpha == 0.0f) return negative ? 0x80000000u : 0u;
+  const Unpacked al = unpack_fp32(std::bit_cast<std::uint32_t>(alpha));
+  u128 mag = static_cast<u128>(sum < 0 ? -sum : sum);
+  // mag < 2^120 (width check); times a 24-bit alpha: keep it in 128 bits by jamming first is not
+  // exact in general, so multiply in two halves into 192 bits and jam the low word.
+  const auto lo = static_cast<std::uint64_t>(mag), hi = static_cast<std::uint64_t>(mag >> 64);
+  const u128 plo = static_cast<u128>(lo) * al.sig;
+  const u128 phi = static_cast<u128>(hi) * al.sig + (plo >> 64);
+  // product = phi * 2^64 + (plo mod 2^64)
+  int lsb = base + al.exp - al.frac;
+  u128 top;
+  if ((phi >> 64) == 0 && static_cast<std::uint64_t>(phi) == 0) {
+    top = static_cast<std::uint64_t>(plo);
+  } else {
+    top = (phi << 32) | (static_cast<std::uint64_t>(plo) >> 32) | ((static_cast<std::uint32_t>(plo) != 0) ? 1u : 0u);
+    lsb += 32;
+  }
+  return round_to_fp32(negative, lsb, top, OutputRounding::rne);
+}
+
+}  // namespace
+
+bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmOptions& options, std::span<float> out) {
+  static const TileSet best = select_tiles("");
+  const TileSet tiles = options.isa.empty() ? best : select_tiles(options.isa);
+  const Datapath& dp = *options.datapath;
+  const bool sign_ignored = dp.kind == DatapathKind::gst_fdpa && dp.fused.scale_sign_ignored;
+  const OperandInfo a(qa, sign_ignored), b(qb, sign_ignored);
+  const std::size_t m = a.rows, n = b.rows, k = a.k;
+  if (m == 0 || n == 0) return true;
+  if (k == 0) {
+    const ReferenceContext ref(qa, qb, options);
+    for (std::size_t x = 0; x < m * n; ++x) out[x] = std::bit_cast<float>(ref.element(x / n, x % n));
+    return true;
+  }
+
+  // The fused row and the micro-block length.
+  const Datapath* row = nullptr;
+  std::size_t kb_len = a.block;
+  std::size_t group_blocks = 0;
+  switch (dp.kind) {
+    case DatapathKind::exact:
+    case DatapathKind::fp32_seq: kb_len = a.block; break;
+    case DatapathKind::tfdpa: row = &dp; break;
+    case DatapathKind::probe_matched: row = options.inner ? options.inner : find_datapath(dp.inner); break;
+    case DatapathKind::gst_fdpa:
+      row = &dp;
+      kb_len = static_cast<std::size_t>(dp.fused.subblock);
+      group_blocks = static_cast<std::size_t>(dp.instruction_k) / kb_len;
+      break;
+  }
+  if (kb_len > 64 || kb_len == 0) return false;
+  std::unique_ptr<EncodedTable> ta, tb;
+  if (dp.kind == DatapathKind::tfdpa || dp.kind == DatapathKind::probe_matched) {
+    const FusedParams& p = row->fused;
+    if (p.out != formats::fp32 || p.out_rounding != OutputRounding::rz || p.addend != AddendRounding::trunc_signmag ||
+        !p.c_in_alignment || !p.product_unnormalized || p.zero_exponent != kNoExponent || !p.overflow_to_inf ||
+        p.frac_bits < 23)
+      return false;
+    kb_len = static_cast<std::size_t>(p.group);
+    if (kb_len > 64 || a.block % kb_len != 0) return false;
+    if (p.e_floor != kNoExponent && p.e_floor - p.frac_bits > -149) return false;
+    if (dp.kind == DatapathKind::probe_matched) {
+      if (static_cast<std::size_t>(dp.group_k) % kb_len != 0) return false;
+      group_blocks = static_cast<std::size_t>(dp.group_k) / kb_len;
+    }
+    const Format input = *input_format(row->inputs.front().format);
+    ta = std::make_unique<EncodedTable>(a, input);
+    tb = std::make_unique<EncodedTable>(b, input);
+  }
+
+  const std::size_t nkb = (k + kb_len - 1) / kb_len;
+  const std::size_t m_pad = round_up(m, kMR), n_pad = round_up(n, kNR);
+  const std::size_t n_ip = m_pad / kMR, n_jp = n_pad / kNR;
+
+  // Per (row, micro-block) scale data; rows with a NaN/Inf scale are recomputed by the reference.
+  struct Side {
+    std::vector<double> sd;
+    std::vector<float> sf;
+    std::vector<int> l, mx;
+    std::vector<char> special;    // per row
+    std::vector<int> lo, hi;      // per row: min LSB and bound exponent of nonzero elements (exact)
+    int min_l = kPos, max_l = kNeg, max_d = kNeg;
+  };
+  auto describe = [&](const OperandInfo& op, const EncodedTable* table, std::size_t rows_pad) {
+    Side s;
+    s.sd.assign(rows_pad * nkb, 0.0);
+    s.sf.assign(rows_pad * nkb, 0.0f);
+    s.l.assign(rows_pad * nkb, kPos);
+    s.mx.assign(rows_pad * nkb, kNeg);
+    s.special.assign(rows_pad, 0);
+    s.lo.assign(rows_pad, kPos);
+    s.hi.assign(rows_pad, kNeg);
+    for (std::size_t r = 0; r < op.rows; ++r) {
+      for (std::size_t kb = 0; kb < nkb; ++kb) {
+        const std::size_t k0 = kb * kb_len, k1 = std::min(k, k0 + kb_len);
+        const std::uint8_t code = op.scale_code(r, k0 / op.block);
+        const Unpacked& sc = op.scale[code];
+        if (sc.cls == Unpacked::nan || sc.cls == Unpacked::inf) {
+          s.special[r] = 1;
+          continue;
+        }
+        int maxn = 0, me = kNeg;
+        for (std::size_t c = k0; c < k1; ++c) {
+          const int v = op.n(r, c);
+          maxn = std::max(maxn, v < 0 ? -v : v);
+          if (table && v != 0) me = std::max(me, table->value[static_cast<std::size_t>(code) * 16 + op.q->code(r, c)].exp);
+        }
+        if (sc.cls != Unpacked::finite || maxn == 0) continue;  // no nonzero element: contributes nothing
+        const int lsb = sc.exp - sc.frac - op.elem_frac;
+        s.sd[r * nkb + kb] = std::ldexp(static_cast<double>(sc.sig), lsb);  // exact (8-bit scale formats)
+        s.sf[r * nkb + kb] = static_cast<float>(s.sd[r * nkb + kb]);       // exact when the checks below pass
+        s.l[r * nkb + kb] = lsb;
+        s.mx[r * nkb + kb] = me;
+        s.min_l = std::min(s.min_l, lsb);
+        s.max_l = std::max(s.max_l, lsb);
+        if (table) s.max_d = std::max(s.max_d, me - lsb);
+        s.lo[r] = std::min(s.lo[r], lsb);
+        s.hi[r] = std::max(s.hi[r], lsb + bit_length_u64(static_cast<std::uint64_t>(maxn) * sc.sig));
+      }
+    }
+    return s;
+  };
+  const Side sa = describe(a, ta.get(), m_pad), sb = describe(b, tb.get(), n_pad);
+
+  // Tensor-level preconditions of the binary32 kernels (else the whole GEMM takes the reference).
+  const bool any_term = sa.min_l != kPos && sb.min_l != kPos;
+  const int log2_kb = bit_length_u64(kb_len);
+  const int term_bits = 2 * 7 + log2_kb + 16;  // |P| < 2^(14 + log2 KB), sig_a * sig_b < 2^16 (8-bit scales)
+  const bool f32_terms_exact = !any_term || (sa.min_l >= -149 && sb.min_l >= -149 && sa.min_l + sb.min_l >= -149 &&
+                                             sa.max_l + sb.max_l + term_bits < 127 && sa.max_l + term_bits < 127);
+  if (dp.kind == DatapathKind::fp32_seq && !f32_terms_exact) return false;
+  if (dp.kind == DatapathKind::tfdpa || dp.kind == DatapathKind::probe_matched) {
+    const FusedParams& p = row->fused;
+    if (!f32_terms_exact) return false;
+    if (any_term && sa.max_d + sb.max_d > p.frac_bits) return false;
+    if (any_term && p.e_floor != kNoExponent && p.e_floor - p.frac_bits > sa.min_l + sb.min_l) return false;
+  }
+
+  // Pack the element integers as binary32 (exact), micro-panel by micro-panel.
+  std::vector<float> a_pack(n_ip * nkb * kb_len * kMR, 0.0f), b_pack(n_jp * nkb * kb_len * kNR, 0.0f);
+  const auto ipn = static_cast<std::int64_t>(n_ip), jpn = static_cast<std::int64_t>(n_jp);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t ip = 0; ip < ipn; ++ip) {
+    for (int r = 0; r < kMR; ++r) {
+      const std::size_t row_i = static_cast<std::size_t>(ip) * kMR + static_cast<std::size_t>(r);
+      if (row_i >= m) continue;
+      for (std::size_t c = 0; c < k; ++c) {
+        const std::size_t kb = c / kb_len, t = c % kb_len;
+        a_pack[((static_cast<std::size_t>(ip) * nkb + kb) * kb_len + t) * kMR + static_cast<std::size_t>(r)] =
+            static_cast<float>(a.n(row_i, c));
+      }
+    }
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t jp = 0; jp < jpn; ++jp) {
+    for (int cc = 0; cc < kNR; ++cc) {
+      const std::size_t row_j = static_cast<std::size_t>(jp) * kNR + static_cast<std::size_t>(cc);
+      if (row_j >= n) continue;
+      for (std::size_t c = 0; c < k; ++c) {
+        const std::size_t kb = c / kb_len, t = c % kb_len;
+        b_pack[((static_cast<std::size_t>(jp) * nkb + kb) * kb_len + t) * kNR + static_cast<std::size_t>(cc)] =
+            static_cast<float>(b.n(row_j, c));
+      }
+    }
+  }
+  // B-side scale data packed like the panels: [jp][kb][kNR].
+  std::vector<double> b_sd(n_jp * nkb * kNR);
+  std::vector<float> b_sf(n_jp * nkb * kNR);
+  std::vector<int> b_l(n_jp * nkb * kNR), b_m(n_jp * nkb * kNR);
+  for (std::size_t jp = 0; jp < n_jp; ++jp)
+    for (std::size_t kb = 0; kb < nkb; ++kb)
+      for (int cc = 0; cc < kNR; ++cc) {
+        const std::size_t row_j = jp * kNR + static_cast<std::size_t>(cc);
+        const std::size_t dst = (jp * nkb + kb) * kNR + static_cast<std::size_t>(cc);
+        b_sd[dst] = sb.sd[row_j * nkb + kb];
+        b_sf[dst] = sb.sf[row_j * nkb + kb];
+        b_l[dst] = sb.l[row_j * nkb + kb];
+        b_m[dst] = sb.mx[row_j * nkb + kb];
+      }
+
+  FastContext ctx;
+  ctx.options = &options;
+  ctx.row = row;
+  ctx.a = &a;
+  ctx.b = &b;
+  ctx.ta = ta.get();
+  ctx.tb = tb.get();
+  ctx.kb_len = kb_len;
+
+  KernelArgs g;
+  g.n_pad = n_pad;
+  g.nkb = nkb;
+  g.kb_len = kb_len;
+  g.a_pack = a_pack.data();
+  g.b_pack = b_pack.data();
+  g.a_scale_d = sa.sd.data();
+  g.b_scale_d = b_sd.data();
+  g.a_scale_f = sa.sf.data();
+  g.b_scale_f = b_sf.data();
+  g.a_l = sa.l.data();
+  g.a_m = sa.mx.data();
+  g.b_l = b_l.data();
+  g.b_m = b_m.data();
+  g.frac_bits = row ? row->fused.frac_bits : 0;
+  g.group_blocks = group_blocks;
+  g.fix = fix_tfdpa;
+  g.add_rz = add_rz_scalar;
+  g.gst_step = gst_fast_step;
+  g.fix_ctx = &ctx;
+
+  std::vector<double> state_d;
+  std::vector<float> state_f, state2_f;
+  std::vector<std::uint32_t> state_u;
+  TileFn tile = nullptr;
+  switch (dp.kind) {
+    case DatapathKind::exact:
+      state_d.assign(m_pad * n_pad, 0.0);
+      g.state_d = state_d.data();
+      tile = tiles.exact;
+      break;
+    case DatapathKind::fp32_seq:
+      state_f.assign(m_pad * n_pad, 0.0f);
+      g.state_f = state_f.data();
+      tile = tiles.fp32_seq;
+      break;
+    case DatapathKind::tfdpa:
+    case DatapathKind::probe_matched:
+      state_f.assign(m_pad * n_pad, 0.0f);
+      g.state_f = state_f.data();
+      if (group_blocks) {
+        state2_f.assign(m_pad * n_pad, 0.0f);
+        g.state2_f = state2_f.data();
+      }
+      tile = tiles.tfdpa;
+      break;
+    case DatapathKind::gst_fdpa:
+      state_u.assign(m_pad * n_pad, 0u);
+      g.state_u = state_u.data();
+      tile = tiles.gst;
+      break;
+  }
+
+  // The loop nest: K in chunks of ~256 elements so a B micro-panel chunk stays in L1 while the i
+  // micro-panels of an MC block stream past it; (MC block, j panel) pairs are the parallel tasks.
+  std::size_t kc = std::max<std::size_t>(1, 256 / kb_len);
+  if (group_blocks) kc = std::max(group_blocks, kc / group_blocks * group_blocks);
+  constexpr std::size_t kMcPanels = 32;  // 128 rows of A per task
+  const std::size_t n_mc = (n_ip + kMcPanels - 1) / kMcPanels;
+  const auto tasks = static_cast<std::int64_t>(n_mc * n_jp);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::size_t mc = static_cast<std::size_t>(task) / n_jp, jp = static_cast<std::size_t>(task) % n_jp;
+    const std::size_t ip1 = std::min(n_ip, (mc + 1) * kMcPanels);
+    for (std::size_t kb0 = 0; kb0 < nkb; kb0 += kc) {
+      const std::size_t kb1 = std::min(nkb, kb0 + kc);
+      for (std::size_t ip = mc * kMcPanels; ip < ip1; ++ip) tile(g, ip, jp, kb0, kb1);
+    }
+  }
+
+  // Epilogues, exactness fallbacks and special rows.
+  const ReferenceContext ref(qa, qb, options);
+  const int log2_k = bit_length_u64(k);
+  const auto mi = static_cast<std::int64_t>(m);
+  std::uint64_t reference_outputs = 0;
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : reference_outputs)
+  for (std::int64_t ii = 0; ii < mi; ++ii) {
+    const auto i = static_cast<std::size_t>(ii);
+    for (std::size_t j = 0; j < n; ++j) {
+      std::uint32_t bits = 0;
+      const std::size_t s = i * n_pad + j;
+      if (sa.special[i] || sb.special[j]) {
+        out[i * n + j] = std::bit_cast<float>(ref.element(i, j));
+        ++reference_outputs;
+        continue;
+      }
+      switch (dp.kind) {
+        case DatapathKind::exact: {
+          const bool zero = sa.lo[i] == kPos || sb.lo[j] == kPos;
+          const int width = zero ? 0 : (sa.hi[i] - sa.lo[i]) + (sb.hi[j] - sb.lo[j]) + log2_k;
+          if (width <= 53) bits = round_scaled_exact(state_d[s], options.alpha, dp.nan_bits);
+          else {
+            bits = exact_scalar(ref, a, i, b, j, sa.lo[i] + sb.lo[j], width <= 120);
+            ++reference_outputs;
+          }
+          break;
+        }
+        case DatapathKind::fp32_seq:
+        case DatapathKind::tfdpa:
+        case DatapathKind::gst_fdpa: {
+          const std::uint32_t acc = dp.kind == DatapathKind::gst_fdpa ? state_u[s] : std::bit_cast<std::uint32_t>(state_f[s]);
+          bits = epilogue(dp, acc, options.alpha);
+          break;
+        }
+        case DatapathKind::probe_matched: {
+          std::uint32_t cb = std::bit_cast<std::uint32_t>(state2_f[s]);
+          if (options.snap) cb = snap_1024(cb);
+          bits = epilogue(dp, (cb & 0x7FFFFFFFu) > 0x7F800000u ? dp.nan_bits : cb, options.alpha);
+          break;
+        }
+      }
+      out[i * n + j] = std::bit_cast<float>(output_cast(bits, options.bf16_output));
+    }
+  }
+  if (options.report) {
+    options.report->simd_kernel = true;
+    options.report->isa = tiles.isa;
+    options.report->golden_steps = ctx.golden_steps.load();
+    options.report->reference_outputs = reference_outputs;
+  }
+  return true;
+}
+
+
+
 }  // namespace fp4sim::detail

@@ -33,6 +33,14 @@ enum class GemmImpl : std::uint8_t {
   reference,  // the plain scalar golden loop, one output element at a time
 };
 
+// What the fast path did (for tests and benchmarks).
+struct GemmReport {
+  bool simd_kernel = false;            // the SIMD tile kernels ran (else the reference loop did)
+  std::string isa;                     // avx512, avx2 or portable
+  std::uint64_t golden_steps = 0;      // T-FDPA lanes handed to the scalar golden step
+  std::uint64_t reference_outputs = 0; // outputs recomputed by a scalar exact/reference path
+};
+
 struct GemmOptions {
   const Datapath* datapath = nullptr;  // required
   const Datapath* inner = nullptr;     // probe-matched: the inner T-FDPA row (nullptr: the row's default)
@@ -40,6 +48,8 @@ struct GemmOptions {
   float alpha = 1.0f;                  // the epilogue's post-scale (gemm_alpha)
   bool bf16_output = false;            // round every output RNE to BF16 (kept as float32 values)
   GemmImpl impl = GemmImpl::fast;
+  std::string_view isa{};              // fast kernels: "" = best the CPU has; "avx512", "avx2", "portable"
+  GemmReport* report = nullptr;        // filled when given
 };
 
 // C [M, N] row-major. Throws DataError when the operands do not fit the datapath (shape mismatch,
