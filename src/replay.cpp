@@ -794,9 +794,13 @@ void write_json(const Result& r, std::ostream& os) {
       j.key(f.scale_name).begin_object();
       j.number_field("max_scale", f.max_scale);
       j.number_field("headroom", f.max_scale / h.target);
-      j.field("guaranteed_unsaturated",
-              h.hold.rho.value ? stats::Figure::of(*h.hold.rho.value * h.target <= f.max_scale ? 1.0 : 0.0)
-                               : stats::Figure::none(h.hold.rho.note));
+      // Proposition 1: every block is unsaturated iff T * rho <= U (exact arithmetic; the FP32 rounding of
+      // the ideal scale can still put the block holding the amax one ulp above U, counted below).
+      if (h.hold.rho.value) {
+        j.field("guaranteed_unsaturated", *h.hold.rho.value * h.target <= f.max_scale);
+      } else {
+        j.field("guaranteed_unsaturated", stats::Figure::none(h.hold.rho.note));
+      }
       j.field("blocks", f.blocks).field("saturated_blocks", f.saturated).field("underflow_blocks", f.underflow);
       j.end_object();
     }

@@ -1,11 +1,13 @@
 // `fp4sim replay TRACE.h5 ...` (CLI.md): parse, validate, call fp4sim::replay::run, print the summary,
 // write the requested outputs (all through temporaries, renamed only when everything succeeded).
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -170,6 +172,52 @@ void PlotDirectory::commit() {
   committed_ = true;
 }
 
+void check_writable(const std::string& path, const std::string& flag) {
+  if (path.empty() || path == "-") return;
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) throw UsageError(flag + " " + path + ": directory " + parent.string() + " does not exist");
+  if (::access(parent.c_str(), W_OK) != 0) throw UsageError(flag + " " + path + ": directory " + parent.string() + " is not writable");
+  if (fs::is_directory(path, ec) && flag != "--plots") throw UsageError(flag + " " + path + ": is a directory");
+}
+
+namespace {
+
+// The HDF5 1.10 C library can fault on some corrupted files (e.g. a damaged global heap under a
+// variable-length string). While a trace is read, such a fault ends the command with the message and
+// exit code of bad input (3) instead of a crash; no output exists yet at that point.
+char g_fatal_message[1024];
+
+extern "C" void on_fatal_signal(int) {
+  const ssize_t n = static_cast<ssize_t>(std::strlen(g_fatal_message));
+  if (::write(STDERR_FILENO, g_fatal_message, static_cast<std::size_t>(n)) < 0) {
+    // nothing more can be done in a signal handler
+  }
+  ::_exit(3);
+}
+
+}  // namespace
+
+FatalSignalGuard::FatalSignalGuard(const std::string& input) {
+  std::snprintf(g_fatal_message, sizeof g_fatal_message,
+                "\nfp4sim: error: %s: the HDF5 library faulted while reading this file (corrupted or malicious "
+                "HDF5?); no output was written\n",
+                input.c_str());
+  struct sigaction action {};
+  action.sa_handler = on_fatal_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  for (int i = 0; i < 4; ++i) {
+    const int sig = kSignals[i];
+    sigaction(sig, &action, &previous_[i]);
+  }
+}
+
+FatalSignalGuard::~FatalSignalGuard() {
+  for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+}
+
 namespace {
 
 struct ReplayCliOptions {
@@ -201,53 +249,74 @@ void run_replay(const ReplayCliOptions& o) {
   options.max_slab_bytes = static_cast<std::size_t>(o.slab_mib * 1024 * 1024);
   fs::path script;
   if (!o.plots.empty()) script = plot_script();
+  // Output paths are checked now and written only when everything succeeded (temporaries renamed).
+  check_writable(o.json, "--json");
+  check_writable(o.csv, "--csv");
+  check_writable(o.h5, "--h5");
+  check_writable(o.plots, "--plots");
 
-  // Outputs are opened (as temporaries) before the work, so an unwritable path fails early.
-  std::unique_ptr<OutputFile> json, csv;
-  if (!o.json.empty() && o.json != "-") json = std::make_unique<OutputFile>(o.json);
-  if (!o.csv.empty()) csv = std::make_unique<OutputFile>(o.csv);
-  std::unique_ptr<OutputPath> plot_json;
-  std::unique_ptr<PlotDirectory> plots;
-  if (!o.plots.empty()) plots = std::make_unique<PlotDirectory>(o.plots);
+  replay::Result result;
+  {
+    FatalSignalGuard guard(o.trace);
+    ProgressBar bar;
+    options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+    result = replay::run(o.trace, options);
+  }
+  write_replay_outputs(result, o.json, o.csv, o.h5, o.plots, script, o.quiet);
+}
 
-  ProgressBar bar;
-  options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
-  const replay::Result result = replay::run(o.trace, options);
-  bar.finish();
+}  // namespace
 
-  const bool json_stdout = o.json == "-";
-  if (!o.quiet) {
+void write_replay_outputs(const replay::Result& result, const std::string& json_path, const std::string& csv_path,
+                          const std::string& h5_path, const std::string& plots_path, const fs::path& script,
+                          bool quiet) {
+  const bool json_stdout = json_path == "-";
+  if (!quiet) {
     const std::string text = replay::summary(result);
     std::fputs(text.c_str(), json_stdout ? stderr : stdout);
   }
-  if (json) replay::write_json(result, json->stream());
-  if (csv) replay::write_csv(result, csv->stream());
-  if (!o.h5.empty()) {
-    // write_h5 commits its own temporary; it is the last data output, so a later failure can only be
-    // in the plots, which are committed after it.
-    replay::write_h5(result, o.h5);
+  std::unique_ptr<OutputFile> json, csv;
+  std::unique_ptr<OutputPath> h5;
+  std::unique_ptr<PlotDirectory> plots;
+  if (!json_path.empty() && !json_stdout) {
+    json = std::make_unique<OutputFile>(json_path);
+    replay::write_json(result, json->stream());
+    json->stream().flush();
   }
-  if (plots) {
-    fs::path json_path;
+  if (!csv_path.empty()) {
+    csv = std::make_unique<OutputFile>(csv_path);
+    replay::write_csv(result, csv->stream());
+  }
+  if (!h5_path.empty()) {
+    // Written to a scratch name of its own, renamed with the others below.
+    h5 = std::make_unique<OutputPath>(h5_path);
+    replay::write_h5(result, h5->temporary_path());
+  }
+  if (!plots_path.empty()) {
+    plots = std::make_unique<PlotDirectory>(plots_path);
+    fs::path input;
     std::unique_ptr<OutputFile> scratch;
     if (json) {
-      json->stream().flush();
-      json_path = json->temporary_path();
+      input = json->temporary_path();
     } else {
-      scratch = std::make_unique<OutputFile>(fs::path(plots->temporary_path()) / "replay.json");
+      scratch = std::make_unique<OutputFile>(plots->temporary_path() / "replay.json");
       replay::write_json(result, scratch->stream());
       scratch->stream().flush();
-      json_path = scratch->temporary_path();
+      input = scratch->temporary_path();
     }
-    run_plot_script(script, json_path, plots->temporary_path());
+    run_plot_script(script, input, plots->temporary_path());
+    if (scratch) {
+      // Keep the JSON the plots were drawn from next to them.
+      scratch->commit();
+    }
   }
   if (json_stdout) replay::write_json(result, std::cout);
   if (json) json->commit();
   if (csv) csv->commit();
+  if (h5) h5->commit();
   if (plots) plots->commit();
 }
 
-}  // namespace
 
 void setup_replay(CLI::App& app) {
   auto o = std::make_shared<ReplayCliOptions>();

@@ -1,6 +1,8 @@
 // Helpers shared by the `replay` and `sweep` subcommands (src/cli/replay.cpp, src/cli/sweep.cpp).
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "fp4sim/recipe.hpp"
+#include "fp4sim/replay.hpp"
 
 namespace fp4sim::cli {
 
@@ -38,6 +41,23 @@ std::filesystem::path plot_script();
 void run_plot_script(const std::filesystem::path& script, const std::filesystem::path& json,
                      const std::filesystem::path& out_dir);
 
+// Fails with a usage error when an output could not be created (missing or read-only directory).
+void check_writable(const std::string& path, const std::string& flag);
+
+// While alive, SIGSEGV/SIGBUS/SIGFPE/SIGILL (the HDF5 1.10 library faulting on a corrupted file) end the
+// process with a message naming `input` and exit code 3 instead of a crash.
+class FatalSignalGuard {
+ public:
+  explicit FatalSignalGuard(const std::string& input);
+  ~FatalSignalGuard();
+  FatalSignalGuard(const FatalSignalGuard&) = delete;
+  FatalSignalGuard& operator=(const FatalSignalGuard&) = delete;
+
+ private:
+  static constexpr int kSignals[4] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+  struct sigaction previous_[4];
+};
+
 // A directory written under a temporary name, renamed (or merged) into place by commit(); removed
 // when destroyed uncommitted, so a failed command leaves no partial plots.
 class PlotDirectory {
@@ -53,5 +73,11 @@ class PlotDirectory {
   std::filesystem::path path_, temporary_;
   bool committed_ = false;
 };
+
+// Prints the summary (unless quiet) and writes --json/--csv/--h5/--plots through temporaries, renamed
+// into place only when every one of them succeeded.
+void write_replay_outputs(const replay::Result& result, const std::string& json_path, const std::string& csv_path,
+                          const std::string& h5_path, const std::string& plots_path,
+                          const std::filesystem::path& script, bool quiet);
 
 }  // namespace fp4sim::cli
