@@ -23,6 +23,7 @@ void setup_quantize(CLI::App& app);
 void setup_crosscheck(CLI::App& app);
 void setup_gemm(CLI::App& app);
 void setup_mma(CLI::App& app);
+void setup_verify(CLI::App& app);
 void setup_replay(CLI::App& app);
 
 // Name -> value maps built from the preset tables, for CLI::CheckedTransformer, so flags accept

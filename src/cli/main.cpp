@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   fp4sim::cli::setup_crosscheck(*app.add_subcommand("crosscheck", "run the CUDA kernels and the golden model on the same cases; exit 4 on any mismatch (needs a GPU)"));
   fp4sim::cli::setup_gemm(*app.add_subcommand("gemm", "C = A·Bᵀ of two quantized operands through a GEMM datapath; --list-datapaths"));
   fp4sim::cli::setup_mma(*app.add_subcommand("mma", "raw D = A·B + C as a modeled tensor-core instruction chain computes it"));
+  fp4sim::cli::setup_verify(*app.add_subcommand("verify", "check your own kernel's quantize or GEMM output against the golden model"));
   fp4sim::cli::setup_replay(*app.add_subcommand("replay", "replay a tensor trace through recipes: error, scale and GEMM statistics"));
   try {
     app.parse(argc, argv);

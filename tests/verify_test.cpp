@@ -1,0 +1,456 @@
+// fp4sim verify quantize: the golden bytes pass under every preset, role, layout and nibble order;
+// planted defects are counted and explained with hand-derived facts (ties, neighbours, the rule that
+// reproduces the planted byte); the CLI maps the outcomes to the exit codes of CLI.md.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fp4sim/codec.hpp"
+#include "fp4sim/error.hpp"
+#include "fp4sim/layout.hpp"
+#include "fp4sim/npy.hpp"
+#include "fp4sim/quantize.hpp"
+#include "fp4sim/verify.hpp"
+
+namespace fp4sim {
+namespace {
+
+struct Golden {
+  QuantizedTensor q;
+  std::vector<std::uint8_t> codes, scales;
+  TheirQuantized theirs;
+};
+
+// The golden bytes as a kernel using `layout` and `nibbles` would store them.
+Golden golden(const Recipe& recipe, const QuantizeRequest& request, const std::vector<float>& x, std::size_t rows,
+              std::size_t cols, ScaleLayout layout = ScaleLayout::rowmajor, NibbleOrder nibbles = NibbleOrder::low_first) {
+  Golden g;
+  g.q = quantize(recipe, request, x, rows, cols);
+  const ScaleGrid grid{rows, cols, g.q.block_rows, g.q.block_cols};
+  g.codes = codes_to_order(g.q.codes, rows, cols, nibbles);
+  g.scales = scales_to_layout(g.q.scales, grid, layout);
+  g.theirs.layout = layout;
+  g.theirs.nibbles = nibbles;
+  g.theirs.codes_shape = codes_shape(nibbles, rows, cols);
+  g.theirs.scales_shape = ScaleStorage::canonical_shape(layout, grid);
+  return g;
+}
+
+QuantizeVerifyReport run(const Recipe& recipe, const QuantizeRequest& request, const std::vector<float>& x,
+                         std::size_t rows, std::size_t cols, Golden& g, std::size_t max_explained = 10) {
+  g.theirs.codes = g.codes;
+  g.theirs.scales = g.scales;
+  VerifyQuantizeRequest v;
+  v.quantize = request;
+  v.max_explained = max_explained;
+  return verify_quantize(recipe, v, x, rows, cols, g.theirs);
+}
+
+std::vector<float> random_tensor(std::size_t rows, std::size_t cols, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(rows * cols);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    // Blocks of very different magnitudes, plus zeros, tiny and huge values.
+    const float block_scale = std::ldexp(1.0f, static_cast<int>((i / 16) % 40) - 20);
+    x[i] = normal(gen) * block_scale;
+  }
+  for (std::size_t i = 0; i < std::min<std::size_t>(32, x.size()); ++i) x[i] = 0.0f;  // a zero block
+  if (x.size() > 100) {
+    x[40] = 1e-30f;
+    x[70] = 3e30f;
+    x[99] = -0.0f;
+  }
+  return x;
+}
+
+bool contains(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines) {
+    if (l.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string joined(const MismatchNote& n) {
+  std::string s = n.summary;
+  for (const auto& d : n.details) s += "\n" + d;
+  return s;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+struct PresetRole {
+  std::string recipe;
+  Role role;
+};
+
+class GoldenPasses : public ::testing::TestWithParam<PresetRole> {};
+
+TEST_P(GoldenPasses, UnderEveryLayoutAndNibbleOrder) {
+  const auto recipe = find_recipe(GetParam().recipe);
+  ASSERT_TRUE(recipe);
+  QuantizeRequest request;
+  request.spec = operand_for_role(*recipe, GetParam().role);
+  request.random.seed = 1234;
+  for (const auto& [rows, cols] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 16}, {37, 101}, {130, 96}}) {
+    const auto x = random_tensor(rows, cols, static_cast<std::uint32_t>(rows * cols));
+    for (auto layout : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4}) {
+      for (auto nibbles : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked}) {
+        Golden g = golden(*recipe, request, x, rows, cols, layout, nibbles);
+        const auto rep = run(*recipe, request, x, rows, cols, g);
+        EXPECT_TRUE(rep.bit_exact()) << GetParam().recipe << " " << rows << "x" << cols << " " << layout_name(layout)
+                                     << " " << nibble_order_name(nibbles) << "\n"
+                                     << to_text(rep);
+        EXPECT_EQ(rep.model_disagreements, 0u) << GetParam().recipe << " " << rows << "x" << cols;
+        EXPECT_EQ(rep.blocks, g.q.scale_rows * g.q.scale_cols);
+        EXPECT_TRUE(rep.explained.empty());
+      }
+    }
+  }
+}
+
+std::vector<PresetRole> all_presets_and_roles() {
+  std::vector<PresetRole> out;
+  for (const auto& p : recipe_presets()) {
+    for (Role role : {Role::activation, Role::weight, Role::grad_output}) out.push_back({std::string(p.name), role});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, GoldenPasses, ::testing::ValuesIn(all_presets_and_roles()), [](const auto& info) {
+  std::string name = info.param.recipe + "_" + std::string(role_name(info.param.role));
+  for (auto& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return name;
+});
+
+// ------------------------------------------------------------------------------------------------
+// Planted defects with hand-derived expectations.
+
+// MXFP4, one block of 32 with amax 6: the OCP floor rule gives 2^(2 - 2) = 1 (code 127), so y = x.
+// x = 2.5 is the E2M1 midpoint of 2 (0x4) and 3 (0x5); RNE keeps the even code 0x4.
+TEST(Planted, ElementTieRoundedTheOtherWay) {
+  const Recipe recipe = *find_recipe("mxfp4");
+  std::vector<float> x(32, 0.5f);
+  x[0] = 6.0f;
+  x[5] = 2.5f;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  Golden g = golden(recipe, request, x, 1, 32);
+  ASSERT_EQ(g.q.scales[0], 127);
+  ASSERT_EQ(g.q.code(0, 5), 0x4);
+  g.codes[2] = static_cast<std::uint8_t>((g.codes[2] & 0x0F) | (0x5 << 4));  // element 5: high nibble of byte 2
+  const auto rep = run(recipe, request, x, 1, 32, g);
+  EXPECT_FALSE(rep.bit_exact());
+  EXPECT_EQ(rep.mismatched_elements, 1u);
+  EXPECT_EQ(rep.mismatched_scales, 0u);
+  EXPECT_EQ(rep.mismatched_blocks, 1u);
+  ASSERT_EQ(rep.explained.size(), 1u);
+  const MismatchNote& n = rep.explained[0];
+  EXPECT_EQ(n.kind, MismatchNote::Kind::element);
+  EXPECT_EQ(n.row, 0u);
+  EXPECT_EQ(n.col, 5u);
+  EXPECT_EQ(n.golden, 0x4u);
+  EXPECT_EQ(n.theirs, 0x5u);
+  const std::string text = joined(n);
+  EXPECT_NE(text.find("y = 2.5 is an exact e2m1 midpoint between 0x4 (2) and 0x5 (3); RNE keeps the even code 0x4"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("the tie went to the odd code"), std::string::npos) << text;
+  EXPECT_NE(text.find("yours matches rounding rna of y"), std::string::npos) << text;
+}
+
+TEST(Planted, SwappedNibbles) {
+  const Recipe recipe = *find_recipe("mxfp4");
+  std::vector<float> x(64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  Golden g = golden(recipe, request, x, 1, 64);
+  // Byte 3 holds elements 6 (= 3, code 0x6... ) and 7: pick a byte whose nibbles differ.
+  std::size_t byte = 0;
+  while ((g.codes[byte] & 0xF) == (g.codes[byte] >> 4)) ++byte;
+  g.codes[byte] = static_cast<std::uint8_t>((g.codes[byte] << 4) | (g.codes[byte] >> 4));
+  const auto rep = run(recipe, request, x, 1, 64, g);
+  EXPECT_EQ(rep.mismatched_elements, 2u);
+  EXPECT_EQ(rep.swapped_nibble_pairs, 1u);
+  ASSERT_EQ(rep.explained.size(), 2u);
+  EXPECT_EQ(rep.explained[0].col, 2 * byte);
+  EXPECT_EQ(rep.explained[1].col, 2 * byte + 1);
+  EXPECT_NE(joined(rep.explained[0]).find("are exchanged"), std::string::npos) << joined(rep.explained[0]);
+  EXPECT_TRUE(contains(rep.hints, "1 byte(s) hold their two element codes in the other nibble order"));
+}
+
+// NVFP4 without a tensor scale (G = 1): block amax 6.375 gives u = RN(6.375 * RN(1/6)) = 1.0625
+// (6.375 * 0.16666667163 = 1.06250003, within half an ulp of 1.0625), the UE4M3 midpoint of 1.0 (0x38)
+// and 1.125 (0x39); RNE keeps 0x38.
+TEST(Planted, ScaleTieRoundedUp) {
+  Recipe recipe = *find_recipe("nvfp4");
+  recipe.tensor_scale = TensorScalePolicy::none;
+  std::vector<float> x(16, 1.0f);
+  x[3] = -6.375f;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  Golden g = golden(recipe, request, x, 1, 16);
+  ASSERT_EQ(g.q.scales[0], 0x38);
+  g.scales[0] = 0x39;
+  const auto rep = run(recipe, request, x, 1, 16, g);
+  EXPECT_EQ(rep.mismatched_scales, 1u);
+  EXPECT_EQ(rep.mismatched_elements, 0u);
+  ASSERT_GE(rep.explained.size(), 1u);
+  const MismatchNote& n = rep.explained[0];
+  EXPECT_EQ(n.kind, MismatchNote::Kind::scale);
+  const std::string text = joined(n);
+  EXPECT_NE(text.find("block amax = 6.375 (0x40cc0000)"), std::string::npos) << text;
+  EXPECT_NE(text.find("ideal scale 1.0625 is an exact ue4m3 midpoint between 0x38 (1) and 0x39 (1.125); RNE keeps "
+                      "the even code 0x38; yours is 0x39 (rounded away from zero: the tie went to the odd code)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("yours matches the ideal scale rounded to nearest with ties away from zero (RNA)"),
+            std::string::npos)
+      << text;
+}
+
+// The elements of a block whose scale differs are reproduced from the user's scale.
+TEST(Planted, ElementMismatchesFollowingAScaleMismatch) {
+  Recipe recipe = *find_recipe("nvfp4");
+  recipe.tensor_scale = TensorScalePolicy::none;
+  std::vector<float> x(16);
+  for (std::size_t i = 0; i < 16; ++i) x[i] = 0.37f * static_cast<float>(i) - 2.0f;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  Golden g = golden(recipe, request, x, 1, 16);
+  // Their kernel: the scale rounded up, the elements quantized with that scale.
+  const std::uint8_t their_scale = static_cast<std::uint8_t>(g.q.scales[0] + 1);
+  g.scales[0] = their_scale;
+  const float s = decode_to_float(recipe.scale, their_scale);
+  const float m = 1.0f / s;
+  std::fill(g.codes.begin(), g.codes.end(), 0);
+  for (std::size_t i = 0; i < 16; ++i) {
+    const auto code = encode(recipe.element, x[i] * m, EncodeOptions{Rounding::rne, true}).code;
+    g.codes[i / 2] |= static_cast<std::uint8_t>((i & 1) ? code << 4 : code);
+  }
+  const auto rep = run(recipe, request, x, 1, 16, g, 100);
+  EXPECT_EQ(rep.mismatched_scales, 1u);
+  EXPECT_GT(rep.mismatched_elements, 0u);
+  EXPECT_EQ(rep.elements_consistent_with_their_scale, rep.mismatched_elements);
+  EXPECT_TRUE(contains(rep.hints, "every element mismatch follows from your block scales"));
+}
+
+// MXFP4 block amax 7: floor gives 2^0 (code 127), ceil 2^1 (code 128, as 7 > 6 * 2^0).
+TEST(Planted, Pow2ScaleFromAnotherRule) {
+  const Recipe recipe = *find_recipe("mxfp4");
+  std::vector<float> x(32, 1.0f);
+  x[9] = 7.0f;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  Golden g = golden(recipe, request, x, 1, 32);
+  ASSERT_EQ(g.q.scales[0], 127);
+  g.scales[0] = 128;
+  const auto rep = run(recipe, request, x, 1, 32, g);
+  ASSERT_GE(rep.explained.size(), 1u);
+  const std::string text = joined(rep.explained[0]);
+  EXPECT_NE(text.find("yours matches the ceil rule"), std::string::npos) << text;
+  EXPECT_NE(text.find("unbiased scale exponent 0"), std::string::npos) << text;
+}
+
+TEST(Planted, RowCopyOfATileScale) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::weight);
+  ASSERT_TRUE(request.spec.two_d);
+  const auto x = random_tensor(32, 48, 3);
+  Golden g = golden(recipe, request, x, 32, 48, ScaleLayout::te_rowrep);
+  g.scales[3 * 3 + 1] ^= 1;  // row 3's copy of tile [0, 1]
+  const auto rep = run(recipe, request, x, 32, 48, g);
+  EXPECT_EQ(rep.mismatched_scales, 1u);
+  ASSERT_GE(rep.explained.size(), 1u);
+  EXPECT_EQ(rep.explained[0].row, 0u);
+  EXPECT_EQ(rep.explained[0].col, 1u);
+  EXPECT_EQ(rep.explained[0].stored_row, 3u);
+}
+
+TEST(Hints, ScalesInAnotherLayoutAndCodesInAnotherNibbleOrder) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = random_tensor(128, 64, 5);  // rowmajor and swizzled scales are both [128, 4]
+  Golden g = golden(recipe, request, x, 128, 64, ScaleLayout::swizzled_128x4, NibbleOrder::high_first);
+  g.theirs.layout = ScaleLayout::rowmajor;
+  g.theirs.nibbles = NibbleOrder::low_first;
+  const auto rep = run(recipe, request, x, 128, 64, g, 3);
+  EXPECT_GT(rep.mismatched_scales, 0u);
+  EXPECT_EQ(rep.explained.size(), 3u);
+  EXPECT_TRUE(contains(rep.hints, "your scales match the golden ones exactly when read as --layout swizzled-128x4"));
+  EXPECT_TRUE(contains(rep.hints, "your codes match the golden ones exactly when read as --nibbles high-first"));
+}
+
+TEST(TensorScale, ComparedWithEncodeDecodeOrAmax) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = random_tensor(4, 64, 9);
+  Golden g = golden(recipe, request, x, 4, 64);
+  g.theirs.tensor_scale = g.q.global_decode_scale;
+  auto rep = run(recipe, request, x, 4, 64, g);
+  EXPECT_TRUE(rep.bit_exact());
+  EXPECT_EQ(rep.tensor_scale_matched, "decode");
+  g.theirs.tensor_scale_kind = TensorScaleKind::encode;
+  rep = run(recipe, request, x, 4, 64, g);
+  EXPECT_FALSE(rep.bit_exact());
+  EXPECT_TRUE(rep.tensor_scale_mismatch);
+  ASSERT_FALSE(rep.explained.empty());
+  EXPECT_EQ(rep.explained[0].kind, MismatchNote::Kind::tensor_scale);
+  g.theirs.tensor_scale_kind = TensorScaleKind::any;
+  g.theirs.tensor_scale = std::nextafter(g.q.global_encode_scale, 0.0f);
+  rep = run(recipe, request, x, 4, 64, g);
+  EXPECT_TRUE(rep.tensor_scale_mismatch);
+}
+
+TEST(Stochastic, SeedAndExplicitBitsReproduceAndExplain) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::grad_output);
+  ASSERT_EQ(request.spec.rounding, Rounding::sr_fastest);
+  request.random.seed = 77;
+  std::vector<float> x(8 * 64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  Golden g = golden(recipe, request, x, 8, 64);
+  auto rep = run(recipe, request, x, 8, 64, g);
+  EXPECT_TRUE(rep.bit_exact()) << to_text(rep);
+  // Another seed: the codes differ, and the explanation names the random integer.
+  QuantizeRequest other = request;
+  other.random.seed = 78;
+  rep = run(recipe, other, x, 8, 64, g);
+  EXPECT_GT(rep.mismatched_elements, 0u);
+  ASSERT_FALSE(rep.explained.empty());
+  EXPECT_NE(joined(rep.explained[0]).find("stochastic rounding sr-fastest with random integer r = "), std::string::npos)
+      << joined(rep.explained[0]);
+}
+
+TEST(Errors, ShapesThatDoNotFitAreDataErrors) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = random_tensor(4, 64, 1);
+  Golden g = golden(recipe, request, x, 4, 64);
+  g.theirs.codes_shape = {4, 31};
+  EXPECT_THROW(run(recipe, request, x, 4, 64, g), DataError);
+  g = golden(recipe, request, x, 4, 64);
+  g.theirs.scales_shape = {4, 5};
+  EXPECT_THROW(run(recipe, request, x, 4, 64, g), DataError);
+  Recipe wide = recipe;
+  wide.element = formats::e2m3;
+  g = golden(recipe, request, x, 4, 64);
+  EXPECT_THROW(run(wide, request, x, 4, 64, g), UsageError);
+}
+
+TEST(Json, NoBareNonFiniteNumbersAndTheCountsAreThere) {
+  const Recipe recipe = *find_recipe("mxfp4");
+  std::vector<float> x(32, 1.0f);
+  x[0] = std::numeric_limits<float>::quiet_NaN();  // NaN block: NaN scale, NaN multiplier
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  Golden g = golden(recipe, request, x, 1, 32);
+  g.codes[1] ^= 0x11;
+  const auto rep = run(recipe, request, x, 1, 32, g);
+  const std::string json = to_json(rep);
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+  EXPECT_EQ(json.find("inf"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"multiplier\": null,\n      \"multiplier_note\": \"NaN\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"mismatched_elements\": 2"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"bit_exact\": false"), std::string::npos) << json;
+}
+
+TEST(Text, FloatsPrintShortAndExact) {
+  EXPECT_EQ(detail::float_text(0.09375f), "0.09375");
+  EXPECT_EQ(detail::float_text(320.0f), "320");
+  EXPECT_EQ(detail::float_text(0.1f), "0.1");
+  EXPECT_EQ(detail::float_text(-0.0f), "-0");
+  EXPECT_EQ(detail::float_text(std::numeric_limits<float>::max()), "3.4028235e+38");
+  EXPECT_EQ(detail::hex_bits(1.0f), "0x3f800000");
+}
+
+// ------------------------------------------------------------------------------------------------
+// The CLI: exit codes and the --tensor-scale number/policy split.
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("fp4sim_verify_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    const Recipe recipe = *find_recipe("nvfp4");
+    QuantizeRequest request;
+    request.spec = operand_for_role(recipe, Role::activation);
+    x_ = random_tensor(4, 64, 17);
+    g_ = golden(recipe, request, x_, 4, 64);
+    npy::write(dir_ / "x.npy", npy::DType::f4, {4, 64}, x_.data());
+    npy::write(dir_ / "codes.npy", npy::DType::u1, {4, 32}, g_.codes.data());
+    npy::write(dir_ / "scales.npy", npy::DType::u1, {4, 4}, g_.scales.data());
+    auto bad = g_.codes;
+    bad[5] ^= 0x01;
+    npy::write(dir_ / "bad.npy", npy::DType::u1, {4, 32}, bad.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  int fp4sim(const std::string& args, std::string* out = nullptr) {
+    const auto log = dir_ / "out.txt";
+    const std::string cmd = std::string(FP4SIM_BINARY) + " " + args + " > " + log.string() + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (out) *out = ss.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string p(const std::string& name) { return (dir_ / name).string(); }
+
+  std::filesystem::path dir_;
+  std::vector<float> x_;
+  Golden g_;
+};
+
+TEST_F(Cli, ExitCodes) {
+  const std::string common = "verify quantize --recipe nvfp4 --in " + p("x.npy") + " --scales " + p("scales.npy");
+  std::string out;
+  EXPECT_EQ(fp4sim(common + " --codes " + p("codes.npy"), &out), 0) << out;
+  EXPECT_NE(out.find("BIT-EXACT"), std::string::npos) << out;
+  EXPECT_EQ(fp4sim(common + " --codes " + p("bad.npy"), &out), 4) << out;
+  EXPECT_NE(out.find("NOT BIT-EXACT: 1 element and 0 scale mismatch(es)"), std::string::npos) << out;
+  EXPECT_EQ(fp4sim(common + " --codes " + p("bad.npy") + " --json", &out), 4) << out;
+  EXPECT_NE(out.find("\"mismatched_elements\": 1"), std::string::npos) << out;
+  EXPECT_EQ(fp4sim(common + " --codes " + p("codes.npy") + " --layout diagonal", &out), 2) << out;
+  EXPECT_EQ(fp4sim(common + " --codes " + p("codes.npy") + " --layout swizzled-128x4", &out), 3) << out;
+  EXPECT_NE(out.find("does not fit layout swizzled-128x4"), std::string::npos) << out;
+  EXPECT_EQ(fp4sim(common + " --codes " + p("scales.npy"), &out), 3) << out;
+  EXPECT_NE(out.find(p("scales.npy") + ": shape [4, 4] does not hold low-first codes"), std::string::npos) << out;
+}
+
+TEST_F(Cli, TensorScaleTakesANumberOrAPolicy) {
+  const std::string common = "verify quantize --recipe nvfp4 --in " + p("x.npy") + " --scales " + p("scales.npy") +
+                             " --codes " + p("codes.npy");
+  std::string out;
+  char g[64];
+  std::snprintf(g, sizeof g, "%a", static_cast<double>(g_.q.global_encode_scale));
+  EXPECT_EQ(fp4sim(common + " --tensor-scale " + g, &out), 0) << out;
+  EXPECT_NE(out.find("matches the golden encode value"), std::string::npos) << out;
+  EXPECT_EQ(fp4sim(common + " --tensor-scale 1.5", &out), 4) << out;
+  EXPECT_NE(out.find("tensor scale differs"), std::string::npos) << out;
+  EXPECT_EQ(fp4sim(common + " --tensor-scale current", &out), 0) << out;  // the policy override
+  EXPECT_EQ(fp4sim(common + " --tensor-scale none", &out), 4) << out;     // G = 1: other scales
+  EXPECT_EQ(fp4sim(common + " --tensor-scale banana", &out), 2) << out;
+  EXPECT_EQ(fp4sim(common + " --tensor-scale 2 --tensor-scale-value 3", &out), 2) << out;
+}
+
+}  // namespace
+}  // namespace fp4sim
