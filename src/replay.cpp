@@ -14,6 +14,7 @@
 
 #include "fp4sim/codec.hpp"
 #include "fp4sim/error.hpp"
+#include "fp4sim/gemm.hpp"
 #include "fp4sim/hadamard.hpp"
 #include "fp4sim/random.hpp"
 #include "fp4sim/tensor_scale.hpp"
@@ -103,6 +104,8 @@ namespace {
 using trace::TensorRole;
 
 constexpr std::array<Gemm, 3> kGemms{Gemm::fprop, Gemm::dgrad, Gemm::wgrad};
+constexpr const char* kF64 = "f64";
+constexpr const char* kRecipeDatapath = "recipe";
 
 Role recipe_role(TensorRole r) {
   switch (r) {
@@ -382,7 +385,7 @@ class Replayer {
     const std::size_t chunk_rows = chunk_rows_for(t.cols, multiple);
     const std::size_t recipes = o_.recipes.size();
 
-    const bool keep = whole && o_.gemms && !o_.gemm_evaluator;
+    const bool keep = whole && o_.gemms && !o_.gemm_evaluator && o_.datapath == kF64;
     if (keep) loaded.dequantized.assign(recipes, std::vector<float>(t.elements()));
 
     auto process_slab = [&](std::span<const float> x, std::span<const double> ref, std::size_t row0,
@@ -493,7 +496,6 @@ class Replayer {
         e.layer = layer.name;
         e.gemm = g;
         e.recipe = r.name;
-        e.datapath = o_.datapath;
         e.m = m, e.n = n, e.k = k;
         e.stream_a = stream_a;
         e.stream_b = stream_b;
@@ -505,7 +507,7 @@ class Replayer {
         };
         auto quantize_operand = [&](const OperandSpec& spec, const LoadedTensor& t, std::span<const float> data,
                                     std::size_t rows, std::size_t cols, std::uint64_t stream, Hold& hold,
-                                    bool same_as_entry) {
+                                    bool same_as_entry, bool need_codes) {
           float current;
           std::function<float(std::int64_t)> amax_at;
           if (spec.rht) {
@@ -517,7 +519,7 @@ class Replayer {
           }
           hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
           Operand op;
-          if (same_as_entry && !o_.gemm_evaluator && t.dequantized.size() == o_.recipes.size()) {
+          if (same_as_entry && t.dequantized.size() == o_.recipes.size()) {
             op.dequantized = t.dequantized[static_cast<std::size_t>(&r - o_.recipes.data())];
             return op;
           }
@@ -527,17 +529,34 @@ class Replayer {
           q.random.seed = o_.seed;
           q.random.stream = stream;
           op.q = quantize(r, q, data, rows, cols);
-          if (!o_.gemm_evaluator) op.dequantized = dequantize(*op.q);
+          if (!need_codes) op.dequantized = dequantize(*op.q);
           return op;
         };
-        const Operand qa = quantize_operand(ops.a, *ta, a, m, k, stream_a, e.hold_a, g != Gemm::wgrad);
-        const Operand qb = quantize_operand(ops.b, *tb, b, n, k, stream_b, e.hold_b, g == Gemm::fprop);
+        e.datapath = datapath_for(r);
+        const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
+        const Operand qa = quantize_operand(ops.a, *ta, a, m, k, stream_a, e.hold_a, f64 && g != Gemm::wgrad, !f64);
+        const Operand qb = quantize_operand(ops.b, *tb, b, n, k, stream_b, e.hold_b, f64 && g == Gemm::fprop, !f64);
         std::vector<double> chat;
-        if (o_.gemm_evaluator) {
-          chat = o_.gemm_evaluator(r, g, *qa.q, *qb.q, o_.datapath);
-        } else {
-          chat = matmul_abt(std::vector<double>(qa.dequantized.begin(), qa.dequantized.end()),
-                            std::vector<double>(qb.dequantized.begin(), qb.dequantized.end()), m, n, k);
+        try {
+          if (o_.gemm_evaluator) {
+            chat = o_.gemm_evaluator(r, g, *qa.q, *qb.q, e.datapath);
+          } else if (f64) {
+            chat = matmul_abt(std::vector<double>(qa.dequantized.begin(), qa.dequantized.end()),
+                              std::vector<double>(qb.dequantized.begin(), qb.dequantized.end()), m, n, k);
+          } else {
+            GemmRequest request;
+            request.datapath = e.datapath;
+            const std::vector<float> out = fp4sim::gemm(r, *qa.q, *qb.q, request);
+            chat.assign(out.begin(), out.end());
+          }
+        } catch (const DataError& error) {
+          // The datapath cannot take these operands (e.g. probe-matched with K % 64 != 0): the entry
+          // says why; the replay goes on.
+          e.rel_fro_err = stats::Figure::none(std::string("datapath ") + e.datapath + ": " + error.what());
+          e.ref_fro_norm = std::sqrt(ref_sq);
+          e.max_abs_err = std::nan("");
+          result_.gemms.push_back(std::move(e));
+          continue;
         }
         double err_sq = 0.0, max_abs = 0.0;
         bool nonfinite = false;
@@ -561,6 +580,10 @@ class Replayer {
     }
   }
 
+  std::string datapath_for(const Recipe& r) const {
+    return o_.datapath == kRecipeDatapath ? r.default_datapath : o_.datapath;
+  }
+
   const trace::Reader& reader_;
   const Options& o_;
   Result& result_;
@@ -580,10 +603,8 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     const auto problems = validate(r);
     if (!problems.empty()) throw UsageError("recipe " + r.name + ": " + problems.front());
   }
-  if (o.datapath != "f64" && !o.gemm_evaluator) {
-    throw UsageError("--datapath " + o.datapath +
-                     ": only 'f64' (float64 product of the dequantized operands) is available to replay in this "
-                     "build; the bit-exact datapaths plug in once gemm.hpp lands");
+  if (o.datapath != kF64 && o.datapath != kRecipeDatapath && !o.gemm_evaluator && !find_datapath(o.datapath)) {
+    throw UsageError("--datapath: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
   }
   if (o.headroom_period < 1) throw UsageError("the headroom period D must be >= 1");
   std::optional<std::regex> layer_regex;
@@ -600,9 +621,15 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
   Result result;
   result.trace = info;
   result.datapath = o.datapath;
-  result.datapath_note = o.gemm_evaluator ? ""
-                                          : "operands quantized and dequantized by the recipe, product in float64 "
-                                            "(gemm.hpp datapaths not wired in yet)";
+  if (o.gemm_evaluator) {
+    result.datapath_note = "a caller-supplied GEMM evaluator";
+  } else if (o.datapath == kF64) {
+    result.datapath_note = "f64: the recipe's dequantized operands multiplied in float64 (no hardware model)";
+  } else if (o.datapath == kRecipeDatapath) {
+    result.datapath_note = "recipe: each recipe's default datapath (gemm.hpp), FP32 output";
+  } else {
+    result.datapath_note = "gemm.hpp datapath " + o.datapath + ", FP32 output";
+  }
   result.hold = o.hold;
   result.seed = o.seed;
   for (const Recipe& r : o.recipes) {
@@ -1243,7 +1270,17 @@ std::string summary(const Result& r) {
   out << "\n"
       << fmt("%.2f", r.tensor_bytes / 1e6) << " MB of float32 tensor data per recipe in " << fmt("%.2f", r.seconds)
       << " s";
-  if (!r.gemms.empty()) out << "; GEMMs: datapath " << r.datapath;
+  if (!r.gemms.empty()) {
+    out << "; GEMM datapaths:";
+    for (const auto& name : r.recipe_names) {
+      for (const auto& g : r.gemms) {
+        if (g.recipe == name) {
+          out << " " << name << "=" << g.datapath;
+          break;
+        }
+      }
+    }
+  }
   out << "\n";
   return out.str();
 }

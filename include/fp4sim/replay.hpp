@@ -36,14 +36,17 @@ std::string_view hold_rule_name(HoldRule rule);
 std::optional<HoldRule> parse_hold_rule(std::string_view name);
 
 // The GEMM-level evaluation of one quantized GEMM: returns Ĉ [M, N] (row-major, double) from the
-// quantized operands A [M, K] and B [N, K]. The default (datapath "f64") multiplies the dequantized
-// operands in float64; a bit-exact datapath from gemm.hpp plugs in here.
+// quantized operands A [M, K] and B [N, K] (for tests and experiments; replay otherwise calls gemm.hpp
+// or, for datapath "f64", multiplies the dequantized operands in float64).
 using GemmEvaluator = std::function<std::vector<double>(const Recipe& recipe, Gemm gemm, const QuantizedTensor& a,
                                                          const QuantizedTensor& b, const std::string& datapath)>;
 
 struct Options {
   std::vector<Recipe> recipes;                 // default: ue5m3, nvfp4, mxfp4
-  std::string datapath = "f64";                // GEMM datapath name (see GemmEvaluator)
+  // GEMM datapath of the `gemms` entries: "recipe" = each recipe's default (gemm.hpp: probe-matched for
+  // ue5m3*, fp32-seq for nvfp4*/mxfp4), "f64" = the dequantized operands multiplied in float64 (fast, no
+  // hardware model), or any datapath preset name.
+  std::string datapath = "recipe";
   std::optional<std::vector<std::int64_t>> steps;  // captured steps to replay; all when empty
   std::string layers;                          // ECMAScript regex searched in the layer name; "" = all
   std::uint64_t seed = 0;                      // keys the stochastic-rounding bits (stream per tensor)

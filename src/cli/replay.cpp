@@ -223,7 +223,7 @@ namespace {
 struct ReplayCliOptions {
   std::string trace;
   std::string recipes = "ue5m3,nvfp4,mxfp4";
-  std::string datapath = "f64";
+  std::string datapath = "recipe";
   std::string steps, layers, json, csv, h5, plots;
   std::uint64_t seed = 0;
   std::string hold = "window";
@@ -327,7 +327,8 @@ void setup_replay(CLI::App& app) {
   app.add_option("trace", o->trace, "TRACE.h5 (trace-format.md, version 1)")->required();
   app.add_option("--recipes", o->recipes, "comma-separated recipe presets")->capture_default_str();
   app.add_option("--datapath", o->datapath,
-                 "GEMM datapath for the gemms entries: f64 = float64 product of the dequantized operands")
+                 "GEMM datapath of the gemms entries: recipe = each recipe's default (fp4sim gemm "
+                 "--list-datapaths), f64 = float64 product of the dequantized operands (fast), or a datapath name")
       ->capture_default_str();
   app.add_option("--steps", o->steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
   app.add_option("--layers", o->layers, "regular expression (ECMAScript) searched in layer names");
