@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <vector>
 
@@ -56,6 +57,14 @@ __global__ void fill_bf16(std::uint16_t* x, std::uint64_t n, std::uint64_t seed)
                                          static_cast<int>((h >> 6) & 7) - 4);
     x[i] = __bfloat16_as_ushort(__float2bfloat16_rn((h >> 9) & 1 ? -v : v));
   }
+}
+
+__global__ void count_diff(const std::uint32_t* a, const std::uint32_t* b, std::uint64_t n, unsigned long long* out) {
+  unsigned long long bad = 0;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
+    bad += a[i] != b[i];
+  if (bad) atomicAdd(out, bad);
 }
 
 template <class F>
@@ -148,13 +157,14 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
   fill_bf16<<<4096, 256>>>(static_cast<std::uint16_t*>(b.p), n * k, 12);
   if (cudaDeviceSynchronize() != cudaSuccess) return Status::cuda_error;
   ours.flops = cublas.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int variant = path == GemmPath::probe_matched ? 3 : static_cast<int>(reps < 0 ? 0 : 1);
   Status st = Status::success;
-  // Pick the fastest tile configuration for bf16-tc (each timed; reported: the best).
+  // Every tile configuration of the path is timed and printed; reported: the best. For bf16-tc the wgmma
+  // kernel (variant 4) is also compared bit for bit with the mma.sync kernel (variant 1) on these operands.
   double best = 1e30;
-  const int first = path == GemmPath::probe_matched ? 3 : 0, last = path == GemmPath::probe_matched ? 3 : 2;
-  (void)variant;
-  for (int v = first; v <= last; ++v) {
+  const std::vector<int> variants = path == GemmPath::probe_matched ? std::vector<int>{3}
+                                    : detail::wgmma_available()     ? std::vector<int>{0, 1, 2, 4}
+                                                                    : std::vector<int>{0, 1, 2};
+  for (int v : variants) {
     double t = 0.0;
     st = time_median(
         reps,
@@ -165,7 +175,26 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
         },
         t);
     if (st != Status::success) return st;
+    std::printf("  gemm variant %d (%s): %.3f ms, %.1f TFLOP/s\n", v,
+                v == 4 ? "wgmma 128x256x64, TMA 4 stages" : v == 3 ? "mma.sync probe-matched 128x128" : v == 0 ? "mma.sync 128x128" : v == 1 ? "mma.sync 128x256" : "mma.sync 256x128",
+                t, ours.flops / t / 1e9);
     best = std::min(best, t);
+  }
+  if (variants.size() == 4) {
+    Dev flag;
+    if (!flag.alloc(sizeof(unsigned long long))) return Status::cuda_error;
+    cudaMemset(flag.p, 0, sizeof(unsigned long long));
+    if (detail::launch_gemm_bf16_variant(1, static_cast<const std::uint16_t*>(a.p), static_cast<const std::uint16_t*>(b.p),
+                                         static_cast<float*>(c.p), m, n, k, nullptr) != Status::success ||
+        detail::launch_gemm_bf16_variant(4, static_cast<const std::uint16_t*>(a.p), static_cast<const std::uint16_t*>(b.p),
+                                         static_cast<float*>(c2.p), m, n, k, nullptr) != Status::success)
+      return Status::cuda_error;
+    count_diff<<<4096, 256>>>(static_cast<const std::uint32_t*>(c.p), static_cast<const std::uint32_t*>(c2.p), m * n,
+                              static_cast<unsigned long long*>(flag.p));
+    unsigned long long diff = 0;
+    if (cudaMemcpy(&diff, flag.p, sizeof diff, cudaMemcpyDeviceToHost) != cudaSuccess) return Status::cuda_error;
+    std::printf("  wgmma vs mma.sync (variant 4 vs 1), %zux%zux%zu: %llu differing output words of %zu\n", m, n, k, diff,
+                m * n);
   }
   ours.ms = best;
 

@@ -72,7 +72,16 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
 Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, std::size_t m,
                         std::size_t n, std::size_t k_padded, int group_k, bool snap, float alpha, void* stream);
 
-// Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128).
+// Whether the wgmma kernel (emu/gemm_wgmma.cu) can run: emu/ was built for sm_90a, the device loaded that
+// image and the driver has cuTensorMapEncodeTiled. Decided once, by a one-thread kernel.
+bool wgmma_available();
+// The wgmma bf16-tc kernel (128 x 256 x 64 tiles, TMA, 4 stages): C = RN(acc * alpha), acc a chain of k16
+// steps in ascending k from +0. Returns the CUDA error of the launch (cudaSuccess = 0); needs kp % 16 == 0.
+int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp,
+                          float alpha, void* stream);
+
+// Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128,
+// 4: wgmma 128x256 when wgmma_available()).
 Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c,
                                 std::size_t m, std::size_t n, std::size_t kp, void* stream);
 

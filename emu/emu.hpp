@@ -162,4 +162,49 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e8m0(std::uint32_t bits) {
   return code > 0xFEu ? 0xFEu : code;
 }
 
+// E2M1 stochastic rounding of the binary32 bit pattern with the k-bit integer r (r < 2^k, 1 <= k <= 16), in
+// integers only (no conversions, no float rounding), as the quantize kernels use it with Philox bits: the golden encoder's picture (include/fp4sim/codec.hpp) of |y| = sig * 2^(e - 23):
+// lower code and the fraction rest / 2^shift, with shift = 22 for |y| >= 1, 149 - field below (capped
+// at 63). With scaled_P = floor(2^P * delta):
+//   sr-fastest   up = scaled_k + r >= 2^k
+//   sr-fast      up = scaled_(k+1) + 2r + 1 >= 2^(k+1)
+//   sr-fast-f32  RN32(delta + (2r+1) 2^-(k+1)) >= 1  <=>  delta + (2r+1) 2^-(k+1) >= 1 - 2^-25 (the tie at
+//                1 - 2^-25 rounds to the even 1.0; both terms are exact binary32)
+//                <=> scaled_25 + (2r+1) 2^(24-k) >= 2^25 - 1 (the right side of the middle form is an
+//                integer multiple of 2^-25, so flooring the left side keeps the comparison).
+// Judged against the golden Float32Encoder on the host (tests/gpu_quantize_test.cpp, EmuHost.*).
+enum class Sr : std::uint8_t { fastest, fast, fast_f32 };
+template <Sr S>
+FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1_sr(std::uint32_t bits, std::uint32_t r, int k) {
+  const std::uint32_t abs = bits & 0x7FFFFFFFu;
+  const std::uint32_t sign = (bits >> 28) & 0x8u;
+  if (abs > 0x7F800000u) return 0x7u;          // NaN: +max finite (satfinite)
+  if (abs >= 0x40C00000u) return 0x7u | sign;  // |y| >= 6 (Inf too): saturate
+  const std::uint32_t field = abs >> 23, mant = abs & 0x7FFFFFu;
+  std::uint32_t lower, rest, shift;
+  if (field >= 127) {
+    lower = 2u * (field - 127u) + 2u + (mant >> 22);
+    rest = mant & 0x3FFFFFu;
+    shift = 22;
+  } else {
+    lower = field == 126 ? 1u : 0u;
+    rest = field == 126 ? mant : (field != 0 ? mant | 0x800000u : mant);
+    shift = 149u - field;
+  }
+  constexpr int kP = S == Sr::fast_f32 ? 25 : 0;
+  const int p = S == Sr::fastest ? k : (S == Sr::fast ? k + 1 : kP);
+  std::uint32_t drop = shift + 25u - static_cast<std::uint32_t>(p);  // >= 22
+  drop = drop > 63u ? 63u : drop;
+  const std::uint32_t scaled = static_cast<std::uint32_t>((static_cast<std::uint64_t>(rest) << 25) >> drop);
+  bool up;
+  if constexpr (S == Sr::fastest) {
+    up = scaled + r >= (1u << k);
+  } else if constexpr (S == Sr::fast) {
+    up = scaled + 2u * r + 1u >= (2u << k);
+  } else {
+    up = scaled + ((2u * r + 1u) << (24 - k)) >= (1u << 25) - 1u;
+  }
+  return (lower + (up ? 1u : 0u)) | sign;
+}
+
 }  // namespace fp4sim::emu

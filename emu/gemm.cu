@@ -10,6 +10,8 @@
 // A k16 step beyond Kp is skipped (never fed zeros), so the chain has exactly Kp/16 steps.
 // probe-matched folds the accumulator into a second register set with add.rz.f32 every 64 k and restarts
 // it from +0.
+// bf16-tc runs on the wgmma kernel of emu/gemm_wgmma.cu (same chain, same bits) when the build has sm_90a
+// code and the device loads it; this mma.sync kernel is the fallback and the probe-matched kernel.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -378,8 +380,12 @@ Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, floa
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(kp);
   cudaError_t e;
   if (group_k == 0) {
-    // Large problems: 128 x 256 tiles (warp tile 64 x 64); small ones 128 x 128 for more blocks.
-    if (m * n >= std::size_t{4096} * 4096) {
+    // The wgmma kernel (emu/gemm_wgmma.cu) where this build and device have it, for every shape (so that
+    // crosscheck's many small and ragged GEMMs judge it too); else mma.sync: large problems 128 x 256 tiles
+    // (warp tile 64 x 64), small ones 128 x 128 for more blocks.
+    if (wgmma_available()) {
+      e = static_cast<cudaError_t>(launch_gemm_wgmma_raw(d_a, d_b, d_c, M, N, K, alpha, stream));
+    } else if (m * n >= std::size_t{4096} * 4096) {
       e = launch_gemm_cfg<128, 256, 64, 64, false>(d_a, d_b, d_c, M, N, K, alpha, false, s);
     } else {
       e = launch_gemm_cfg<128, 128, 64, 32, false>(d_a, d_b, d_c, M, N, K, alpha, false, s);
@@ -400,6 +406,9 @@ Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std
     case 1: e = launch_gemm_cfg<128, 256, 64, 64, false>(d_a, d_b, d_c, M, N, K, 1.0f, false, s); break;
     case 2: e = launch_gemm_cfg<256, 128, 64, 64, false>(d_a, d_b, d_c, M, N, K, 1.0f, false, s); break;
     case 3: e = launch_gemm_cfg<128, 128, 64, 32, true>(d_a, d_b, d_c, M, N, K, 1.0f, true, s); break;
+    case 4:
+      if (wgmma_available()) e = static_cast<cudaError_t>(launch_gemm_wgmma_raw(d_a, d_b, d_c, M, N, K, 1.0f, stream));
+      break;
     default: break;
   }
   return e == cudaSuccess ? Status::success : Status::cuda_error;

@@ -129,6 +129,16 @@ __device__ __forceinline__ std::uint32_t e2m1_stochastic(float y, std::uint32_t 
   return (lower + (up ? 1u : 0u)) | sign;
 }
 
+// Stochastic rounding in integers only (emu::f32_to_e2m1_sr, emu/emu.hpp): the same decision as
+// e2m1_stochastic for r < 2^k, used with Philox bits (masked to k); explicit bits keep e2m1_stochastic.
+template <ElementRound R>
+__device__ __forceinline__ std::uint32_t e2m1_stochastic_int(std::uint32_t bits, std::uint32_t r, int k) {
+  constexpr emu::Sr kMode = R == ElementRound::sr_fastest ? emu::Sr::fastest
+                            : R == ElementRound::sr_fast  ? emu::Sr::fast
+                                                          : emu::Sr::fast_f32;
+  return emu::f32_to_e2m1_sr<kMode>(bits, r, k);
+}
+
 template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -244,14 +254,15 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
         const Philox4x32::Counter w = Philox4x32::generate(ctr, key);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          codes[4 * q + j] = e2m1_stochastic<R>(__fmul_rn(v[4 * q + j], mult), w[j] & mask, a.sr_bits);
+          codes[4 * q + j] =
+              e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[4 * q + j], mult)), w[j] & mask, a.sr_bits);
         }
       }
     } else {
 #pragma unroll
       for (int i = 0; i < BC; ++i) {
         const std::uint32_t rb = random_bits(a.seed, a.stream, base_index + i, a.sr_bits);
-        codes[i] = e2m1_stochastic<R>(__fmul_rn(v[i], mult), rb, a.sr_bits);
+        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, a.sr_bits);
       }
     }
   }
@@ -308,8 +319,20 @@ __global__ void amax_rht_kernel(const float* __restrict__ x, std::uint64_t rows,
   if (t < rows * groups) {
     const std::uint64_t r = t / groups, c0 = (t % groups) * 16;
     float v[16];
+    if (cols % 16 == 0) {
+      const float4* p = reinterpret_cast<const float4*>(x + r * cols + c0);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = c0 + i < cols ? x[r * cols + c0 + i] : 0.0f;
+      for (int i = 0; i < 4; ++i) {
+        const float4 q = __ldcs(p + i);
+        v[4 * i] = q.x;
+        v[4 * i + 1] = q.y;
+        v[4 * i + 2] = q.z;
+        v[4 * i + 3] = q.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[i] = c0 + i < cols ? x[r * cols + c0 + i] : 0.0f;
+    }
     rht16(v);
 #pragma unroll
     for (int i = 0; i < 16; ++i)

@@ -5,9 +5,13 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
+#include "emu.hpp"
+#include "fp4sim/codec.hpp"
 #include "fp4sim/datapath.hpp"
 #include "fp4sim/gemm.hpp"
 #include "fp4sim/gpu.hpp"
@@ -23,6 +27,41 @@ std::vector<float> values(std::size_t n, std::uint64_t seed) {
   std::vector<float> x(n);
   for (auto& v : x) v = d(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 16) - 8);
   return x;
+}
+
+// The integer stochastic-rounding path of the quantize kernels (emu::f32_to_e2m1_sr, host code too) against
+// the golden Float32Encoder: every 2039th binary32 up to Inf (all of them with FP4SIM_EXHAUSTIVE=1), both
+// signs, k in 1..16, random k-bit integers plus 0 and 2^k - 1. Needs no device.
+TEST(EmuHost, StochasticE2m1IntegerPathEqualsGolden) {
+  const bool all = std::getenv("FP4SIM_EXHAUSTIVE") != nullptr;
+  const std::uint32_t stride = all ? 1u : 2039u;
+  std::mt19937_64 rng(5);
+  std::uint64_t checked = 0, bad = 0;
+  for (Rounding mode : {Rounding::sr_fastest, Rounding::sr_fast, Rounding::sr_fast_f32}) {
+    for (int k : {1, 2, 3, 5, 8, 11, 16}) {
+      if (all && k != 8 && k != 16 && k != 1) continue;
+      const Float32Encoder golden(formats::e2m1, EncodeOptions{mode, true, k});
+      const std::uint32_t top = (1u << k) - 1u;
+      for (std::uint64_t abs = 0; abs <= 0x7F800000u; abs += stride) {
+        for (std::uint32_t sign : {0u, 0x80000000u}) {
+          const std::uint32_t bits = static_cast<std::uint32_t>(abs) | sign;
+          for (std::uint32_t r : {0u, top, static_cast<std::uint32_t>(rng()) & top}) {
+            std::uint32_t got = 0;
+            if (mode == Rounding::sr_fastest) got = emu::f32_to_e2m1_sr<emu::Sr::fastest>(bits, r, k);
+            if (mode == Rounding::sr_fast) got = emu::f32_to_e2m1_sr<emu::Sr::fast>(bits, r, k);
+            if (mode == Rounding::sr_fast_f32) got = emu::f32_to_e2m1_sr<emu::Sr::fast_f32>(bits, r, k);
+            const std::uint32_t want = golden(bits, r);
+            if (got != want && bad++ < 5)
+              ADD_FAILURE() << "mode " << static_cast<int>(mode) << " k " << k << " bits " << std::hex << bits << " r " << r
+                            << ": " << got << " vs golden " << want;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "of " << checked;
+  std::printf("EmuHost: %llu (value, r, k, mode) cases checked\n", static_cast<unsigned long long>(checked));
 }
 
 TEST(Api, NoDeviceIsAStatus) {

@@ -4,6 +4,9 @@
 #
 #   tools/gpu_session.sh [steps]      steps: any of build tests probes crosscheck bench (default: all)
 #
+# emu/ is built for sm_90a (tools/probes/nvcc_sm90a.sh as CMAKE_CUDA_COMPILER_LAUNCHER turns CMake's sm_90
+# target into sm_90a) so that bf16-tc runs on the wgmma kernel (emu/gemm_wgmma.cu); configure build-gpu here
+# the same way: cmake -S . -B build-gpu -DCMAKE_CUDA_COMPILER_LAUNCHER=$PWD/tools/probes/nvcc_sm90a.sh
 # Binaries: built there with CMake (-j16) when the machine has fp4sim's build dependencies; otherwise the
 # prebuilt x86-64 binaries carried in .gpu_carry/ (bin/ and the shared libraries they need in lib/, made
 # here by `tools/gpu_session.sh pack`) are used. The probe program (sm_90a, wgmma) has no dependencies and
@@ -13,6 +16,7 @@
 # BENCH_ROWS/BENCH_COLS (quantize benchmark shape, default 16384 x 16384 = 256M elements).
 set -uo pipefail
 steps="${*:-tests probes crosscheck bench}"
+# Steps run in the order given (bench first puts the GEMM kernel's own bit check before the long runs).
 OUT="${OUT:-$PWD/out}"
 mkdir -p "$OUT"
 log="$OUT/session.log"
@@ -48,6 +52,7 @@ fi
 if [[ "$steps" == *build* ]]; then
   say "build (cmake, -j16)"
   if cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP4SIM_CUDA=ON -DFP4SIM_BENCH=OFF \
+      -DCMAKE_CUDA_COMPILER_LAUNCHER="$PWD/tools/probes/nvcc_sm90a.sh" \
       >"$OUT/build.log" 2>&1 &&
      cmake --build build-dev -j16 --target fp4sim_crosscheck fp4sim_gpu_bench gpu_quantize_test gpu_convert_test && cp build-dev/tests/gpu_*_test build-dev/ \
       >>"$OUT/build.log" 2>&1; then
@@ -66,28 +71,31 @@ if ! [ -x "$PROBE" ]; then
     >>"$log" 2>&1 && PROBE=/tmp/mma_probe
 fi
 
-if [[ "$steps" == *tests* ]]; then
+step_tests() {
   say "GPU tests"
   for t in gpu_convert_test gpu_quantize_test; do
-    timeout 300 "$BIN/$t" --gtest_brief=1 2>&1 | tail -15 | tee -a "$log"
+    timeout "${TEST_TIMEOUT:-300}" "$BIN/$t" --gtest_brief=1 2>&1 | tail -15 | tee -a "$log"
   done
-fi
-
-if [[ "$steps" == *probes* ]]; then
+}
+step_probes() {
   say "tensor-core probes"
   timeout 300 "$PROBE" "$OUT" "${PROBE_CASES:-1000000}" 2>&1 | tee -a "$log"
-fi
-
-if [[ "$steps" == *crosscheck* ]]; then
+}
+step_crosscheck() {
   say "crosscheck"
   timeout "${XC_TIMEOUT:-480}" "$BIN/fp4sim_crosscheck" crosscheck --elements "${XC_ELEMENTS:-1e8}" --gemms "${XC_GEMMS:-10000}" \
     --large-gemms "${XC_LARGE:-4}" ${XC_ARGS:-} >"$OUT/crosscheck.log" 2>&1
   echo "crosscheck exit $?" | tee -a "$log"
   grep -v "^gemm .*: 0 mismatching" "$OUT/crosscheck.log" | tail -40 | tee -a "$log"
-fi
-
-if [[ "$steps" == *bench* ]]; then
+  grep "^gemm .*x4096" "$OUT/crosscheck.log" | tee -a "$log"
+}
+step_bench() {
   say "benchmarks"
-  timeout 300 "$BIN/fp4sim_gpu_bench" "${BENCH_ROWS:-16384}" "${BENCH_COLS:-16384}" 8192 2>&1 | tee "$OUT/bench.log" | tee -a "$log"
-fi
+  timeout "${BENCH_TIMEOUT:-300}" "$BIN/fp4sim_gpu_bench" "${BENCH_ROWS:-16384}" "${BENCH_COLS:-16384}" 8192 2>&1 | tee "$OUT/bench.log" | tee -a "$log"
+}
+for step in $steps; do
+  case "$step" in
+    tests | probes | crosscheck | bench) "step_$step" ;;
+  esac
+done
 say "session end"

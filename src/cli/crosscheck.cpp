@@ -44,6 +44,7 @@ struct CrosscheckOptions {
   int gemms = 10000;       // GEMMs in total, spread over the presets
   int max_gemm = 1024;     // largest M = N of the few large GEMMs (K up to 4 * max_gemm)
   int large_gemms = 4;     // how many of the GEMMs are large
+  std::vector<std::string> shapes;  // extra GEMMs "MxNxK", checked with the first recipe
   std::uint64_t seed = 1;
   bool verbose = false;
   bool bench = false;      // also time golden vs GPU side
@@ -241,12 +242,24 @@ struct PathCheck {
   Tally tally;
 };
 
+struct Shape {
+  std::size_t m, n, k;
+};
+
 void check_gemms(const Recipe& recipe, int count, int large, const CrosscheckOptions& o, std::mt19937_64& rng,
-                 std::vector<PathCheck>& checks) {
+                 std::vector<PathCheck>& checks, const std::vector<Shape>& fixed = {}) {
   const GemmOperands ops = operands_for(recipe, Gemm::fprop);
+  if (!fixed.empty()) {
+    count = static_cast<int>(fixed.size());
+    large = count;
+  }
   for (int g = 0; g < count; ++g) {
     std::size_t m, n, k;
-    if (g < large) {
+    if (!fixed.empty()) {
+      m = fixed[static_cast<std::size_t>(g)].m;
+      n = fixed[static_cast<std::size_t>(g)].n;
+      k = fixed[static_cast<std::size_t>(g)].k;
+    } else if (g < large) {
       m = static_cast<std::size_t>(o.max_gemm) >> (rng() % 2);
       n = static_cast<std::size_t>(o.max_gemm) >> (rng() % 2);
       k = static_cast<std::size_t>(o.max_gemm) * (1 + rng() % 4);
@@ -279,6 +292,7 @@ void check_gemms(const Recipe& recipe, int count, int large, const CrosscheckOpt
       if (!qa.tensor_scaled || !qb.tensor_scaled) go.alpha = 1.0f;
       std::vector<float> cg;
       auto t0 = Clock::now();
+      const auto case_start = t0;
       try {
         cg = gemm(qa, qb, go);
       } catch (const DataError& e) {
@@ -311,9 +325,9 @@ void check_gemms(const Recipe& recipe, int count, int large, const CrosscheckOpt
       pc.tally.mismatches += bad;
       pc.tally.max_ulps = std::max(pc.tally.max_ulps, worst);
       if (bad || o.verbose || g < large) {
-        std::printf("gemm %-14s %-12s %4zux%4zux%-4zu: %llu mismatching outputs, max %llu ulps%s", pc.name.c_str(),
+        std::printf("gemm %-14s %-12s %4zux%4zux%-4zu: %llu mismatching outputs, max %llu ulps (%.1f s)%s", pc.name.c_str(),
                     recipe.name.c_str(), m, n, k, static_cast<unsigned long long>(bad),
-                    static_cast<unsigned long long>(worst),
+                    static_cast<unsigned long long>(worst), seconds_since(case_start),
                     st != gpu::Status::success ? (" (GPU status " + std::string(gpu::status_name(st)) + ")").c_str() : "");
         if (bad && st == gpu::Status::success)
           std::printf("  first [%zu,%zu] golden %08x gpu %08x", first / n, first % n, std::bit_cast<std::uint32_t>(cg[first]),
@@ -382,6 +396,16 @@ void run_crosscheck(const CrosscheckOptions& o) {
       const int large = static_cast<int>((o.large_gemms + recipes.size() - 1 - i) / recipes.size());
       check_gemms(recipes[i], per_recipe, large, o, rng, checks);
     }
+    std::vector<Shape> fixed;
+    for (const std::string& text : o.shapes) {
+      Shape sh{};
+      char x1 = 0, x2 = 0;
+      if (std::sscanf(text.c_str(), "%zu%c%zu%c%zu", &sh.m, &x1, &sh.n, &x2, &sh.k) != 5 || x1 != 'x' || x2 != 'x' ||
+          sh.m == 0 || sh.n == 0 || sh.k == 0)
+        throw UsageError("crosscheck: --shape wants MxNxK, got '" + text + "'");
+      fixed.push_back(sh);
+    }
+    if (!fixed.empty()) check_gemms(recipes[0], 0, 0, o, rng, checks, fixed);
     for (const PathCheck& pc : checks) line("all", pc.name, pc.tally);
   }
   std::printf("\nsummary\n");
@@ -403,6 +427,7 @@ void setup_crosscheck(CLI::App& app) {
   app.add_option("--gemms", o->gemms, "random GEMMs in total (default 10000)");
   app.add_option("--large-gemms", o->large_gemms, "how many of them are large (default 4)");
   app.add_option("--max-gemm", o->max_gemm, "M = N of the large GEMMs, K up to 4x (default 1024)");
+  app.add_option("--shape", o->shapes, "extra GEMMs MxNxK (e.g. 1024x1024x4096), checked with the first recipe");
   app.add_option("--seed", o->seed, "seed of the case generator (default 1)");
   app.add_flag("--verbose", o->verbose, "print every case");
   app.callback([o] { run_crosscheck(*o); });
