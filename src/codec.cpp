@@ -255,13 +255,52 @@ namespace {
 // tests/bench_convert.cpp on this project's 2-core machines).
 constexpr std::size_t kParallelThreshold = 1 << 16;
 
-template <class Code>
-[[gnu::target_clones("avx512f", "avx2", "default")]] void encode_range(
-    const Float32Encoder& encoder, const float* in, Code* out, const std::uint32_t* random, std::size_t n) {
-  if (random) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Code>(encoder(std::bit_cast<std::uint32_t>(in[i]), random[i]));
+// One loop per rounding mode (the mode is a template argument, so the body is branch-free and vectorises),
+// compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
+template <Rounding R, class Code>
+[[gnu::target_clones("avx512f", "avx2", "default")]] void encode_range_as(
+    const Float32Encoder& shared, const float* in, Code* out, const std::uint32_t* random, std::size_t n) {
+  // A local copy: stores through `out` (uint8_t may alias anything) cannot change its constants, so the
+  // compiler keeps them in registers instead of reloading them for every element.
+  const Float32Encoder encoder = shared;
+  if constexpr (sizeof(Code) == sizeof(std::uint32_t)) {
+    if (random) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = encoder.encode_bits<R>(std::bit_cast<std::uint32_t>(in[i]), random[i]);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) out[i] = encoder.encode_bits<R>(std::bit_cast<std::uint32_t>(in[i]));
+    }
   } else {
-    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Code>(encoder(std::bit_cast<std::uint32_t>(in[i])));
+    // Narrower codes are computed in 32-bit lanes into a small buffer and narrowed in a second pass: one
+    // loop doing both holds four vectors of elements per narrowed store and runs out of registers.
+    constexpr std::size_t kBlock = 256;
+    std::uint32_t codes[kBlock];
+    for (std::size_t begin = 0; begin < n; begin += kBlock) {
+      const std::size_t len = std::min(kBlock, n - begin);
+      const float* x = in + begin;
+      if (random) {
+        const std::uint32_t* r = random + begin;
+        for (std::size_t i = 0; i < len; ++i) codes[i] = encoder.encode_bits<R>(std::bit_cast<std::uint32_t>(x[i]), r[i]);
+      } else {
+        for (std::size_t i = 0; i < len; ++i) codes[i] = encoder.encode_bits<R>(std::bit_cast<std::uint32_t>(x[i]));
+      }
+      Code* y = out + begin;
+      for (std::size_t i = 0; i < len; ++i) y[i] = static_cast<Code>(codes[i]);
+    }
+  }
+}
+
+template <class Code>
+void encode_range(const Float32Encoder& encoder, const float* in, Code* out, const std::uint32_t* random,
+                  std::size_t n) {
+  switch (encoder.rounding()) {
+    case Rounding::rne: return encode_range_as<Rounding::rne>(encoder, in, out, random, n);
+    case Rounding::rna: return encode_range_as<Rounding::rna>(encoder, in, out, random, n);
+    case Rounding::rtz: return encode_range_as<Rounding::rtz>(encoder, in, out, random, n);
+    case Rounding::rup: return encode_range_as<Rounding::rup>(encoder, in, out, random, n);
+    case Rounding::rdown: return encode_range_as<Rounding::rdown>(encoder, in, out, random, n);
+    case Rounding::sr_fast: return encode_range_as<Rounding::sr_fast>(encoder, in, out, random, n);
+    case Rounding::sr_fast_f32: return encode_range_as<Rounding::sr_fast_f32>(encoder, in, out, random, n);
+    case Rounding::sr_fastest: return encode_range_as<Rounding::sr_fastest>(encoder, in, out, random, n);
   }
 }
 

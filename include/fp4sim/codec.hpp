@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <type_traits>
 
 #include "fp4sim/format.hpp"
 #include "fp4sim/rounding.hpp"
@@ -70,73 +71,105 @@ class Float32Encoder {
   Float32Encoder(const Format& format, const EncodeOptions& options);
 
   std::uint32_t operator()(std::uint32_t bits, std::uint32_t random = 0) const {
+    switch (rounding_) {
+      case Rounding::rne: return encode_bits<Rounding::rne>(bits, random);
+      case Rounding::rna: return encode_bits<Rounding::rna>(bits, random);
+      case Rounding::rtz: return encode_bits<Rounding::rtz>(bits, random);
+      case Rounding::rup: return encode_bits<Rounding::rup>(bits, random);
+      case Rounding::rdown: return encode_bits<Rounding::rdown>(bits, random);
+      case Rounding::sr_fast: return encode_bits<Rounding::sr_fast>(bits, random);
+      case Rounding::sr_fast_f32: return encode_bits<Rounding::sr_fast_f32>(bits, random);
+      case Rounding::sr_fastest: return encode_bits<Rounding::sr_fastest>(bits, random);
+    }
+    return 0;
+  }
+
+  // operator() with the rounding mode fixed at compile time (R must be the mode of the options this
+  // encoder was built with). encode_array's loops call it, so the loop body has no branch on the mode
+  // and the compiler vectorises it.
+  template <Rounding R>
+  std::uint32_t encode_bits(std::uint32_t bits, std::uint32_t random = 0) const {
+    // Lane width: sig < 2^24, so the deterministic modes decide the same with any shift from 25 up and
+    // run in 32-bit lanes (shift clamped to 31); the stochastic ones scale the remainder by 2^k and keep
+    // 64 bits (shift clamped to 63).
+    using U = std::conditional_t<is_stochastic(R), std::uint64_t, std::uint32_t>;
+    using S = std::make_signed_t<U>;
+    constexpr std::int32_t kMaxShift = is_stochastic(R) ? 63 : 31;
     const std::uint32_t sign = bits >> 31;
     const std::uint32_t abs = bits & 0x7FFFFFFFu;
     const std::int32_t field = static_cast<std::int32_t>(abs >> 23);
     // value = sig * 2^(e - 23). Binary32 subnormals are written as (mant << 1) * 2^(-127 - 23) so that
     // formats whose smallest normal is 2^-127 (e8m0) see their lowest binade with its own exponent.
-    const std::uint64_t mant = abs & 0x7FFFFFu;
-    const std::uint64_t sig = field != 0 ? mant | 0x800000u : mant << 1;
+    const U mant = abs & 0x7FFFFFu;
+    const U sig = field != 0 ? mant | 0x800000u : mant << 1;
     const std::int32_t e = field != 0 ? field - 127 : -127;
     const std::int32_t e_target = e > min_normal_exponent_ ? e : min_normal_exponent_;
     // quantum of the target at this exponent is 2^(e_target - M): drop `shift` low bits of sig.
-    //   sig = [ N ......... | R TTTTTT ]   N kept, R the half bit, T the rest (SoftFloat's picture)
-    std::int32_t shift = 23 - mantissa_bits_ + (e_target - e);
-    shift = shift > 63 ? 63 : shift;
-    const std::uint64_t kept = sig >> shift;
-    const std::uint64_t rest = sig & ((std::uint64_t{1} << shift) - 1);
-    const std::uint64_t half = (std::uint64_t{1} << shift) >> 1;
+    //   sig  = [ N ......... | R TTTTTT ]   N kept, R the half bit, T the rest (SoftFloat's picture)
+    //   rest = [ R | TTTTTT ]   R at bit shift - 1 (absent when shift = 0), T the `sticky` bits below it
+    // Every shift below moves a per-element value by a per-element amount of its own width: GCC
+    // vectorises those, but not a constant shifted by a per-element amount (1 << shift), so no mask is
+    // built that way.
+    const std::int32_t shift32 = 23 - mantissa_bits_ + (e_target - e);  // >= 0
+    const U shift = static_cast<U>(shift32 > kMaxShift ? kMaxShift : shift32);
+    const U kept = sig >> shift;
+    const U rest = sig - (kept << shift);
+    const U has_half = shift != 0;
+    const U below_half = shift - has_half;                // shift - 1, or 0
+    const U round_bit = (rest >> below_half) & has_half;  // rest >= half, half = 2^(shift-1)
+    const U sticky = rest - (round_bit << below_half);    // rest - half when round_bit
     // Ties go to the even *code*: the parity of the packed magnitude, which for mantissa-less
     // formats (e8m0) is the exponent's parity, as ml_dtypes and SoftFloat-style packing do.
-    const std::int64_t base = static_cast<std::int64_t>(e_target + bias_ - 1) << mantissa_bits_;
-    const std::uint64_t odd = static_cast<std::uint64_t>(base + static_cast<std::int64_t>(kept)) & 1;
-    std::uint64_t up = 0;
-    switch (rounding_) {
-      case Rounding::rne: up = (rest > half) | ((rest == half) & (half != 0) & odd); break;
-      case Rounding::rna: up = (half != 0) & (rest >= half); break;
-      case Rounding::rtz: break;
-      case Rounding::rup: up = (rest != 0) & (sign == 0); break;
-      case Rounding::rdown: up = (rest != 0) & (sign != 0); break;
-      case Rounding::sr_fastest: {
-        // floor(2^k * delta) = rest >> (shift - k) (or << when the fraction has fewer than k bits)
-        const std::uint64_t scaled = shift >= sr_bits_ ? rest >> (shift - sr_bits_)
-                                                        : rest << (sr_bits_ - shift);
-        up = scaled + random >= (std::uint64_t{1} << sr_bits_);
-        break;
-      }
-      case Rounding::sr_fast: {
-        const std::int32_t k1 = sr_bits_ + 1;
-        const std::uint64_t scaled = shift >= k1 ? rest >> (shift - k1) : rest << (k1 - shift);
-        up = scaled + 2 * std::uint64_t{random} + 1 >= (std::uint64_t{1} << k1);
-        break;
-      }
-      case Rounding::sr_fast_f32: {
-        // delta = rest / 2^shift is exact in binary32 (rest < 2^24); the sum is one RNE addition.
-        const float delta = static_cast<float>(rest) * pow2_neg_[shift];
-        const float sum = delta + static_cast<float>(2 * random + 1) * sr_unit_;
-        up = sum >= 1.0f;
-        break;
-      }
-    }
-    const std::uint64_t rounded = kept + up;
+    // (base + rounded <= 253 * 2^23 + 2^24 fits 32 bits for every format with bias <= 127.)
+    const S base = static_cast<S>(e_target + bias_ - 1) << mantissa_bits_;
+    const U odd = static_cast<U>(base + static_cast<S>(kept)) & 1u;
+    U up = 0;
+    if constexpr (R == Rounding::rne) {
+      up = round_bit & ((sticky != 0) | odd);  // above half, or a tie with an odd code
+    } else if constexpr (R == Rounding::rna) {
+      up = round_bit;
+    } else if constexpr (R == Rounding::rup) {
+      up = (rest != 0) & (sign == 0);
+    } else if constexpr (R == Rounding::rdown) {
+      up = (rest != 0) & (sign != 0);
+    } else if constexpr (R == Rounding::sr_fastest) {
+      // floor(2^k * delta) = rest >> (shift - k) (or << when the fraction has fewer than k bits)
+      const U k = static_cast<U>(sr_bits_);
+      const U scaled = shift >= k ? rest >> (shift - k) : rest << (k - shift);
+      up = scaled + random >= (U{1} << sr_bits_);
+    } else if constexpr (R == Rounding::sr_fast) {
+      const U k1 = static_cast<U>(sr_bits_ + 1);
+      const U scaled = shift >= k1 ? rest >> (shift - k1) : rest << (k1 - shift);
+      up = scaled + 2 * U{random} + 1 >= (U{1} << k1);
+    } else if constexpr (R == Rounding::sr_fast_f32) {
+      // delta = rest / 2^shift is exact in binary32 (rest < 2^24); the sum is one RNE addition.
+      const float delta = static_cast<float>(rest) * pow2_neg_[shift];
+      const float sum = delta + static_cast<float>(2 * random + 1) * sr_unit_;
+      up = sum >= 1.0f;
+    }  // rtz: never up
+    const U rounded = kept + up;
     // Packing with the hidden bit adds one to the exponent field (SoftFloat's packToF16UI trick), so a
     // carry out of the mantissa, or from subnormal into normal, moves to the next binade by itself.
-    const std::int64_t magnitude = rounded == 0 ? 0 : base + static_cast<std::int64_t>(rounded);
-    const bool towards_zero = rounding_ == Rounding::rtz || (rounding_ == Rounding::rup && sign) ||
-                              (rounding_ == Rounding::rdown && !sign);
-    const std::uint32_t overflowed = towards_zero ? max_finite_ : overflow_code_;
-    std::uint32_t code = magnitude > static_cast<std::int64_t>(max_finite_)
-                             ? overflowed
-                             : static_cast<std::uint32_t>(magnitude);
-    const bool is_nan = field == 255 && (abs & 0x7FFFFFu) != 0;
-    if (abs == 0) code = zero_input_;
-    if (field == 255) code = is_nan ? nan_input_ : inf_input_;
+    const S magnitude = rounded == 0 ? 0 : base + static_cast<S>(rounded);
+    // Conditions are 0/1 integers combined with & and ^ and picked with selects, not bools, ifs and &&
+    // (the same values): branches and bool conversions keep GCC from vectorising encode_array's loops.
+    const std::uint32_t towards_zero = R == Rounding::rtz     ? 1u
+                                       : R == Rounding::rup   ? sign
+                                       : R == Rounding::rdown ? sign ^ 1u
+                                                              : 0u;
+    const std::uint32_t overflowed = towards_zero != 0 ? max_finite_ : overflow_code_;
+    const std::uint32_t finite_code =
+        magnitude > static_cast<S>(max_finite_) ? overflowed : static_cast<std::uint32_t>(magnitude);
+    const std::uint32_t is_nan = static_cast<std::uint32_t>(field == 255) & ((abs & 0x7FFFFFu) != 0);
+    const std::uint32_t special_code = is_nan != 0 ? nan_input_ : inf_input_;
+    std::uint32_t code = field == 255 ? special_code : abs == 0 ? zero_input_ : finite_code;
     // NaN results are canonical (unsigned); a format without NaN keeps the sign of -Inf, -0 and -x.
-    const bool keep_sign = is_signed_ && !is_nan && !(has_nan_ && code == nan_code_) &&
-                           !(abs == 0 && drop_zero_sign_);
-    code |= keep_sign && sign ? sign_mask_ : 0u;
-    if (!is_signed_ && sign && abs != 0 && !is_nan) code = unsigned_negative_;
-    return code;
+    const std::uint32_t is_signed = is_signed_, has_nan = has_nan_, drop_zero_sign = drop_zero_sign_;
+    const std::uint32_t keep_sign = is_signed & (is_nan ^ 1u) & ((has_nan & (code == nan_code_)) ^ 1u) &
+                                    ((static_cast<std::uint32_t>(abs == 0) & drop_zero_sign) ^ 1u);
+    code |= (keep_sign & sign) != 0 ? sign_mask_ : 0u;
+    const std::uint32_t unsigned_negative = (is_signed ^ 1u) & sign & (abs != 0) & (is_nan ^ 1u);
+    return unsigned_negative != 0 ? unsigned_negative_ : code;
   }
 
   // Encodes n values; stochastic modes take one random integer per element from `random`.
@@ -145,6 +178,8 @@ class Float32Encoder {
                     std::span<const std::uint32_t> random = {}) const;
   void encode_array(std::span<const float> in, std::span<std::uint8_t> out,
                     std::span<const std::uint32_t> random = {}) const;
+
+  Rounding rounding() const { return rounding_; }
 
  private:
   Rounding rounding_;
