@@ -4,7 +4,8 @@
 #  2. configure and build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and run
 #     everything but the exhaustive label. Any sanitizer report fails the run.
 # Prints the time of each stage. Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and
-# $FP4SIM_ASAN_BUILD_DIR (default build-asan/).
+# $FP4SIM_ASAN_BUILD_DIR (default build-asan/). For local runs only, $FP4SIM_CTEST_ARGS adds ctest
+# arguments to step 1 (e.g. "-LE exhaustive" to skip the 2^32 sweeps); CI sets nothing.
 #
 # Usage: tools/test.sh
 set -euo pipefail
@@ -39,8 +40,9 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
 stage_done "configure + build (release)"
 
-ctest --test-dir "$build" --output-on-failure -j 2
-stage_done "ctest, all labels"
+# shellcheck disable=SC2086  # word splitting of the optional extra arguments is intended
+ctest --test-dir "$build" --output-on-failure -j 2 ${FP4SIM_CTEST_ARGS:-}
+stage_done "ctest${FP4SIM_CTEST_ARGS:+ $FP4SIM_CTEST_ARGS}${FP4SIM_CTEST_ARGS:-, all labels}"
 
 # The sanitizer build leaves out the CUDA kernels (nvcc takes no -fsanitize; device code cannot be
 # sanitized) and the benchmarks. -fno-sanitize-recover=all (CMakeLists.txt) makes UBSan abort; the
