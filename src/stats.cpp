@@ -41,7 +41,13 @@ Figure ErrorAccumulator::mse() const {
 }
 
 Figure ErrorAccumulator::rel_mse() const {
-  if (sum_sq_ref == 0.0) return Figure::none(elements == 0 ? "empty tensor" : "all-zero tensor (sum x^2 = 0)");
+  if (sum_sq_ref == 0.0) {
+    if (elements == 0) return Figure::none("empty tensor");
+    if (nonfinite_out > 0) {
+      return Figure::none("no finite nonzero input has a finite reconstruction (see nonfinite_outputs)");
+    }
+    return Figure::none("all-zero tensor (sum x^2 = 0)");
+  }
   return Figure::of(sum_sq_err / sum_sq_ref);
 }
 

@@ -173,7 +173,7 @@ void write_layer(Writer& w, std::int64_t step, const std::string& layer, std::si
 template <class Mutate>
 fs::path make_trace(const std::string& name, Mutate&& mutate) {
   const fs::path path = scratch(name);
-  Writer w(path, {.model = "test"});
+  Writer w(path, {.model = "test", .framework = "", .notes = "", .gzip = 4, .shuffle = true, .chunk_rows = 0});
   write_layer(w, 1, "blk.0.fc");
   write_layer(w, 2, "blk.0.fc");
   mutate(w);
@@ -246,7 +246,7 @@ TEST(Trace, ReadsTheSharedTraceA) {
 TEST(Trace, Float64AndRolesAndNestedLayers) {
   const fs::path path = scratch("f64.h5");
   {
-    Writer w(path, {.gzip = 0});
+    Writer w(path, {.model = "", .framework = "", .notes = "", .gzip = 0, .shuffle = false, .chunk_rows = 0});
     const std::vector<double> x = {1.0, 0.1, -2.5, 3.0};
     w.write_tensor(7, "model/layers/0/fc", "input", 2, 2, std::span<const double>(x), "", "activation");
     w.write_tensor(7, "model/layers/0/fc", "w", 3, 2, ramp(6));
@@ -432,7 +432,9 @@ TEST(TraceRules, NotHdf5EmptyTruncatedCorrupted) {
     const std::string m = data_error([&] { Reader r(cut); });
     EXPECT_FALSE(m.empty()) << "truncated to " << keep << " bytes was accepted";
     EXPECT_NE(m.find(cut.string()), std::string::npos) << m;
-    if (keep > 100) EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+    if (keep > 100) {
+      EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+    }
   }
 
   // Corrupted metadata (superblock bytes overwritten after the signature): rejected at open.
