@@ -49,6 +49,8 @@ struct Config {
   bool full = false;  // all 2^32 inputs even without FP4SIM_EXHAUSTIVE_FULL
 };
 
+void PrintTo(const Config& c, std::ostream* os) { *os << c.name; }
+
 std::vector<Config> configs() {
   std::vector<Config> out;
   for (const auto& preset : format_presets()) {

@@ -22,6 +22,10 @@
 #include "fp4sim/rounding.hpp"
 
 namespace fp4sim {
+
+// gtest prints a parameter with PrintTo (ctest shows it beside each test's name).
+void PrintTo(const NamedFormat& f, std::ostream* os) { *os << f.name; }
+
 namespace {
 
 std::string hex(std::uint64_t v) {

@@ -71,6 +71,8 @@ struct NvConfig {
   bool saturate;
 };
 
+void PrintTo(const NvConfig& c, std::ostream* os) { *os << c.name; }
+
 const NvConfig kConfigs[] = {
     {"e2m1_rn", NvOp::fp4_e2m1_rn, formats::e2m1, Rounding::rne, true},
     {"e2m1_rz", NvOp::fp4_e2m1_rz, formats::e2m1, Rounding::rtz, true},

@@ -121,6 +121,19 @@ TEST(StochasticHandCases, Fast32RoundsUpBelowAQuarterWhereExactArithmeticDoesNot
   }
 }
 
+TEST(StochasticHandCases, Fast32OnBinary64InputsRoundsDeltaToBinary32First) {
+  // The paper's reference works on binary32 y, whose delta is exact in binary32. For a binary64 input
+  // the golden path reads "one binary32 addition" as RN32(RN32(delta) + (2r+1) 2^-9): delta is rounded
+  // to binary32 first. Pinned here because the other reading, RN32(delta + (2r+1) 2^-9) with the exact
+  // delta, differs: y = 2^-10 - 2^-26 - 2^-41 has delta = 2^-9 - 2^-25 - 2^-40, RN32(delta) =
+  // 2^-9 - 2^-25, and 2^-9 - 2^-25 + 511/512 = 1 - 2^-25 ties up to 1 (code 0x1), whereas the exact
+  // sum 1 - 2^-25 - 2^-40 would round to 1 - 2^-24 < 1 (code 0x0).
+  const double y = 0x1p-10 - 0x1p-26 - 0x1p-41;
+  ASSERT_NE(static_cast<double>(static_cast<float>(y)), y);
+  EXPECT_EQ(encode(formats::e2m1, y, sr(Rounding::sr_fast_f32), 255).code, 0x1u);
+  EXPECT_EQ(encode(formats::e2m1, y, sr(Rounding::sr_fast), 255).code, 0x0u);
+}
+
 TEST(StochasticHandCases, ExactValuesNeverMove) {
   for (const Rounding m : kAll) {
     for (const std::uint32_t r : {0u, 1u, 128u, 255u}) {
