@@ -906,7 +906,10 @@ std::string to_text(const QuantizeVerifyReport& rep) {
   }
   for (std::size_t i = 0; i < rep.explained.size(); ++i) {
     const auto& n = rep.explained[i];
-    line("[" + std::to_string(i + 1) + "] " + n.summary);
+    std::string head = "[";  // (built step by step: GCC 12's -Wrestrict misfires on "[" + std::to_string())
+    head += std::to_string(i + 1);
+    head += "] ";
+    line(head + n.summary);
     for (const auto& d : n.details) line("    " + d);
   }
   return out;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "fp4sim/gemm.hpp"
 #include "fp4sim/layout.hpp"
 #include "fp4sim/quantize.hpp"
 #include "fp4sim/recipe.hpp"
@@ -110,6 +111,63 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
 // object, no bare Infinity/NaN (null with a sibling *_note).
 std::string to_text(const QuantizeVerifyReport& report);
 std::string to_json(const QuantizeVerifyReport& report);
+
+// ---------------------------------------------------------------------------------------------------
+// verify gemm
+
+// One of the worst outputs, with the datapath's intermediate values.
+struct GemmOutputNote {
+  std::size_t row = 0, col = 0;
+  float golden = 0.0f, theirs = 0.0f;
+  std::int64_t ulps = 0;  // theirs - golden in units in the last place (signed, across binades)
+  std::string summary;
+  std::vector<std::string> details;
+  std::vector<JsonField> fields;
+};
+
+// A datapath configuration tried by --datapath auto.
+struct GemmCandidate {
+  std::string name;  // "sm90-bf16", "probe-matched (inner sm90-bf16, snap)", ...
+  std::uint64_t exact_matches = 0;
+  std::string error;  // why the row cannot run these operands (then exact_matches is 0)
+};
+
+struct GemmVerifyReport {
+  std::string recipe, gemm, datapath, inner;
+  bool snap = false, bf16_output = false;
+  float alpha = 1.0f;
+  std::size_t m = 0, n = 0, k = 0;
+  std::uint64_t outputs = 0, exact_matches = 0, mismatches = 0;
+  std::uint64_t theirs_above = 0, theirs_below = 0;  // mismatches with theirs > / < golden (ordered)
+  std::uint64_t nonfinite_mismatches = 0;            // either side NaN/Inf, or NaN payloads differing
+  std::int64_t max_abs_ulps = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> histogram;  // signed ulp bins, nonzero bins only
+  std::vector<GemmOutputNote> worst;
+  bool auto_mode = false;
+  std::vector<GemmCandidate> candidates;  // auto: every configuration tried, best first
+  std::vector<std::string> explained_by;  // auto: the configurations that match bit for bit
+
+  bool bit_exact() const { return mismatches == 0; }
+};
+
+struct VerifyGemmRequest {
+  Gemm gemm = Gemm::fprop;
+  QuantizeRequest a, b;   // operand specs, held amaxes, random bits (A stream 0, B stream 1)
+  GemmRequest datapath;   // datapath "" = the recipe's; inner, snap, bf16 output
+  bool auto_datapath = false;
+  std::size_t worst = 3;  // outputs explained with the datapath's intermediate values
+};
+
+// Quantizes A [m, k] and B [n, k] as `gemm` does, runs the golden datapath and compares theirs [m, n]
+// (float32). DataError for shapes that do not fit; UsageError for unknown names.
+GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& request, std::span<const float> a,
+                             std::span<const float> b, std::size_t m, std::size_t n, std::size_t k,
+                             std::span<const float> theirs);
+std::string to_text(const GemmVerifyReport& report);
+std::string to_json(const GemmVerifyReport& report);
+
+// Signed distance in ulps between two binary32 values on the ordered line (-0 and +0 both 0).
+std::int64_t ulp_distance(float from, float to);
 
 namespace detail {
 // Shortest decimal that reads back as the same binary32 ("0.09375", "6", "1.17549435e-38").

@@ -13,6 +13,7 @@
 
 #include "cli.hpp"
 #include "fp4sim/error.hpp"
+#include "fp4sim/gemm.hpp"
 #include "fp4sim/layout.hpp"
 #include "fp4sim/npy.hpp"
 #include "fp4sim/verify.hpp"
@@ -172,11 +173,158 @@ void setup_verify_quantize(CLI::App& app) {
   app.callback([o] { run_verify_quantize(*o); });
 }
 
+// ---------------------------------------------------------------------------------------------------
+// verify gemm
+
+struct VerifyGemmOptions {
+  RecipeOverrides recipe;
+  std::string a, b, c;
+  std::string gemm = "fprop";
+  std::string datapath, inner;
+  bool no_snap = false;
+  std::string out_dtype = "f32";
+  std::optional<float> amax_ref_a, amax_ref_b, target_a, target_b;
+  std::string rbits_a, rbits_b;
+  std::uint64_t seed = 0;
+  bool json = false;
+  std::size_t worst = 3;
+};
+
+// float32 values of a 2-D .npy (float64 accepted when every value is a binary32 value).
+std::vector<float> read_matrix(const std::string& path, npy::Array& array) {
+  array = npy::read(path);
+  if (array.shape.size() != 2) throw DataError(path + ": expected a 2-D array");
+  if (array.dtype == npy::DType::f4) return npy::as_float32(array, path);
+  if (array.dtype != npy::DType::f8) throw DataError(path + ": expected float32 or float64, got " + npy::dtype_descr(array.dtype));
+  const std::vector<double> v = npy::as_float64(array);
+  std::vector<float> f(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    f[i] = static_cast<float>(v[i]);
+    if (static_cast<double>(f[i]) != v[i] && !std::isnan(v[i]))
+      throw DataError(path + ": element " + std::to_string(i) + " is not a binary32 value");
+  }
+  return f;
+}
+
+std::vector<std::uint32_t> read_rbits(const std::string& path, const npy::Array& operand, int sr_bits) {
+  const npy::Array r = npy::read(path);
+  if (r.shape != operand.shape) throw DataError(path + ": shape differs from the operand's");
+  std::vector<std::uint32_t> bits = npy::as_uint32(r, path);
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    if (bits[i] >> sr_bits)
+      throw DataError(path + ": value " + std::to_string(bits[i]) + " at index " + std::to_string(i) +
+                      " does not fit in " + std::to_string(sr_bits) + " random bits");
+  }
+  return bits;
+}
+
+void run_verify_gemm(const VerifyGemmOptions& o) {
+  const Recipe recipe = o.recipe.resolve();
+  const auto which = parse_gemm(o.gemm);
+  if (!which) throw UsageError("--gemm: expected fprop, dgrad or wgrad, got '" + o.gemm + "'");
+  VerifyGemmRequest request;
+  request.gemm = *which;
+  request.worst = o.worst;
+  request.auto_datapath = o.datapath == "auto";
+  request.datapath.datapath = request.auto_datapath ? "" : o.datapath;
+  request.datapath.inner = o.inner;
+  request.datapath.snap = !o.no_snap;
+  request.datapath.bf16_output = o.out_dtype == "bf16";
+  if (!request.auto_datapath) {
+    const std::string dp = o.datapath.empty() ? recipe.default_datapath : o.datapath;
+    if (!find_datapath(dp)) throw UsageError("--datapath: unknown datapath '" + dp + "' (known: auto " + datapath_names() + ")");
+    if (o.no_snap && find_datapath(dp)->kind != DatapathKind::probe_matched)
+      throw UsageError("--no-snap applies only to --datapath probe-matched");
+  } else if (!o.inner.empty() || o.no_snap) {
+    throw UsageError("--datapath auto tries every inner datapath and snap setting itself: drop --inner/--no-snap");
+  }
+  if (!o.inner.empty() && !find_datapath(o.inner))
+    throw UsageError("--inner: unknown datapath '" + o.inner + "' (known: " + datapath_names() + ")");
+
+  const GemmOperands ops = operands_for(recipe, *which);
+  request.a.spec = o.recipe.apply(ops.a);
+  request.b.spec = o.recipe.apply(ops.b);
+  if (o.target_a) request.a.spec.target = *o.target_a;
+  if (o.target_b) request.b.spec.target = *o.target_b;
+  for (const auto& amax : {o.amax_ref_a, o.amax_ref_b}) {
+    if (amax && !(*amax >= 0.0f && std::isfinite(*amax))) throw UsageError("--amax-ref-a/-b must be finite non-negative numbers");
+  }
+  request.a.amax_ref = o.amax_ref_a;
+  request.b.amax_ref = o.amax_ref_b;
+  request.a.random.seed = request.b.random.seed = o.seed;
+  request.a.random.stream = 0;  // as `fp4sim gemm`: operand A draws Philox stream 0, B stream 1
+  request.b.random.stream = 1;
+
+  npy::Array arr_a, arr_b, arr_c;
+  const std::vector<float> a = read_matrix(o.a, arr_a);
+  const std::vector<float> b = read_matrix(o.b, arr_b);
+  const std::vector<float> c = read_matrix(o.c, arr_c);
+  if (arr_a.cols() != arr_b.cols())
+    throw DataError("verify gemm: A " + o.a + " is " + shape_text(arr_a.shape) + " and B " + o.b + " is " +
+                    shape_text(arr_b.shape) + ": C = A·Bᵀ needs the same K (columns)");
+  if (arr_c.rows() != arr_a.rows() || arr_c.cols() != arr_b.rows())
+    throw DataError(o.c + ": shape " + shape_text(arr_c.shape) + ", but C = A·Bᵀ is [" + std::to_string(arr_a.rows()) +
+                    ", " + std::to_string(arr_b.rows()) + "]");
+  std::vector<std::uint32_t> bits_a, bits_b;
+  if (!o.rbits_a.empty()) {
+    if (!is_stochastic(request.a.spec.rounding)) throw UsageError("--rbits-a: operand A is not stochastically rounded in this GEMM");
+    bits_a = read_rbits(o.rbits_a, arr_a, recipe.sr_bits);
+    request.a.random.explicit_bits = bits_a;
+  }
+  if (!o.rbits_b.empty()) {
+    if (!is_stochastic(request.b.spec.rounding)) throw UsageError("--rbits-b: operand B is not stochastically rounded in this GEMM");
+    bits_b = read_rbits(o.rbits_b, arr_b, recipe.sr_bits);
+    request.b.random.explicit_bits = bits_b;
+  }
+  const GemmVerifyReport report =
+      verify_gemm(recipe, request, a, b, arr_a.rows(), arr_b.rows(), arr_a.cols(), c);
+  const std::string text = o.json ? to_json(report) : to_text(report);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  const bool ok = report.auto_mode ? !report.explained_by.empty() : report.bit_exact();
+  if (!ok) {
+    throw Mismatch("verify gemm: " + std::to_string(report.mismatches) + " of " + std::to_string(report.outputs) +
+                   " output(s) differ" + (report.auto_mode ? " under the closest datapath (no preset explains them)" : "") +
+                   " (exit 4)");
+  }
+}
+
+void setup_verify_gemm(CLI::App& app) {
+  auto o = std::make_shared<VerifyGemmOptions>();
+  o->recipe.add_to(app);
+  app.add_option("--a", o->a, "operand A [M, K] (.npy float32)")->required()->check(CLI::ExistingFile);
+  app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ")->required()->check(CLI::ExistingFile);
+  app.add_option("--c", o->c, "your output C [M, N] (.npy float32)")->required()->check(CLI::ExistingFile);
+  app.add_option("--gemm", o->gemm, "which GEMM of a linear layer: fprop, dgrad or wgrad (operand roles, as `gemm`)")
+      ->check(CLI::IsMember({"fprop", "dgrad", "wgrad"}))
+      ->default_val("fprop");
+  app.add_option("--datapath", o->datapath,
+                 "golden datapath (default: the recipe's), or auto: try every preset and report which explains yours");
+  app.add_option("--inner", o->inner, "probe-matched: the inner tensor-core datapath per 64-group");
+  app.add_flag("--no-snap", o->no_snap, "probe-matched: skip the RNE(C*1024)/1024 lattice snap");
+  app.add_option("--out-dtype", o->out_dtype, "f32, or bf16 (your C was rounded RNE to BF16)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->default_val("f32");
+  app.add_option("--amax-ref-a", o->amax_ref_a, "held tensor amax of operand A (periodic scaling)");
+  app.add_option("--amax-ref-b", o->amax_ref_b, "held tensor amax of operand B");
+  app.add_option("--target-a", o->target_a, "scale target T of operand A");
+  app.add_option("--target-b", o->target_b, "scale target T of operand B");
+  app.add_option("--rbits-a", o->rbits_a, "explicit stochastic-rounding integers for A (.npy, shape of A)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--rbits-b", o->rbits_b, "explicit stochastic-rounding integers for B (.npy, shape of B)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--seed", o->seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
+  app.add_flag("--json", o->json, "print one JSON object instead of text");
+  app.add_option("--worst", o->worst, "trace the N worst outputs through the datapath")->default_val(3);
+  app.callback([o] { run_verify_gemm(*o); });
+}
+
 }  // namespace
 
 void setup_verify(CLI::App& app) {
   app.require_subcommand(1);
   setup_verify_quantize(*app.add_subcommand("quantize", "compare your quantized codes and scales with the golden model"));
+  setup_verify_gemm(*app.add_subcommand("gemm", "compare your GEMM output with a golden datapath (or find the one that explains it)"));
 }
 
 }  // namespace fp4sim::cli
