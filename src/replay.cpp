@@ -685,14 +685,21 @@ namespace {
 
 void write_hold(stats::JsonWriter& j, const Hold& h, const char* prefix = "") {
   const std::string p(prefix);
+  const char* none = "recipe has no tensor scale";
   if (h.held_amax) {
     j.number_field(p + "held_amax", *h.held_amax);
+  } else {
+    j.field(p + "held_amax", stats::Figure::none(none));
+  }
+  if (h.held_from_step) {
     j.field(p + "held_from_step", *h.held_from_step);
+  } else {
+    j.field(p + "held_from_step", stats::Figure::none(h.held_amax ? "not from a trace step" : none));
+  }
+  if (h.held_exact) {
     j.field(p + "held_exact", *h.held_exact);
   } else {
-    j.field(p + "held_amax", stats::Figure::none("recipe has no tensor scale"));
-    j.field(p + "held_from_step", stats::Figure::none("recipe has no tensor scale"));
-    j.field(p + "held_exact", stats::Figure::none("recipe has no tensor scale"));
+    j.field(p + "held_exact", stats::Figure::none(h.held_amax ? "not from a trace step" : none));
   }
   j.field(p + "rho", h.rho);
 }
