@@ -3,7 +3,7 @@
 // Written for the GPU, independently of src/quantize.cpp (which judges it through `fp4sim crosscheck`):
 //  * one thread owns one 1 x B row segment of a block (B = 16 or 32): it loads its B floats with 16-byte
 //    loads, applies the 16-point RHT in registers when asked (FP32 sequential 16-term sums from +0,
-//    then BF16 RNE by integer rounding of the bit pattern), and stores B/2 code bytes in one vector
+//    then BF16 RNE, two values per cvt.rn.bf16x2.f32), and stores B/2 code bytes in one vector
 //    store. 2-D tiles (B x B) are B consecutive lanes of a warp, one row each; the tile amax is a
 //    butterfly of shuffles, so a tile costs no shared memory and no second pass;
 //  * the block scale: two-level u = RN(amax * RN(G * RN(1/6))) through the integer bit path of
@@ -13,8 +13,10 @@
 //    fraction delta = (|y| - lower) / step, exact in binary32 (Sterbenz), compared per mode: sr-fastest
 //    floor(2^k delta) + r >= 2^k; sr-fast 2^(k+1) delta + 2r + 1 >= 2^(k+1) (exact); sr-fast-f32
 //    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/random.hpp,
-//    the one shared host/device helper): one Philox block serves four consecutive elements.
+//    the one shared host/device helper): one Philox block serves four consecutive elements; the words
+//    are drawn right after the loads are issued, so the Philox rounds overlap the memory latency.
 // The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -69,12 +71,6 @@ __device__ __forceinline__ float decode_scale(const QuantArgs& a, std::uint32_t 
 
 // The 16-point RHT of 16 values in place: out_j = BF16_RNE(sum_i (x_i * s_i H[i][j] / 4)), FP32 sums
 // in ascending i from +0.
-__device__ __forceinline__ std::uint32_t bf16_rne_bits(float v) {
-  const std::uint32_t b = __float_as_uint(v);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (b | 0x00400000u) & 0xFFFF0000u;  // NaN stays NaN
-  return (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
-}
-
 __device__ __forceinline__ void rht16(float* v) {
   constexpr int kSigns[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
   float quarter[16];
@@ -89,7 +85,17 @@ __device__ __forceinline__ void rht16(float* v) {
       const bool negative = (kSigns[i] < 0) != ((__popc(i & j) & 1) != 0);
       sum = __fadd_rn(sum, negative ? -quarter[i] : quarter[i]);
     }
-    out[j] = __uint_as_float(bf16_rne_bits(sum));
+    out[j] = sum;
+  }
+  // BF16 RNE two at a time (cvt.rn.bf16x2.f32): the golden bits except a NaN's payload (canonical
+  // here), which no consumer of v can see: E2M1 codes a NaN as 0x7 whatever its payload, and
+  // the amax (fmaxf) and the non-finite test do not look at payloads.
+#pragma unroll
+  for (int j = 0; j < 16; j += 2) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(out[j], out[j + 1]);
+    const std::uint32_t packed = *reinterpret_cast<const std::uint32_t*>(&h);
+    out[j] = __uint_as_float(packed << 16);
+    out[j + 1] = __uint_as_float(packed & 0xFFFF0000u);
   }
 #pragma unroll
   for (int j = 0; j < 16; ++j) v[j] = out[j];
@@ -152,6 +158,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const bool vector_path = (a.cols % BC) == 0;
 
   float v[BC];
+  std::uint32_t rpack[R != ElementRound::rne ? BC / 2 : 1];
   if (valid) {
     const float* row = a.x + r * a.cols;
     if (vector_path) {
@@ -167,6 +174,25 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
     } else {
 #pragma unroll
       for (int i = 0; i < BC; ++i) v[i] = c0 + i < a.cols ? row[c0 + i] : 0.0f;
+    }
+    if constexpr (R != ElementRound::rne) {
+      // Philox words for the stochastic rounding, drawn while the loads are in flight (they do not
+      // depend on x): two k-bit integers (k <= 16) per register.
+      const std::uint64_t base = r * a.cols + c0;
+      if (a.explicit_bits == nullptr && (base & 3) == 0) {
+        const std::uint32_t mask = (1u << a.sr_bits) - 1u;
+        const Philox4x32::Key key{static_cast<std::uint32_t>(a.seed), static_cast<std::uint32_t>(a.seed >> 32)};
+#pragma unroll
+        for (int q = 0; q < BC / 4; ++q) {
+          const std::uint64_t block = (base >> 2) + q;
+          const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+                                        static_cast<std::uint32_t>(a.stream),
+                                        static_cast<std::uint32_t>(a.stream >> 32)};
+          const Philox4x32::Counter w = Philox4x32::generate(ctr, key);
+          rpack[2 * q] = (w[0] & mask) | ((w[1] & mask) << 16);
+          rpack[2 * q + 1] = (w[2] & mask) | ((w[3] & mask) << 16);
+        }
+      }
     }
     if constexpr (RHT) {
 #pragma unroll
@@ -236,7 +262,6 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
     }
   }
   if constexpr (R != ElementRound::rne) {
-    const std::uint32_t mask = (1u << a.sr_bits) - 1u;
     if (a.explicit_bits != nullptr) {
 #pragma unroll
       for (int i = 0; i < BC; ++i) {
@@ -245,18 +270,9 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
       }
     } else if ((base_index & 3) == 0) {
 #pragma unroll
-      for (int q = 0; q < BC / 4; ++q) {
-        const std::uint64_t block = (base_index >> 2) + q;
-        const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                                      static_cast<std::uint32_t>(a.stream),
-                                      static_cast<std::uint32_t>(a.stream >> 32)};
-        const Philox4x32::Key key{static_cast<std::uint32_t>(a.seed), static_cast<std::uint32_t>(a.seed >> 32)};
-        const Philox4x32::Counter w = Philox4x32::generate(ctr, key);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          codes[4 * q + j] =
-              e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[4 * q + j], mult)), w[j] & mask, a.sr_bits);
-        }
+      for (int i = 0; i < BC; ++i) {
+        const std::uint32_t rb = (rpack[i / 2] >> (16 * (i & 1))) & 0xFFFFu;
+        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, a.sr_bits);
       }
     } else {
 #pragma unroll
