@@ -3,6 +3,7 @@
 #include "fp4sim/gemm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <array>
 #include <bit>
@@ -184,7 +185,23 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
     for (const QuantizedTensor* t : {&a, &b}) {
       const OperandInfo info(*t, false);
       const EncodedTable table(info, input);
+      std::array<std::uint16_t, 256> ok_mask{};  // bit e: element code e is exact under this scale code
+      for (std::size_t sc = 0; sc < 256; ++sc)
+        for (std::size_t ec = 0; ec < 16; ++ec)
+          if (table.ok[sc * 16 + ec]) ok_mask[sc] |= static_cast<std::uint16_t>(1u << ec);
       for (std::size_t r = 0; r < t->rows; ++r) {
+        const std::uint8_t* codes = t->codes.data() + r * t->code_cols();
+        const std::uint8_t* scale_row = t->scales.data() + (r / static_cast<std::size_t>(t->block_rows)) * t->scale_cols;
+        bool row_ok = true;
+        for (std::size_t kb = 0; kb < info.blocks && row_ok; ++kb) {
+          const std::uint16_t mask = ok_mask[scale_row[kb]];
+          if (mask == 0xFFFF) continue;
+          for (std::size_t c = kb * info.block; c < std::min(t->cols, (kb + 1) * info.block); ++c) {
+            const unsigned ec = (c & 1) ? codes[c / 2] >> 4 : codes[c / 2] & 0xF;
+            if (!((mask >> ec) & 1)) row_ok = false;
+          }
+        }
+        if (row_ok) continue;
         for (std::size_t c = 0; c < t->cols; ++c) {
           const std::uint8_t sc = info.scale_code(r, c / info.block);
           const std::uint8_t ec = t->code(r, c);
@@ -508,6 +525,9 @@ struct KernelArgs {
   std::size_t n_pad = 0, nkb = 0, kb_len = 0;
   const float* a_pack = nullptr;  // [ip][kb][t][kMR]
   const float* b_pack = nullptr;  // [jp][kb][t][kNR]
+  const std::uint8_t* a_pack8 = nullptr;  // int8 panels: [ip][k/4][kMR][4] of n + 128
+  const std::int8_t* b_pack8 = nullptr;   // [jp][k/4][kNR][4] of n
+  const int* b_colsum = nullptr;          // [jp][kb][kNR]: sum over the block of n_b
   const double* a_scale_d = nullptr;  // [row][kb]
   const double* b_scale_d = nullptr;  // [jp][kb][kNR]
   const float* a_scale_f = nullptr;
@@ -516,7 +536,10 @@ struct KernelArgs {
   const int* a_m = nullptr;  // max alignment exponent of the block's nonzero encoded elements (kNeg)
   const int* b_l = nullptr;
   const int* b_m = nullptr;
+  const int* a_lo = nullptr;  // per row: smallest LSB exponent of a nonzero element (kPos: none)
+  const int* b_lo = nullptr;
   int frac_bits = 0;
+  bool may_overflow = true;  // a running sum can reach 2^128 (else the kernels skip that test)
   std::size_t group_blocks = 0;  // probe-matched: blocks per 64-group; GST: sub-blocks per instruction
   double* state_d = nullptr;
   float* state_f = nullptr;
@@ -533,19 +556,28 @@ using TileFn = void (*)(const KernelArgs&, std::size_t ip, std::size_t jp, std::
 struct TileSet {
   TileFn exact, fp32_seq, tfdpa, gst;
   const char* isa;
+  bool int8_panels;  // the block products read the int8 panels (VNNI), else the binary32 panels
 };
 
 }  // namespace fp4sim::detail
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512cd,fma")
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512cd,avx512vnni,fma")
 namespace fp4sim::detail::isa_avx512 {
+#define FP4SIM_VNNI 1
+#define FP4SIM_DPBUSD(acc, a, b) ((v16si)_mm512_dpbusd_epi32((__m512i)(acc), (__m512i)(a), (__m512i)(b)))
 #define FP4SIM_FMADD_PS(a, b, c) ((v16sf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define FP4SIM_FMADD_PD(a, b, c) ((v8df)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#define FP4SIM_ALL(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) == 0xFFFF)
+#define FP4SIM_ANY(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) != 0)
 #include "gemm_kernels.inc"
 #undef FP4SIM_FMADD_PS
 #undef FP4SIM_FMADD_PD
-TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx512"}; }
+#undef FP4SIM_ALL
+#undef FP4SIM_ANY
+#undef FP4SIM_VNNI
+#undef FP4SIM_DPBUSD
+TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx512", true}; }
 }  // namespace fp4sim::detail::isa_avx512
 #pragma GCC pop_options
 
@@ -554,10 +586,19 @@ TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx5
 namespace fp4sim::detail::isa_avx2 {
 #define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))
 #define FP4SIM_FMADD_PD(a, b, c) ((a) * (b) + (c))
+// Both 256-bit halves' sign bits (lanes are 0 or -1).
+#define FP4SIM_MASK8(m, h) \
+  _mm256_movemask_ps((__m256)__builtin_shufflevector((m), (m), 8 * (h), 8 * (h) + 1, 8 * (h) + 2, 8 * (h) + 3, \
+                                                     8 * (h) + 4, 8 * (h) + 5, 8 * (h) + 6, 8 * (h) + 7))
+#define FP4SIM_ALL(m) ((FP4SIM_MASK8(m, 0) & FP4SIM_MASK8(m, 1)) == 0xFF)
+#define FP4SIM_ANY(m) ((FP4SIM_MASK8(m, 0) | FP4SIM_MASK8(m, 1)) != 0)
 #include "gemm_kernels.inc"
 #undef FP4SIM_FMADD_PS
 #undef FP4SIM_FMADD_PD
-TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx2"}; }
+#undef FP4SIM_MASK8
+#undef FP4SIM_ALL
+#undef FP4SIM_ANY
+TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx2", false}; }
 }  // namespace fp4sim::detail::isa_avx2
 #pragma GCC pop_options
 
@@ -567,7 +608,7 @@ namespace fp4sim::detail::isa_portable {
 #include "gemm_kernels.inc"
 #undef FP4SIM_FMADD_PS
 #undef FP4SIM_FMADD_PD
-TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "portable"}; }
+TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "portable", false}; }
 }  // namespace fp4sim::detail::isa_portable
 
 namespace fp4sim::detail {
@@ -582,7 +623,8 @@ bool cpu_has_avx2() {
 bool cpu_has_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd") &&
+         __builtin_cpu_supports("avx512vnni");
 }
 
 // The kernels for an ISA name ("" = the best this CPU runs); an ISA the CPU lacks is a usage error.
@@ -593,7 +635,7 @@ TileSet select_tiles(std::string_view forced) {
     return isa_avx2::tiles();
   }
   if (forced == "avx512") {
-    if (!cpu_has_avx512()) throw UsageError("gemm: this CPU has no AVX-512 (F, DQ, BW, VL, CD)");
+    if (!cpu_has_avx512()) throw UsageError("gemm: this CPU has no AVX-512 (F, DQ, BW, VL, CD, VNNI)");
     return isa_avx512::tiles();
   }
   if (!forced.empty()) throw UsageError("gemm: unknown ISA '" + std::string(forced) + "' (avx512, avx2, portable)");
@@ -684,6 +726,24 @@ std::uint32_t gst_fast_step(const void* ctx_ptr, std::size_t i, std::size_t j, s
   return round_output(p, acc < 0, e_max - p.frac_bits, static_cast<u128>(acc < 0 ? -acc : acc));
 }
 
+// alpha * (exact double) rounded once to binary32, fast form (checked against the integer form below
+// by tests/gemm_test.cpp through the reference): p = RN64(acc * alpha) and its exact error
+// e = fma(acc, alpha, -p) (no underflow: |acc * alpha| >= 2^-430 here). RN32(p) is RN32(acc * alpha)
+// unless p sits exactly on a binary32 midpoint (a binary64 number, so p cannot have crossed it), where
+// the sign of e decides; e == 0 there is a true tie, which the RNE conversion already breaks to even.
+std::uint32_t round_scaled_exact_fast(double acc, float alpha) {
+  const double a = static_cast<double>(alpha);
+  const double p = acc * a;
+  const double e = std::fma(acc, a, -p);
+  float f = static_cast<float>(p);  // RNE: the FP environment is never changed
+  if (e != 0.0 && static_cast<double>(f) != p && std::isfinite(f)) {
+    const float g = std::nextafter(f, p > static_cast<double>(f) ? INFINITY : -INFINITY);
+    const double mid = (static_cast<double>(f) + static_cast<double>(g)) * 0.5;  // exact
+    if (p == mid && ((e > 0) == (g > f))) f = g;
+  }
+  return std::bit_cast<std::uint32_t>(f);
+}
+
 // alpha * (exact double) rounded once to binary32 (integer product of the two significands).
 std::uint32_t round_scaled_exact(double acc, float alpha, std::uint32_t nan_bits) {
   if (std::isnan(alpha)) return nan_bits;
@@ -691,6 +751,7 @@ std::uint32_t round_scaled_exact(double acc, float alpha, std::uint32_t nan_bits
   if (std::isinf(alpha)) return (acc < 0) != std::signbit(alpha) ? 0xFF800000u : 0x7F800000u;
   const bool negative = (acc < 0) != std::signbit(alpha);
   if (alpha == 0.0f) return negative ? 0x80000000u : 0u;
+  if (std::isfinite(alpha)) return round_scaled_exact_fast(acc, alpha);
   const auto db = std::bit_cast<std::uint64_t>(acc);
   const int field = static_cast<int>((db >> 52) & 0x7FF);
   const std::uint64_t m = (db & ((std::uint64_t{1} << 52) - 1)) | (field ? std::uint64_t{1} << 52 : 0);
@@ -744,8 +805,9 @@ std::uint32_t exact_scalar(const ReferenceContext& ref, const OperandInfo& a, st
 }  // namespace
 
 bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmOptions& options, std::span<float> out) {
+  const auto t_start = std::chrono::steady_clock::now();
   static const TileSet best = select_tiles("");
-  const TileSet tiles = options.isa.empty() ? best : select_tiles(options.isa);
+  TileSet tiles = options.isa.empty() ? best : select_tiles(options.isa);
   const Datapath& dp = *options.datapath;
   const bool sign_ignored = dp.kind == DatapathKind::gst_fdpa && dp.fused.scale_sign_ignored;
   const OperandInfo a(qa, sign_ignored), b(qb, sign_ignored);
@@ -792,6 +854,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     tb = std::make_unique<EncodedTable>(b, input);
   }
 
+  if (tiles.int8_panels && kb_len % 4 != 0) tiles = cpu_has_avx2() ? isa_avx2::tiles() : isa_portable::tiles();
   const std::size_t nkb = (k + kb_len - 1) / kb_len;
   const std::size_t m_pad = round_up(m, kMR), n_pad = round_up(n, kNR);
   const std::size_t n_ip = m_pad / kMR, n_jp = n_pad / kNR;
@@ -805,7 +868,30 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     std::vector<int> lo, hi;      // per row: min LSB and bound exponent of nonzero elements (exact)
     int min_l = kPos, max_l = kNeg, max_d = kNeg;
   };
-  auto describe = [&](const OperandInfo& op, const EncodedTable* table, std::size_t rows_pad) {
+  // One row's element codes (unpacked nibbles) and integers.
+  auto row_codes = [](const OperandInfo& op, std::size_t r, std::vector<std::uint8_t>& out) {
+    out.resize(2 * op.q->code_cols());
+    const std::uint8_t* codes = op.q->codes.data() + r * op.q->code_cols();
+    for (std::size_t c2 = 0; c2 < op.q->code_cols(); ++c2) {
+      out[2 * c2] = codes[c2] & 0xF;
+      out[2 * c2 + 1] = codes[c2] >> 4;
+    }
+  };
+  auto row_values = [&](const OperandInfo& op, std::size_t r, std::vector<std::int8_t>& out) {
+    thread_local std::vector<std::uint8_t> codes;
+    row_codes(op, r, codes);
+    out.resize(codes.size());
+    for (std::size_t c = 0; c < codes.size(); ++c) out[c] = op.elem_n[codes[c]];
+  };
+  auto describe = [&](const OperandInfo& op, const EncodedTable* table_full, std::size_t rows_pad) {
+    // The alignment exponent of every (scale code, element code) pair, compactly.
+    std::vector<int> exp_table;
+    if (table_full) {
+      exp_table.resize(256 * 16);
+      for (std::size_t x = 0; x < exp_table.size(); ++x)
+        exp_table[x] = table_full->value[x].cls == Unpacked::finite ? table_full->value[x].exp : kNeg;
+    }
+    const int* table = table_full ? exp_table.data() : nullptr;
     Side s;
     s.sd.assign(rows_pad * nkb, 0.0);
     s.sf.assign(rows_pad * nkb, 0.0f);
@@ -814,10 +900,17 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     s.special.assign(rows_pad, 0);
     s.lo.assign(rows_pad, kPos);
     s.hi.assign(rows_pad, kNeg);
-    for (std::size_t r = 0; r < op.rows; ++r) {
+    int min_l = kPos, max_l = kNeg, max_d = kNeg;
+    const auto rows = static_cast<std::int64_t>(op.rows);
+#pragma omp parallel for schedule(static) reduction(min : min_l) reduction(max : max_l, max_d)
+    for (std::int64_t rr = 0; rr < rows; ++rr) {
+      const auto r = static_cast<std::size_t>(rr);
+      std::vector<std::uint8_t> codes;
+      row_codes(op, r, codes);
+      const std::uint8_t* scale_row = op.q->scales.data() + (r / static_cast<std::size_t>(op.q->block_rows)) * op.q->scale_cols;
       for (std::size_t kb = 0; kb < nkb; ++kb) {
         const std::size_t k0 = kb * kb_len, k1 = std::min(k, k0 + kb_len);
-        const std::uint8_t code = op.scale_code(r, k0 / op.block);
+        const std::uint8_t code = scale_row[k0 / op.block];
         const Unpacked& sc = op.scale[code];
         if (sc.cls == Unpacked::nan || sc.cls == Unpacked::inf) {
           s.special[r] = 1;
@@ -825,9 +918,12 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
         }
         int maxn = 0, me = kNeg;
         for (std::size_t c = k0; c < k1; ++c) {
-          const int v = op.n(r, c);
+          const int v = op.elem_n[codes[c]];
           maxn = std::max(maxn, v < 0 ? -v : v);
-          if (table && v != 0) me = std::max(me, table->value[static_cast<std::size_t>(code) * 16 + op.q->code(r, c)].exp);
+        }
+        if (table && maxn != 0) {
+          const int* row_exp = table + static_cast<std::size_t>(code) * 16;
+          for (std::size_t c = k0; c < k1; ++c) me = std::max(me, row_exp[codes[c]]);
         }
         if (sc.cls != Unpacked::finite || maxn == 0) continue;  // no nonzero element: contributes nothing
         const int lsb = sc.exp - sc.frac - op.elem_frac;
@@ -835,13 +931,16 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
         s.sf[r * nkb + kb] = static_cast<float>(s.sd[r * nkb + kb]);       // exact when the checks below pass
         s.l[r * nkb + kb] = lsb;
         s.mx[r * nkb + kb] = me;
-        s.min_l = std::min(s.min_l, lsb);
-        s.max_l = std::max(s.max_l, lsb);
-        if (table) s.max_d = std::max(s.max_d, me - lsb);
+        min_l = std::min(min_l, lsb);
+        max_l = std::max(max_l, lsb);
+        if (table) max_d = std::max(max_d, me - lsb);
         s.lo[r] = std::min(s.lo[r], lsb);
         s.hi[r] = std::max(s.hi[r], lsb + bit_length_u64(static_cast<std::uint64_t>(maxn) * sc.sig));
       }
     }
+    s.min_l = min_l;
+    s.max_l = max_l;
+    s.max_d = max_d;
     return s;
   };
   const Side sa = describe(a, ta.get(), m_pad), sb = describe(b, tb.get(), n_pad);
@@ -860,30 +959,59 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     if (any_term && p.e_floor != kNoExponent && p.e_floor - p.frac_bits > sa.min_l + sb.min_l) return false;
   }
 
-  // Pack the element integers as binary32 (exact), micro-panel by micro-panel.
-  std::vector<float> a_pack(n_ip * nkb * kb_len * kMR, 0.0f), b_pack(n_jp * nkb * kb_len * kNR, 0.0f);
+  // Pack the element integers, micro-panel by micro-panel: binary32 (exact), or int8 for VNNI.
+  std::vector<float> a_pack, b_pack;
+  std::vector<std::uint8_t> a_pack8;
+  std::vector<std::int8_t> b_pack8;
+  std::vector<int> b_colsum;
+  const std::size_t k_pad = nkb * kb_len;
   const auto ipn = static_cast<std::int64_t>(n_ip), jpn = static_cast<std::int64_t>(n_jp);
+  if (tiles.int8_panels) {
+    a_pack8.assign(n_ip * k_pad * kMR, 128);
+    b_pack8.assign(n_jp * k_pad * kNR, 0);
+    b_colsum.assign(n_jp * nkb * kNR, 0);
+  } else {
+    a_pack.assign(n_ip * k_pad * kMR, 0.0f);
+    b_pack.assign(n_jp * k_pad * kNR, 0.0f);
+  }
 #pragma omp parallel for schedule(static)
   for (std::int64_t ip = 0; ip < ipn; ++ip) {
+    std::vector<std::int8_t> vals;
     for (int r = 0; r < kMR; ++r) {
       const std::size_t row_i = static_cast<std::size_t>(ip) * kMR + static_cast<std::size_t>(r);
       if (row_i >= m) continue;
-      for (std::size_t c = 0; c < k; ++c) {
-        const std::size_t kb = c / kb_len, t = c % kb_len;
-        a_pack[((static_cast<std::size_t>(ip) * nkb + kb) * kb_len + t) * kMR + static_cast<std::size_t>(r)] =
-            static_cast<float>(a.n(row_i, c));
+      row_values(a, row_i, vals);
+      const std::size_t base = static_cast<std::size_t>(ip) * k_pad * kMR;
+      if (tiles.int8_panels) {
+        std::uint8_t* dst = a_pack8.data() + base + 4 * static_cast<std::size_t>(r);
+        for (std::size_t c = 0; c < k; ++c)
+          dst[(c >> 2) * 4 * kMR + (c & 3)] = static_cast<std::uint8_t>(vals[c] + 128);
+      } else {
+        float* dst = a_pack.data() + base + static_cast<std::size_t>(r);
+        for (std::size_t c = 0; c < k; ++c) dst[c * kMR] = static_cast<float>(vals[c]);  // [kb][t] is c
       }
     }
   }
 #pragma omp parallel for schedule(static)
   for (std::int64_t jp = 0; jp < jpn; ++jp) {
+    std::vector<std::int8_t> vals;
     for (int cc = 0; cc < kNR; ++cc) {
       const std::size_t row_j = static_cast<std::size_t>(jp) * kNR + static_cast<std::size_t>(cc);
       if (row_j >= n) continue;
-      for (std::size_t c = 0; c < k; ++c) {
-        const std::size_t kb = c / kb_len, t = c % kb_len;
-        b_pack[((static_cast<std::size_t>(jp) * nkb + kb) * kb_len + t) * kNR + static_cast<std::size_t>(cc)] =
-            static_cast<float>(b.n(row_j, c));
+      row_values(b, row_j, vals);
+      const std::size_t base = static_cast<std::size_t>(jp) * k_pad * kNR;
+      if (tiles.int8_panels) {
+        std::int8_t* dst = b_pack8.data() + base + 4 * static_cast<std::size_t>(cc);
+        int* sums = b_colsum.data() + static_cast<std::size_t>(jp) * nkb * kNR + static_cast<std::size_t>(cc);
+        for (std::size_t c = 0; c < k; ++c) dst[(c >> 2) * 4 * kNR + (c & 3)] = vals[c];
+        for (std::size_t kb = 0; kb < nkb; ++kb) {
+          int sum = 0;
+          for (std::size_t c = kb * kb_len; c < std::min(k, (kb + 1) * kb_len); ++c) sum += vals[c];
+          sums[kb * kNR] = sum;
+        }
+      } else {
+        float* dst = b_pack.data() + base + static_cast<std::size_t>(cc);
+        for (std::size_t c = 0; c < k; ++c) dst[c * kNR] = static_cast<float>(vals[c]);
       }
     }
   }
@@ -917,6 +1045,9 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   g.kb_len = kb_len;
   g.a_pack = a_pack.data();
   g.b_pack = b_pack.data();
+  g.a_pack8 = a_pack8.data();
+  g.b_pack8 = b_pack8.data();
+  g.b_colsum = b_colsum.data();
   g.a_scale_d = sa.sd.data();
   g.b_scale_d = b_sd.data();
   g.a_scale_f = sa.sf.data();
@@ -925,7 +1056,16 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   g.a_m = sa.mx.data();
   g.b_l = b_l.data();
   g.b_m = b_m.data();
+  g.a_lo = sa.lo.data();
+  g.b_lo = sb.lo.data();
   g.frac_bits = row ? row->fused.frac_bits : 0;
+  {
+    // |partial sums| <= sum |a||b| < 2^(max hi_a + max hi_b + log2 K): no Inf below 2^128.
+    int hi_a = kNeg, hi_b = kNeg;
+    for (std::size_t r = 0; r < m; ++r) hi_a = std::max(hi_a, sa.hi[r]);
+    for (std::size_t r = 0; r < n; ++r) hi_b = std::max(hi_b, sb.hi[r]);
+    g.may_overflow = hi_a + hi_b + bit_length_u64(k) + 1 >= 128;
+  }
   g.group_blocks = group_blocks;
   g.fix = fix_tfdpa;
   g.add_rz = add_rz_scalar;
@@ -971,6 +1111,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   constexpr std::size_t kMcPanels = 32;  // 128 rows of A per task
   const std::size_t n_mc = (n_ip + kMcPanels - 1) / kMcPanels;
   const auto tasks = static_cast<std::int64_t>(n_mc * n_jp);
+  const auto t_kernel = std::chrono::steady_clock::now();
 #pragma omp parallel for schedule(static)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::size_t mc = static_cast<std::size_t>(task) / n_jp, jp = static_cast<std::size_t>(task) % n_jp;
@@ -981,6 +1122,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     }
   }
 
+  const auto t_epilogue = std::chrono::steady_clock::now();
   // Epilogues, exactness fallbacks and special rows.
   const ReferenceContext ref(qa, qb, options);
   const int log2_k = bit_length_u64(k);
@@ -1030,6 +1172,10 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     options.report->isa = tiles.isa;
     options.report->golden_steps = ctx.golden_steps.load();
     options.report->reference_outputs = reference_outputs;
+    using ms = std::chrono::duration<double, std::milli>;
+    options.report->prepare_ms = ms(t_kernel - t_start).count();
+    options.report->kernel_ms = ms(t_epilogue - t_kernel).count();
+    options.report->epilogue_ms = ms(std::chrono::steady_clock::now() - t_epilogue).count();
   }
   return true;
 }

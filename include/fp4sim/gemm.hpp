@@ -39,6 +39,7 @@ struct GemmReport {
   std::string isa;                     // avx512, avx2 or portable
   std::uint64_t golden_steps = 0;      // T-FDPA lanes handed to the scalar golden step
   std::uint64_t reference_outputs = 0; // outputs recomputed by a scalar exact/reference path
+  double prepare_ms = 0, kernel_ms = 0, epilogue_ms = 0;  // wall time of the fast path's phases
 };
 
 struct GemmOptions {
