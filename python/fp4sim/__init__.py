@@ -1,0 +1,297 @@
+"""fp4sim: a bit-exact emulator of FP4 (E2M1) block-scaled formats, recipes and GEMM datapaths.
+
+The same golden model as the ``fp4sim`` command line (CLI.md), on arrays in memory::
+
+    import numpy as np, fp4sim
+    x = np.random.default_rng(0).standard_normal((64, 256), dtype=np.float32)
+    q = fp4sim.quantize(x, "nvfp4")                 # q.codes, q.scales: NumPy arrays; q.tensor_scale
+    y = fp4sim.dequantize(q)                        # float32 [64, 256]
+    c = fp4sim.gemm(x, x[:32], "nvfp4")             # C = A·Bᵀ through the recipe's datapath
+    r = fp4sim.verify_quantize(x, my_codes, my_scales, "nvfp4", layout="swizzled-128x4")
+    print(r)                                        # the explained report; r["mismatched_elements"], ...
+
+Arrays: anything NumPy can view through ``__array__`` or DLPack (``__dlpack__``, e.g. PyTorch CPU
+tensors). C-contiguous float32 tensors are read in place, without a copy; float64 is accepted when
+every value is a binary32 value (as the CLI does); other layouts are copied to C order first.
+
+Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
+that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages.
+"""
+
+from __future__ import annotations
+
+import json as _json
+from typing import Any, Optional
+
+import numpy as _np
+
+from . import _fp4sim
+from ._fp4sim import DataError, UsageError
+
+__all__ = [
+    "DataError",
+    "UsageError",
+    "Quantized",
+    "VerifyReport",
+    "formats",
+    "recipes",
+    "datapaths",
+    "convert",
+    "decode",
+    "quantize",
+    "dequantize",
+    "gemm",
+    "mma",
+    "verify_quantize",
+    "verify_gemm",
+    "scales_to_layout",
+    "scales_from_layout",
+    "codes_to_order",
+    "codes_from_order",
+]
+
+__version__ = "0.1.0"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Arrays in
+
+
+def _as_numpy(x: Any, what: str) -> _np.ndarray:
+    """A NumPy view of x: DLPack first (zero-copy for CPU tensors), then the array protocol."""
+    if isinstance(x, _np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        try:
+            return _np.from_dlpack(x)
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise DataError(f"{what}: cannot view through DLPack ({e}); move it to the CPU first") from None
+    return _np.asarray(x)
+
+
+def _float32(x: Any, what: str, ndim: tuple = (1, 2)) -> _np.ndarray:
+    a = _as_numpy(x, what)
+    if a.ndim not in ndim:
+        raise DataError(f"{what}: expected a {' or '.join(f'{n}-D' for n in ndim)} array, got {a.ndim} dimensions")
+    if a.dtype == _np.float32:
+        return _np.ascontiguousarray(a)  # no copy when already C-contiguous
+    if a.dtype == _np.float64:
+        f = a.astype(_np.float32)
+        bad = ~((f.astype(_np.float64) == a) | _np.isnan(a))
+        if bad.any():
+            i = int(_np.flatnonzero(bad.ravel())[0])
+            raise DataError(f"{what}: element {i} is not a binary32 value (expected float32, or float64 holding float32 values)")
+        return _np.ascontiguousarray(f)
+    raise DataError(f"{what}: expected float32 or float64 values, got {a.dtype}")
+
+
+def _float64(x: Any, what: str) -> _np.ndarray:
+    a = _as_numpy(x, what)
+    if a.dtype not in (_np.float32, _np.float64):
+        raise DataError(f"{what}: expected float32 or float64 values, got {a.dtype}")
+    return _np.ascontiguousarray(a, dtype=_np.float64)
+
+
+def _bytes(x: Any, what: str) -> _np.ndarray:
+    a = _as_numpy(x, what)
+    if a.dtype != _np.uint8:
+        raise DataError(f"{what}: expected uint8 bytes, got {a.dtype}")
+    return _np.ascontiguousarray(a)
+
+
+def _words(x: Any, what: str) -> Optional[_np.ndarray]:
+    if x is None:
+        return None
+    a = _as_numpy(x, what)
+    if a.dtype not in (_np.uint8, _np.uint16, _np.uint32):
+        raise DataError(f"{what}: expected unsigned integers (uint8/16/32), got {a.dtype}")
+    return _np.ascontiguousarray(a, dtype=_np.uint32)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Results
+
+
+class Quantized:
+    """A block-quantized tensor: the golden model's bytes and the recipe settings that made them.
+
+    ``codes`` uint8 [rows, ceil(cols/2)] (element 2j in the low nibble) and ``scales`` uint8
+    [rows, ceil(cols/B)] (1-D blocks) or [ceil(rows/B), ceil(cols/B)] (2-D tiles) are read-only NumPy
+    views; ``tensor_scale`` is the FP32 encode scale G (1 without a tensor scale), ``global_decode_scale``
+    Gd = RN(1/G), ``tensor_amax`` the reference amax used.
+    """
+
+    def __init__(self, native: "_fp4sim.QuantizedTensor"):
+        self._native = native
+        self.codes: _np.ndarray = native.codes
+        self.scales: _np.ndarray = native.scales
+        self.tensor_scale = _np.float32(native.global_encode_scale)
+        self.global_encode_scale = self.tensor_scale
+        self.global_decode_scale = _np.float32(native.global_decode_scale)
+        self.tensor_amax = _np.float32(native.tensor_amax)
+        self.tensor_scaled = bool(native.tensor_scaled)
+        self.target = _np.float32(native.target)
+        self.shape = (native.rows, native.cols)
+        self.block = (native.block_rows, native.block_cols)
+        self.recipe = native.recipe
+        self.element_format = native.element_format
+        self.scale_format = native.scale_format
+        self.rounding = native.rounding
+        self.rht = bool(native.rht)
+        self.dequantize_order = native.dequantize_order
+        self.counts = native.counts
+
+    def dequantize(self) -> _np.ndarray:
+        return dequantize(self)
+
+    def codes_in(self, nibbles: str) -> _np.ndarray:
+        """The codes as a kernel storing them in another nibble order would (low-first, high-first, unpacked)."""
+        return codes_to_order(self.codes, self.shape[0], self.shape[1], nibbles)
+
+    def scales_in(self, layout: str) -> _np.ndarray:
+        """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md)."""
+        return scales_to_layout(self.scales, self.shape[0], self.shape[1], self.block[0], self.block[1], layout)
+
+    def __repr__(self) -> str:
+        return (f"Quantized(recipe={self.recipe!r}, shape={self.shape}, block={self.block}, "
+                f"{self.element_format}/{self.scale_format}, tensor_scale={float(self.tensor_scale)!r})")
+
+
+class VerifyReport(dict):
+    """The JSON report of ``fp4sim verify ... --json`` as a dict; ``str()`` gives the text report.
+
+    ``bit_exact`` is what the CLI's exit status says (for ``verify_gemm(datapath="auto")``: some preset
+    explains every output bit for bit).
+    """
+
+    def __init__(self, json_text: str, text: str, ok: bool):
+        super().__init__(_json.loads(json_text))
+        self.text = text
+        self.bit_exact = bool(ok)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __bool__(self) -> bool:
+        return self.bit_exact
+
+
+# ---------------------------------------------------------------------------------------------------
+# The API
+
+
+def formats() -> list:
+    """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none)."""
+    return _fp4sim.formats()
+
+
+def recipes() -> list:
+    """The recipe preset names."""
+    return _fp4sim.recipes()
+
+
+def datapaths() -> list:
+    """The datapath preset names (``fp4sim gemm --list-datapaths``)."""
+    return _fp4sim.datapaths()
+
+
+def convert(x, format: str, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0, rbits=None,
+            saturate: Optional[bool] = None, specials: str = "hardware") -> _np.ndarray:
+    """Element-wise encode (``fp4sim convert``): one code per element, same shape; uint8 (uint16 for
+    16-bit formats, uint32 for fp32). Stochastic modes take ``rbits`` or the Philox stream of ``seed``."""
+    return _fp4sim.convert(_float64(x, "x"), format, rounding, sr_bits, seed, _words(rbits, "rbits"), saturate, specials)
+
+
+def decode(codes, format: str) -> _np.ndarray:
+    """The exact value of each code, as float64."""
+    return _fp4sim.decode(_words(codes, "codes"), format)
+
+
+def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[float] = None, seed: int = 0,
+             rbits=None, **overrides) -> Quantized:
+    """Block quantization of one tensor (``fp4sim quantize``). Recipe overrides as keywords: block,
+    two_d, scale_format, element_format, target, tensor_scale ("none", "current", "periodic:D"),
+    scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht."""
+    a = _float32(x, "x")
+    return Quantized(_fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _words(rbits, "rbits")))
+
+
+def dequantize(q: Quantized) -> _np.ndarray:
+    """The value the recipe reconstructs for each element (tensor scale included), float32 [rows, cols]."""
+    return _fp4sim.dequantize(q._native if isinstance(q, Quantized) else q)
+
+
+def _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed):
+    return {"gemm": gemm, "datapath": datapath, "inner": inner, "snap": snap, "out_dtype": out_dtype,
+            "amax_ref_a": amax_ref_a, "amax_ref_b": amax_ref_b, "target_a": target_a, "target_b": target_b,
+            "seed": seed}
+
+
+def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None, inner: Optional[str] = None,
+         snap: bool = True, out_dtype: str = "f32", amax_ref_a: Optional[float] = None,
+         amax_ref_b: Optional[float] = None, target_a: Optional[float] = None, target_b: Optional[float] = None,
+         seed: int = 0, rbits_a=None, rbits_b=None, **overrides) -> _np.ndarray:
+    """C = A·Bᵀ (A [M, K], B [N, K]) with both operands quantized along K under the recipe's rules for
+    that GEMM, accumulated by ``datapath`` (default: the recipe's). float32 [M, N] (``fp4sim gemm``)."""
+    args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
+    return _fp4sim.gemm(_float32(a, "a", (2,)), _float32(b, "b", (2,)), recipe, overrides, args,
+                        _words(rbits_a, "rbits_a"), _words(rbits_b, "rbits_b"))
+
+
+def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
+    """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
+    for inputs exactly representable in ``input_format`` (``fp4sim mma``)."""
+    cc = None if c is None else _float64(c, "c")
+    return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format)
+
+
+def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, layout: str = "rowmajor",
+                    nibbles: str = "low-first", tensor_scale=None, tensor_scale_kind: str = "any",
+                    amax_ref: Optional[float] = None, seed: int = 0, rbits=None, max_explained: int = 10,
+                    **overrides) -> VerifyReport:
+    """Your kernel's packed codes and scale bytes against the golden quantizer (``fp4sim verify
+    quantize``). ``tensor_scale``: a number is your FP32 tensor scale (compared with G, Gd or the amax,
+    see ``tensor_scale_kind``); a string is the recipe's tensor-scale policy override."""
+    value = None
+    if isinstance(tensor_scale, str):
+        overrides["tensor_scale"] = tensor_scale
+    elif tensor_scale is not None:
+        value = float(_np.float32(tensor_scale))
+    json_text, text, ok = _fp4sim.verify_quantize(
+        _float32(x, "x"), _bytes(codes, "codes"), _bytes(scales, "scales"), recipe, overrides, role, layout, nibbles,
+        value, tensor_scale_kind, amax_ref, seed, _words(rbits, "rbits"), max_explained)
+    return VerifyReport(json_text, text, ok)
+
+
+def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None,
+                inner: Optional[str] = None, snap: bool = True, out_dtype: str = "f32",
+                amax_ref_a: Optional[float] = None, amax_ref_b: Optional[float] = None,
+                target_a: Optional[float] = None, target_b: Optional[float] = None, seed: int = 0, rbits_a=None,
+                rbits_b=None, worst: int = 3, **overrides) -> VerifyReport:
+    """Your GEMM output C [M, N] against a golden datapath (``fp4sim verify gemm``); ``datapath="auto"``
+    tries every preset and reports which explain your outputs bit for bit."""
+    args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
+    json_text, text, ok = _fp4sim.verify_gemm(
+        _float32(a, "a", (2,)), _float32(b, "b", (2,)), _float32(c, "c", (2,)), recipe, overrides, args,
+        _words(rbits_a, "rbits_a"), _words(rbits_b, "rbits_b"), worst)
+    return VerifyReport(json_text, text, ok)
+
+
+def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
+    """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md)."""
+    return _fp4sim.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
+
+
+def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
+    """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree)."""
+    return _fp4sim.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
+
+
+def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
+    """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte)."""
+    return _fp4sim.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
+
+
+def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
+    """Codes stored in a nibble order -> fp4sim's low-first packing."""
+    return _fp4sim.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)

@@ -1,0 +1,283 @@
+"""The Python module `fp4sim` against the CLI it mirrors (same golden model, same bytes, same messages),
+its zero-copy and DLPack paths, and verify_quantize / verify_gemm on planted defects.
+
+Run by ctest (python_module) with PYTHONPATH at the built extension and FP4SIM_BINARY at the CLI.
+"""
+
+import json
+import os
+import subprocess
+import zlib
+
+import numpy as np
+import pytest
+
+import fp4sim
+
+BINARY = os.environ.get("FP4SIM_BINARY")
+needs_cli = pytest.mark.skipif(not BINARY, reason="FP4SIM_BINARY not set (ctest sets it)")
+
+
+def cli(*args, check=True):
+    r = subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"fp4sim {' '.join(map(str, args))} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def tensor(rows, cols, seed=0, scale=3.0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    x[0, :4] = [0.0, -0.0, 2.5 * scale, -1e-30]
+    return x
+
+
+class DLPackOnly:
+    """An object that offers nothing but the DLPack protocol (as a PyTorch CPU tensor does)."""
+
+    def __init__(self, array):
+        self._a = array
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Same answers as the CLI
+
+
+@needs_cli
+def test_formats_match_the_cli():
+    theirs = json.loads(cli("formats", "--json").stdout)
+    ours = fp4sim.formats()
+    assert [f["name"] for f in ours] == [f["name"] for f in theirs]
+    for a, b in zip(ours, theirs):
+        for key in ("bits", "exponent_bits", "mantissa_bits", "bias", "signed", "subnormals", "max_finite",
+                    "min_normal", "min_subnormal", "has_inf", "has_nan"):
+            assert a[key] == b[key], (a["name"], key)
+
+
+@needs_cli
+@pytest.mark.parametrize("fmt,rounding", [("e2m1", "rne"), ("e4m3", "rtz"), ("ue5m3", "rne"), ("e8m0", "rup"),
+                                          ("e2m1", "sr-fastest"), ("bf16", "rna")])
+def test_convert_matches_the_cli(tmp_path, fmt, rounding):
+    x = tensor(3, 40, seed=5)
+    if fmt.startswith("u") or fmt == "e8m0":
+        x = np.abs(x) + np.float32(2**-20)
+    np.save(tmp_path / "x.npy", x)
+    cli("convert", "--format", fmt, "--rounding", rounding, "--seed", 9, "--in", tmp_path / "x.npy",
+        "--out", tmp_path / "c.npy", "--decoded", tmp_path / "d.npy")
+    theirs = np.load(tmp_path / "c.npy")
+    ours = fp4sim.convert(x, fmt, rounding, seed=9)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(fp4sim.decode(ours, fmt).view(np.uint64), np.load(tmp_path / "d.npy").view(np.uint64))
+
+
+@needs_cli
+@pytest.mark.parametrize("recipe", fp4sim.recipes())
+@pytest.mark.parametrize("role", ["activation", "weight", "grad_output"])
+def test_quantize_matches_the_cli(tmp_path, recipe, role):
+    h5py = pytest.importorskip("h5py")
+    x = tensor(37, 70, seed=zlib.crc32(f"{recipe}/{role}".encode()))
+    np.save(tmp_path / "x.npy", x)
+    cli("quantize", "--recipe", recipe, "--role", role, "--seed", 3, "--in", tmp_path / "x.npy", "--out", tmp_path / "q.h5")
+    q = fp4sim.quantize(x, recipe, role, seed=3)
+    with h5py.File(tmp_path / "q.h5") as f:
+        np.testing.assert_array_equal(q.codes, f["codes"][()])
+        np.testing.assert_array_equal(q.scales, f["scales"][()])
+        np.testing.assert_array_equal(fp4sim.dequantize(q).view(np.uint32), f["dequantized"][()].view(np.uint32))
+        assert q.tensor_scale == f.attrs["global_encode_scale"]
+        assert q.global_decode_scale == f.attrs["global_decode_scale"]
+        assert q.tensor_amax == f.attrs["tensor_amax"]
+        assert q.block == (f.attrs["block_rows"], f.attrs["block_cols"])
+        assert q.rounding == f.attrs["rounding"]
+
+
+@needs_cli
+@pytest.mark.parametrize("recipe,datapath,k", [("nvfp4", None, 64), ("nvfp4", "sm90-bf16", 64),
+                                               ("ue5m3", None, 128), ("mxfp4", "exact", 96)])
+def test_gemm_matches_the_cli(tmp_path, recipe, datapath, k):
+    a, b = tensor(9, k, seed=1), tensor(5, k, seed=2)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    extra = ["--datapath", datapath] if datapath else []
+    cli("gemm", "--recipe", recipe, "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy", *extra, "--out", tmp_path / "c.npy")
+    ours = fp4sim.gemm(a, b, recipe, datapath=datapath)
+    np.testing.assert_array_equal(ours.view(np.uint32), np.load(tmp_path / "c.npy").view(np.uint32))
+
+
+@needs_cli
+def test_mma_matches_the_cli(tmp_path):
+    rng = np.random.default_rng(4)
+    a = rng.integers(-8, 8, (4, 32)).astype(np.float32) / 4
+    b = rng.integers(-8, 8, (32, 3)).astype(np.float32) / 8
+    c = rng.standard_normal((4, 3)).astype(np.float32)
+    for name, arr in (("a", a), ("b", b), ("c", c)):
+        np.save(tmp_path / f"{name}.npy", arr)
+    cli("mma", "--datapath", "sm90-bf16", "--input-format", "bf16", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy",
+        "--c", tmp_path / "c.npy", "--out", tmp_path / "d.npy")
+    ours = fp4sim.mma(a, b, c, datapath="sm90-bf16", input_format="bf16")
+    np.testing.assert_array_equal(ours.view(np.uint32), np.load(tmp_path / "d.npy").view(np.uint32))
+
+
+@needs_cli
+def test_error_messages_are_the_clis(tmp_path):
+    x = tensor(4, 64)
+    np.save(tmp_path / "x.npy", x)
+    # A usage error raised by the shared recipe-override code (CLI exit 2).
+    r = cli("quantize", "--recipe", "nvfp4", "--block", 1, "--in", tmp_path / "x.npy", "--out", tmp_path / "q.h5", check=False)
+    assert r.returncode == 2
+    with pytest.raises(fp4sim.UsageError) as e:
+        fp4sim.quantize(x, "nvfp4", block=1)
+    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    r = cli("quantize", "--recipe", "nvfp4", "--scale-format", "e9m9", "--in", tmp_path / "x.npy", "--out",
+            tmp_path / "q.h5", check=False)
+    with pytest.raises(fp4sim.UsageError) as e:
+        fp4sim.quantize(x, "nvfp4", scale_format="e9m9")
+    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    # A data error from the library (CLI exit 3).
+    np.save(tmp_path / "a.npy", tensor(4, 48))
+    r = cli("gemm", "--recipe", "ue5m3", "--a", tmp_path / "a.npy", "--b", tmp_path / "a.npy", "--out",
+            tmp_path / "c.npy", check=False)
+    assert r.returncode == 3
+    with pytest.raises(fp4sim.DataError) as e:
+        fp4sim.gemm(tensor(4, 48), tensor(4, 48), "ue5m3")
+    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    assert issubclass(fp4sim.DataError, ValueError) and issubclass(fp4sim.UsageError, ValueError)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Arrays in: zero copy, DLPack, dtypes
+
+
+def test_float32_c_contiguous_is_read_in_place():
+    x = tensor(16, 64)
+    assert fp4sim._fp4sim._address(fp4sim._float32(x, "x")) == x.ctypes.data
+    via_dlpack = fp4sim._float32(DLPackOnly(x), "x")
+    assert fp4sim._fp4sim._address(via_dlpack) == x.ctypes.data
+
+
+def test_dlpack_objects_quantize_like_arrays():
+    x = tensor(16, 64, seed=8)
+    q1, q2 = fp4sim.quantize(x, "nvfp4"), fp4sim.quantize(DLPackOnly(x), "nvfp4")
+    np.testing.assert_array_equal(q1.codes, q2.codes)
+    np.testing.assert_array_equal(q1.scales, q2.scales)
+    r = fp4sim.verify_quantize(DLPackOnly(x), DLPackOnly(np.array(q1.codes)), q1.scales, "nvfp4")
+    assert r.bit_exact
+
+
+def test_torch_cpu_tensors_without_a_copy():
+    torch = pytest.importorskip("torch")
+    t = torch.randn(8, 32, dtype=torch.float32)
+    a = fp4sim._float32(t, "x")
+    assert fp4sim._fp4sim._address(a) == t.data_ptr()
+    np.testing.assert_array_equal(fp4sim.quantize(t, "mxfp4").codes, fp4sim.quantize(t.numpy(), "mxfp4").codes)
+
+
+def test_other_layouts_and_dtypes():
+    x = tensor(16, 64, seed=3)
+    q = fp4sim.quantize(x, "nvfp4")
+    # A Fortran-ordered or strided view is copied to C order first, with the same result.
+    np.testing.assert_array_equal(fp4sim.quantize(np.asfortranarray(x), "nvfp4").codes, q.codes)
+    big = np.zeros((16, 128), np.float32)
+    big[:, ::2] = x
+    np.testing.assert_array_equal(fp4sim.quantize(big[:, ::2], "nvfp4").codes, q.codes)
+    # float64 holding float32 values is accepted; anything else is a data error naming the element.
+    np.testing.assert_array_equal(fp4sim.quantize(x.astype(np.float64), "nvfp4").codes, q.codes)
+    bad = x.astype(np.float64)
+    bad[1, 2] = 0.1
+    with pytest.raises(fp4sim.DataError, match="element 66 is not a binary32 value"):
+        fp4sim.quantize(bad, "nvfp4")
+    with pytest.raises(fp4sim.DataError, match="expected float32 or float64"):
+        fp4sim.quantize(x.astype(np.int32), "nvfp4")
+    with pytest.raises(fp4sim.DataError, match="3 dimensions"):
+        fp4sim.quantize(np.zeros((2, 2, 16), np.float32), "nvfp4")
+    # 1-D is one row (under the same tensor amax).
+    np.testing.assert_array_equal(fp4sim.quantize(x[0], "nvfp4", amax_ref=q.tensor_amax, tensor_scale="periodic:1").codes,
+                                  q.codes[:1])
+
+
+def test_outputs_are_numpy_and_read_only():
+    q = fp4sim.quantize(tensor(4, 33), "ue5m3")
+    assert isinstance(q.codes, np.ndarray) and q.codes.dtype == np.uint8 and q.codes.shape == (4, 17)
+    assert q.scales.shape == (4, 3)
+    assert not q.codes.flags.writeable
+    assert isinstance(q.tensor_scale, np.float32)
+    y = q.dequantize()
+    assert y.dtype == np.float32 and y.shape == (4, 33) and y.flags.writeable
+    del q  # the views keep their storage alive
+    assert y.sum() == y.sum()
+
+
+# ---------------------------------------------------------------------------------------------------
+# verify_quantize / verify_gemm from Python
+
+
+def test_verify_quantize_finds_a_tie_and_a_swapped_nibble():
+    # MXFP4: a block of 32 with amax 6 has scale 2^0, so y = x; 2.5 is the E2M1 midpoint of 2 and 3.
+    x = np.full((1, 64), 0.5, np.float32)
+    x[0, 0] = 6.0
+    x[0, 5] = 2.5
+    x[0, 40:42] = [1.5, -4.0]
+    q = fp4sim.quantize(x, "mxfp4")
+    codes = np.array(q.codes)
+    codes[0, 2] = (codes[0, 2] & 0x0F) | (0x5 << 4)  # element 5: 0x4 (2) -> 0x5 (3), the tie the other way
+    codes[0, 20] = ((codes[0, 20] << 4) | (codes[0, 20] >> 4)) & 0xFF  # elements 40 and 41 exchanged
+    r = fp4sim.verify_quantize(x, codes, q.scales, "mxfp4")
+    assert not r.bit_exact and not r
+    assert r["mismatched_elements"] == 3 and r["swapped_nibble_pairs"] == 1
+    tie, first, second = r["mismatches"]
+    assert (tie["col"], tie["golden"], tie["theirs"], tie["tie"]) == (5, 0x4, 0x5, True)
+    assert "RNE keeps the even code 0x4" in tie["explanation"]
+    assert first["swapped_nibbles"] and second["swapped_nibbles"]
+    assert "NOT BIT-EXACT: 3 element and 0 scale mismatch(es)" in str(r)
+
+
+def test_verify_quantize_layouts_and_tensor_scale():
+    x = tensor(130, 96, seed=12)
+    q = fp4sim.quantize(x, "nvfp4", "weight")
+    assert q.block == (16, 16)
+    for layout in ("rowmajor", "te-rowrep", "swizzled-128x4"):
+        stored = q.scales_in(layout)
+        np.testing.assert_array_equal(fp4sim.scales_from_layout(stored, 130, 96, 16, 16, layout), q.scales)
+        for nibbles in ("low-first", "high-first", "unpacked"):
+            r = fp4sim.verify_quantize(x, q.codes_in(nibbles), stored, "nvfp4", "weight", layout=layout, nibbles=nibbles,
+                                       tensor_scale=q.tensor_scale)
+            assert r.bit_exact, str(r)
+            assert r["tensor_scale_matched"] == "encode"
+    r = fp4sim.verify_quantize(x, q.codes, q.scales, "nvfp4", "weight", tensor_scale=np.float32(1.5))
+    assert not r.bit_exact and r["mismatches"][0]["kind"] == "tensor_scale"
+    # A string is the policy override: without a tensor scale every block changes.
+    r = fp4sim.verify_quantize(x, q.codes, q.scales, "nvfp4", "weight", tensor_scale="none")
+    assert not r.bit_exact and r["mismatched_scales"] > 0
+
+
+def test_verify_gemm_exact_planted_and_auto():
+    a, b = tensor(6, 128, seed=20), tensor(5, 128, seed=21)
+    c = fp4sim.gemm(a, b, "ue5m3")
+    r = fp4sim.verify_gemm(a, b, c, "ue5m3")
+    assert r.bit_exact and r["exact_matches"] == 30 and r["datapath"] == "probe-matched"
+    c2 = c.copy()
+    c2[2, 3] = np.nextafter(c2[2, 3], np.float32(np.inf))
+    r = fp4sim.verify_gemm(a, b, c2, "ue5m3", worst=1)
+    assert not r.bit_exact and r["mismatches"] == 1 and r["ulp_histogram"] == {"+1": 1}
+    assert (r["worst"][0]["row"], r["worst"][0]["col"]) == (2, 3)
+    assert "E_max" in r["worst"][0]["explanation"]
+    theirs = fp4sim.gemm(a, b, "ue5m3", datapath="probe-matched", inner="sm100-f16")
+    r = fp4sim.verify_gemm(a, b, theirs, "ue5m3", datapath="auto")
+    assert r.bit_exact
+    assert any(name.startswith("probe-matched (inner sm100-f16") for name in r["explained_by"])
+
+
+def test_unknown_options_are_usage_errors():
+    x = tensor(2, 32)
+    with pytest.raises(fp4sim.UsageError, match="unknown recipe override 'blok'"):
+        fp4sim.quantize(x, "nvfp4", blok=32)
+    with pytest.raises(fp4sim.UsageError, match="--layout"):
+        fp4sim.verify_quantize(x, np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8), "nvfp4", layout="colmajor")
+    with pytest.raises(fp4sim.UsageError, match="unknown datapath"):
+        fp4sim.gemm(x, x, "nvfp4", datapath="sm42")
