@@ -64,6 +64,27 @@ TEST(EmuHost, StochasticE2m1IntegerPathEqualsGolden) {
   std::printf("EmuHost: %llu (value, r, k, mode) cases checked\n", static_cast<unsigned long long>(checked));
 }
 
+// The quantize kernels' branch-free E2M1 RNE against the threshold form of emu/emu.hpp (itself judged against
+// the golden encoder by tests/gpu_convert_test.cpp): every 61st binary32 plus every pattern within 2^16 of
+// each E2M1 midpoint and value, both signs; all 2^32 with FP4SIM_EXHAUSTIVE=1 (run on 2026-11-30: 0 of 2^32).
+TEST(EmuHost, E2m1RneFastEqualsThresholds) {
+  const bool all = std::getenv("FP4SIM_EXHAUSTIVE") != nullptr;
+  std::uint64_t bad = 0, checked = 0;
+  auto check = [&](std::uint32_t bits) {
+    const std::uint32_t got = emu::f32_to_e2m1_rne_fast(bits), want = emu::f32_to_e2m1<emu::Round::rne>(bits);
+    if (got != want && bad++ < 5) ADD_FAILURE() << std::hex << bits << ": " << got << " vs " << want;
+    ++checked;
+  };
+  const std::uint64_t stride = all ? 1 : 61;
+  for (std::uint64_t b = 0; b <= 0xFFFFFFFFull; b += stride) check(static_cast<std::uint32_t>(b));
+  for (std::uint32_t center : {0x3E800000u, 0x3F000000u, 0x3F400000u, 0x3F800000u, 0x3FA00000u, 0x3FC00000u, 0x3FE00000u,
+                               0x40000000u, 0x40200000u, 0x40400000u, 0x40600000u, 0x40800000u, 0x40A00000u,
+                               0x40C00000u, 0x7F800000u, 0x00000000u + 0x10000u})
+    for (std::uint32_t d = 0; d < 0x20000u; ++d)
+      for (std::uint32_t sign : {0u, 0x80000000u}) check(((center - 0x10000u + d) & 0x7FFFFFFFu) | sign);
+  EXPECT_EQ(bad, 0u) << "of " << checked;
+}
+
 TEST(Api, NoDeviceIsAStatus) {
   if (gpu::device_available()) GTEST_SKIP() << "a GPU is present";
   QuantizedTensor q;
