@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "fp4sim/host_device.hpp"
 
@@ -173,6 +174,33 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e8m0(std::uint32_t bits) {
 //                <=> scaled_25 + (2r+1) 2^(24-k) >= 2^25 - 1 (the right side of the middle form is an
 //                integer multiple of 2^-25, so flooring the left side keeps the comparison).
 // Judged against the golden Float32Encoder on the host (tests/gpu_quantize_test.cpp, EmuHost.*).
+// E2M1 RNE without branches or threshold chains (the quantize kernels' element conversion); the same
+// code as f32_to_e2m1<Round::rne> for every binary32 input (tests/gpu_quantize_test.cpp, EmuHost.*):
+//  * |x| >= 1 (Inf too): round the bit pattern at bit 22 (one mantissa bit kept, ties to the even kept
+//    bit = the even code), then code = (exponent field, kept bit) - 0xFC, saturated at 7 (6.0);
+//  * |x| < 1: RN(|x| + 2^22) has quantum 0.5, so its low bits count the multiples of 0.5 (codes 0, 1, 2),
+//    ties to the even multiple = the even code;
+//  * NaN: 7 (+max finite, satfinite); otherwise the sign of x (so -0 and small negatives give 0x8).
+FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1_rne_fast(std::uint32_t bits) {
+  const std::uint32_t abs = bits & 0x7FFFFFFFu;
+  const std::uint32_t r = (abs + 0x1FFFFFu + ((abs >> 22) & 1u)) >> 22;
+  const std::uint32_t hi = (r < 0x103u ? r : 0x103u) - 0xFCu;
+#if defined(__CUDA_ARCH__)
+  const std::uint32_t lo = __float_as_uint(__fadd_rn(__uint_as_float(abs & 0x3FFFFFFFu), 4194304.0f)) - 0x4A800000u;
+#else
+  float f;
+  const std::uint32_t small = abs & 0x3FFFFFFFu;
+  std::memcpy(&f, &small, 4);
+  const volatile float sum = f + 4194304.0f;  // binary32 RNE (no excess precision on x86-64 SSE)
+  const float g = sum;
+  std::uint32_t gb;
+  std::memcpy(&gb, &g, 4);
+  const std::uint32_t lo = gb - 0x4A800000u;
+#endif
+  const std::uint32_t code = (abs >= 0x3F800000u ? hi : lo) | ((bits >> 28) & 0x8u);
+  return abs > 0x7F800000u ? 0x7u : code;
+}
+
 enum class Sr : std::uint8_t { fastest, fast, fast_f32 };
 template <Sr S>
 FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1_sr(std::uint32_t bits, std::uint32_t r, int k) {
