@@ -251,8 +251,10 @@ Float32Encoder::Float32Encoder(const Format& f, const EncodeOptions& o)
 
 namespace {
 
-// Below this many elements the thread start-up costs more than it saves (measured in
-// tests/bench_convert.cpp on this project's 2-core machines).
+// Below this many elements the thread start-up costs more than it saves. Not yet measured: the
+// crossover is what tools/bench_convert.sh prints (threshold/serial vs threshold/parallel), and on the
+// shared 2-core machine of 2026-11-30 the second core was never free enough for the parallel side to
+// win (docs/BENCHMARKS.md). Set this from a run on a quiet machine.
 constexpr std::size_t kParallelThreshold = 1 << 16;
 
 // One loop per rounding mode (the mode is a template argument, so the body is branch-free and vectorises),
