@@ -28,6 +28,7 @@ struct GemmCliOptions {
   std::string rbits_a, rbits_b;
   std::uint64_t seed = 0;
   bool reference = false;
+  std::optional<int> frac_bits;
 };
 
 void list_datapaths(bool json) {
@@ -135,7 +136,19 @@ void run_gemm(const GemmCliOptions& o) {
 
   const QuantizedTensor qa = quantize(recipe, ra, a, arr_a.rows(), arr_a.cols());
   const QuantizedTensor qb = quantize(recipe, rb, b, arr_b.rows(), arr_b.cols());
-  const GemmOptions options = resolve_gemm(recipe, qa, qb, request);
+  GemmOptions options = resolve_gemm(recipe, qa, qb, request);
+  Datapath modified;
+  if (o.frac_bits) {
+    // A what-if row: the datapath (or probe-matched's inner row) with another alignment width F.
+    const bool inner = options.datapath->kind == DatapathKind::probe_matched;
+    modified = inner ? *options.inner : *options.datapath;
+    if (modified.kind != DatapathKind::tfdpa && modified.kind != DatapathKind::gst_fdpa)
+      throw UsageError("--frac-bits applies to tensor-core datapaths (T-FDPA, GST-FDPA, or probe-matched's inner)");
+    modified.fused.frac_bits = *o.frac_bits;
+    const auto problems = validate(modified);
+    if (!problems.empty()) throw UsageError("--frac-bits " + std::to_string(*o.frac_bits) + ": " + problems.front());
+    (inner ? options.inner : options.datapath) = &modified;
+  }
   const std::vector<float> c = gemm(qa, qb, options);
   if (!o.out.empty()) {
     npy::write(o.out, npy::DType::f4, {qa.rows, qb.rows}, c.data());
@@ -175,6 +188,8 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--rbits-b", o->rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)")
       ->check(CLI::ExistingFile);
   app.add_option("--seed", o->seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
+  app.add_option("--frac-bits", o->frac_bits,
+                 "what-if: replace the tensor-core row's alignment width F (e.g. ue5m3-native with F=35)");
   app.add_flag("--reference", o->reference, "run the plain scalar golden loop instead of the fast kernels (slow)");
   app.add_option("--out", o->out, "output C [M, N] (.npy float32)");
   app.callback([o] { run_gemm(*o); });
