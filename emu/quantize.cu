@@ -9,7 +9,8 @@
 //  * the block scale: two-level u = RN(amax * RN(G * RN(1/6))) through the integer bit path of
 //    emu::f32_to_small (RNE, saturating), the zero-scale repair, mult = min(RN(1/RN(s * Gd)), FLT_MAX);
 //    or OCP's floor rule 2^(field - 127 - 2) from amax's exponent field, clamped to E8M0;
-//  * E2M1 elements: RNE through the seven thresholds of emu::f32_to_e2m1; stochastic rounding from the
+//  * E2M1 elements: RNE branch-free by emu::f32_to_e2m1_rne_fast (equal to the seven thresholds of
+//    emu::f32_to_e2m1<rne> on all 2^32 inputs, tests/gpu_quantize_test.cpp); stochastic rounding from the
 //    fraction delta = (|y| - lower) / step, exact in binary32 (Sterbenz), compared per mode: sr-fastest
 //    floor(2^k delta) + r >= 2^k; sr-fast 2^(k+1) delta + 2r + 1 >= 2^(k+1) (exact); sr-fast-f32
 //    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/random.hpp,
@@ -150,8 +151,17 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const std::uint64_t group = t / BR;
   const int lane_in_group = static_cast<int>(t % BR);
-  const std::uint64_t sr = group / a.scale_cols;
-  const std::uint64_t cb = group % a.scale_cols;
+  std::uint64_t sr, cb;
+  if (a.threads <= 0xFFFFFFFFu && a.scale_cols <= 0xFFFFFFFFu) {
+    // 32-bit division (a 64-bit one is a ~70-instruction routine per thread)
+    const std::uint32_t g32 = static_cast<std::uint32_t>(group), sc = static_cast<std::uint32_t>(a.scale_cols);
+    const std::uint32_t q = g32 / sc;
+    sr = q;
+    cb = g32 - q * sc;
+  } else {
+    sr = group / a.scale_cols;
+    cb = group % a.scale_cols;
+  }
   const std::uint64_t r = sr * BR + lane_in_group;
   const bool valid = t < a.threads && r < a.rows;
   const std::uint64_t c0 = cb * BC;
@@ -256,7 +266,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   for (int i = 0; i < BC; ++i) {
     const float y = __fmul_rn(v[i], mult);
     if constexpr (R == ElementRound::rne) {
-      codes[i] = emu::f32_to_e2m1<emu::Round::rne>(__float_as_uint(y));
+      codes[i] = emu::f32_to_e2m1_rne_fast(__float_as_uint(y));
     } else {
       codes[i] = 0;  // filled below, four at a time
     }
