@@ -525,7 +525,8 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
       case Bracket::Where::nearer_hi:
         why = "y = " + yt + " lies between " + code_text(ef, b.lo | sign) + " and " + code_text(ef, b.hi | sign) +
               ", nearer " + hex_code(ef, (b.where == Bracket::Where::nearer_lo ? b.lo : b.hi) | sign) + "; " +
-              std::string(rounding_name(ctx.spec.rounding)) + " gives " + hex_code(ef, golden);
+              (ctx.spec.rounding == Rounding::rne ? std::string("RNE") : std::string(rounding_name(ctx.spec.rounding))) +
+              " gives " + hex_code(ef, golden);
         break;
       case Bracket::Where::above_max:
         why = "|y| = " + float_text(std::fabs(y)) + " exceeds the " + e + " maximum " +
@@ -560,10 +561,13 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
       std::uint32_t code;
     };
     std::vector<Alt> alts;
-    for (Rounding alt : {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdown}) {
-      if (alt != ctx.spec.rounding) {
-        alts.push_back({"rounding " + std::string(rounding_name(alt)) + " of y", ctx.element_code(y, alt, 0)});
-      }
+    const std::pair<Rounding, const char*> modes[] = {{Rounding::rne, "to nearest, ties to even (rne)"},
+                                                      {Rounding::rna, "to nearest, ties away from zero (rna)"},
+                                                      {Rounding::rtz, "toward zero (rtz)"},
+                                                      {Rounding::rup, "toward +Inf (rup)"},
+                                                      {Rounding::rdown, "toward -Inf (rdown)"}};
+    for (const auto& [alt, label] : modes) {
+      if (alt != ctx.spec.rounding) alts.push_back({std::string("y rounded ") + label, ctx.element_code(y, alt, 0)});
     }
     if (m.two_level()) {
       const float ds = fp32::mul_rn(decode_to_float(sf, scale_code), m.global.decode);

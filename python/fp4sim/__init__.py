@@ -103,8 +103,11 @@ def _words(x: Any, what: str) -> Optional[_np.ndarray]:
     if x is None:
         return None
     a = _as_numpy(x, what)
-    if a.dtype not in (_np.uint8, _np.uint16, _np.uint32):
+    if a.dtype.kind not in "ui":
         raise DataError(f"{what}: expected unsigned integers (uint8/16/32), got {a.dtype}")
+    if a.dtype.kind == "i" or a.dtype.itemsize > 4:
+        if a.size and (a.min() < 0 or a.max() > 0xFFFFFFFF):
+            raise DataError(f"{what}: values must be integers in [0, 2^32)")
     return _np.ascontiguousarray(a, dtype=_np.uint32)
 
 
