@@ -281,3 +281,50 @@ def test_unknown_options_are_usage_errors():
         fp4sim.verify_quantize(x, np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8), "nvfp4", layout="colmajor")
     with pytest.raises(fp4sim.UsageError, match="unknown datapath"):
         fp4sim.gemm(x, x, "nvfp4", datapath="sm42")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The worked example of docs/validate-your-kernel.md, run as written: every planted defect is found and
+# explained.
+
+
+def _doc_block(name, index):
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    text = open(os.path.join(root, "docs", name)).read()
+    return text.split("```python\n")[index + 1].split("```")[0]
+
+
+def test_worked_example_finds_and_explains_every_planted_defect(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_doc_block("validate-your-kernel.md", 0), "validate-your-kernel.md", "exec"), {})
+    x, codes, scales = np.load("x.npy"), np.load("codes.npy"), np.load("scales.npy")
+    r = fp4sim.verify_quantize(x, codes, scales, "nvfp4", max_explained=20)
+    assert not r.bit_exact
+    assert (r["mismatched_elements"], r["mismatched_scales"], r["swapped_nibble_pairs"]) == (7, 1, 1)
+    assert r["elements_consistent_with_their_scale"] == 4
+    by_kind = {}
+    for m in r["mismatches"]:
+        by_kind.setdefault(m["kind"], []).append(m)
+    # (a) the element tie
+    tie = [m for m in by_kind["element"] if (m["row"], m["col"]) == (1, 7)][0]
+    assert tie["tie"] and tie["scaled"] == 2.5 and (tie["golden"], tie["theirs"]) == (4, 5)
+    assert "ties away from zero (rna)" in tie["explanation"]
+    # (b) the swapped nibbles
+    swapped = [m for m in by_kind["element"] if m["swapped_nibbles"]]
+    assert sorted((m["row"], m["col"]) for m in swapped) == [(3, 20), (3, 21)]
+    # (c) the scale tie, and the element mismatches that follow from it
+    (scale,) = by_kind["scale"]
+    assert (scale["block_row"], scale["block_col"], scale["golden"], scale["theirs"]) == (2, 1, 0x7A, 0x7B)
+    assert scale["tie"] and scale["ideal_scale"] == 336.0
+    assert "RNA" in scale["theirs_matches"]
+    assert all(m["consistent_with_their_scale"] for m in by_kind["element"] if m["row"] == 2)
+
+
+def test_worked_gemm_example_is_explained_by_auto(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_doc_block("validate-your-kernel.md", 2), "validate-your-kernel.md", "exec"), {})
+    a, b, c = np.load("a.npy"), np.load("b.npy"), np.load("c.npy")
+    r = fp4sim.verify_gemm(a, b, c, "ue5m3")
+    assert not r.bit_exact and r["mismatches"] > 0
+    r = fp4sim.verify_gemm(a, b, c, "ue5m3", datapath="auto", worst=0)
+    assert r.bit_exact and "probe-matched (inner sm90-bf16, no snap)" in r["explained_by"]
