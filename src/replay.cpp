@@ -131,12 +131,13 @@ stats::Figure ratio(float current, float held) {
   return stats::Figure::of(static_cast<double>(current) / static_cast<double>(held));
 }
 
+// NaN-ignoring max |x| (a NaN never compares greater), as the quantizer's tensor amax.
 float abs_max(std::span<const float> x) {
   float m = 0.0f;
-#pragma omp parallel for reduction(max : m) schedule(static) if (x.size() > (std::size_t{1} << 18))
+#pragma omp parallel for simd reduction(max : m) schedule(static) if (x.size() > (std::size_t{1} << 18))
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float a = std::fabs(x[i]);
-    if (a > m) m = a;
+    m = a > m ? a : m;
   }
   return m;
 }
@@ -1201,20 +1202,25 @@ std::string summary(const Result& r) {
   for (const Role role : {Role::activation, Role::weight, Role::grad_output}) {
     const char* tensor = role == Role::activation ? " (x)" : role == Role::weight ? " (w)" : " (dy)";
     out << "  " << pad(std::string(role_name(role)) + tensor, 18);
+    std::vector<std::optional<double>> means;
     std::optional<double> best;
-    std::string best_name = "-";
     for (const auto& n : r.recipe_names) {
       Mean m;
       for (const auto& e : r.tensors) {
         if (e.recipe == n && e.role == role) m.add(e.stats.error.sqnr_db());
       }
+      means.push_back(m.get());
       out << pad(opt(m.get(), "%.2f"), 12, true);
-      if (m.get() && (!best || *m.get() > *best)) {
-        best = m.get();
-        best_name = n;
+      if (m.get() && (!best || *m.get() > *best)) best = m.get();
+    }
+    // Recipes within 0.05 dB of the best are a tie.
+    std::string best_names;
+    for (std::size_t i = 0; i < means.size(); ++i) {
+      if (best && means[i] && *means[i] >= *best - 0.05) {
+        best_names += (best_names.empty() ? "" : " = ") + r.recipe_names[i];
       }
     }
-    out << "   " << best_name << "\n";
+    out << "   " << (best_names.empty() ? "-" : best_names) << "\n";
   }
 
   // Worst layers.

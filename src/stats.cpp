@@ -309,49 +309,53 @@ void accumulate_headroom(std::span<const float> x, std::size_t rows, std::size_t
                          float held_amax, float target, float element_max, std::span<HeadroomCounts> out) {
   const GlobalScale g = global_scale(held_amax, target, element_max);
   const float multiplier = fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max));
+  // Per format: U, and the largest ideal scale that RNE sends to 0. With subnormals that is half the
+  // smallest subnormal (a tie at exactly half goes to the even code, 0); without, the encoder decides.
+  std::vector<float> maxima, zero_below;
   std::vector<Float32Encoder> encoders;
-  std::vector<float> maxima;
   for (const HeadroomCounts& h : out) {
-    encoders.emplace_back(h.scale, EncodeOptions{Rounding::rne, true});
     maxima.push_back(decode_to_float(h.scale, h.scale.max_finite_code()));
+    zero_below.push_back(h.scale.has_subnormals() ? fp32::mul_rn(decode_to_float(h.scale, 1), 0.5f) : -1.0f);
+    encoders.emplace_back(h.scale, EncodeOptions{Rounding::rne, true});
   }
   const std::size_t br = static_cast<std::size_t>(block_rows), bc = static_cast<std::size_t>(block_cols);
   const std::size_t scale_rows = (rows + br - 1) / br, scale_cols = (cols + bc - 1) / bc;
-  std::vector<HeadroomCounts> total(out.begin(), out.end());
-  for (auto& t : total) t.blocks = t.saturated = t.underflow = 0;
-#pragma omp parallel if (rows * cols > (std::size_t{1} << 18))
-  {
-    std::vector<std::uint64_t> sat(out.size(), 0), under(out.size(), 0);
-    std::uint64_t blocks = 0;
-#pragma omp for schedule(static)
-    for (std::size_t sr = 0; sr < scale_rows; ++sr) {
-      for (std::size_t sc = 0; sc < scale_cols; ++sc) {
-        float amax = 0.0f;
-        for (std::size_t r = sr * br; r < std::min(rows, sr * br + br); ++r) {
-          for (std::size_t c = sc * bc; c < std::min(cols, sc * bc + bc); ++c) {
-            const float a = std::fabs(x[r * cols + c]);
-            amax = a > amax ? a : amax;
-          }
+  const std::size_t nf = out.size();
+  std::vector<std::uint64_t> sat(nf, 0), under(nf, 0);
+  std::uint64_t blocks = 0;
+  for (std::size_t sr = 0; sr < scale_rows; ++sr) {
+    for (std::size_t sc = 0; sc < scale_cols; ++sc) {
+      float amax = 0.0f;
+      const std::size_t c0 = sc * bc, n = std::min(cols, c0 + bc) - c0;
+      for (std::size_t r = sr * br; r < std::min(rows, sr * br + br); ++r) {
+        const float* xr = x.data() + r * cols + c0;
+        float m = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (std::size_t c = 0; c < n; ++c) {
+          const float a = std::fabs(xr[c]);
+          m = a > m ? a : m;
         }
-        ++blocks;
-        const float ideal = fp32::min(fp32::mul_rn(amax, multiplier), std::numeric_limits<float>::max());
-        for (std::size_t f = 0; f < out.size(); ++f) {
-          sat[f] += ideal > maxima[f];
-          if (ideal > 0.0f) {
-            const std::uint32_t code = encoders[f](std::bit_cast<std::uint32_t>(ideal));
-            under[f] += decode_to_float(out[f].scale, code) == 0.0f;
+        amax = m > amax ? m : amax;
+      }
+      ++blocks;
+      const float ideal = fp32::min(fp32::mul_rn(amax, multiplier), std::numeric_limits<float>::max());
+      for (std::size_t f = 0; f < nf; ++f) {
+        sat[f] += ideal > maxima[f];
+        if (ideal > 0.0f) {
+          if (zero_below[f] >= 0.0f) {
+            under[f] += ideal <= zero_below[f];
+          } else {
+            under[f] += decode_to_float(out[f].scale, encoders[f](std::bit_cast<std::uint32_t>(ideal))) == 0.0f;
           }
         }
       }
     }
-#pragma omp critical(fp4sim_headroom_merge)
-    for (std::size_t f = 0; f < out.size(); ++f) {
-      total[f].blocks += blocks;
-      total[f].saturated += sat[f];
-      total[f].underflow += under[f];
-    }
   }
-  for (std::size_t f = 0; f < out.size(); ++f) out[f].merge(total[f]);
+  for (std::size_t f = 0; f < nf; ++f) {
+    out[f].blocks += blocks;
+    out[f].saturated += sat[f];
+    out[f].underflow += under[f];
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

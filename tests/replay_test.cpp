@@ -657,3 +657,40 @@ TEST(ReplayCli, PlotsWhenMatplotlibIsAvailable) {
     EXPECT_GT(fs::file_size(dir / png), 10000u) << png;
   }
 }
+
+// accumulate_headroom's underflow test (ideal <= half the smallest subnormal) and saturation test
+// (ideal > U) against the encoder itself, on blocks whose amax spans 2^-40 .. 2^20.
+TEST(Replay, HeadroomCountsMatchTheScaleEncoder) {
+  std::vector<float> x(64 * 16);
+  std::mt19937 g(9);
+  std::uniform_real_distribution<float> e(-40.0f, 20.0f);
+  for (std::size_t b = 0; b < 64; ++b) {
+    const float amax = std::exp2(e(g));
+    for (std::size_t i = 0; i < 16; ++i) x[b * 16 + i] = amax * (i == 3 ? 1.0f : 0.25f);
+  }
+  x[5 * 16 + 3] = 0x1p-24f * 3.0f;  // some exact ties near the thresholds come from the grid below
+  for (const float held : {1.0f, 1e-3f, 1e4f}) {
+    std::vector<fp4sim::stats::HeadroomCounts> h(3);
+    h[0].scale = fp4sim::formats::ue4m3;
+    h[1].scale = fp4sim::formats::ue5m3;
+    h[2].scale = fp4sim::formats::ue5m3fn;
+    fp4sim::stats::accumulate_headroom(x, 64, 16, 1, 16, held, 448.0f, 6.0f, h);
+    const fp4sim::GlobalScale gs = fp4sim::global_scale(held, 448.0f, 6.0f);
+    const float mult = gs.encode * (1.0f / 6.0f);
+    for (auto& c : h) {
+      std::uint64_t sat = 0, under = 0;
+      const float max = fp4sim::decode_to_float(c.scale, c.scale.max_finite_code());
+      for (std::size_t b = 0; b < 64; ++b) {
+        float amax = 0;
+        for (std::size_t i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(x[b * 16 + i]));
+        const float ideal = std::min(amax * mult, std::numeric_limits<float>::max());
+        sat += ideal > max;
+        const auto code = fp4sim::encode(c.scale, ideal, fp4sim::EncodeOptions{fp4sim::Rounding::rne, true}).code;
+        under += ideal > 0 && fp4sim::decode_to_float(c.scale, code) == 0.0f;
+      }
+      EXPECT_EQ(c.blocks, 64u);
+      EXPECT_EQ(c.saturated, sat) << fp4sim::format_name(c.scale) << " held " << held;
+      EXPECT_EQ(c.underflow, under) << fp4sim::format_name(c.scale) << " held " << held;
+    }
+  }
+}
