@@ -317,24 +317,47 @@ def plot_block_sqnr(data, out):
 
 def plot_sweep(data, out):
     entries = data["tensors"]
-    groups = defaultdict(list)
+    synthetic = data.get("input") == "synthetic"
+    groups = defaultdict(lambda: defaultdict(list))  # input -> config -> SQNR values
     for t in entries:
-        key = t.get("distribution") or ("%s %s" % (t["layer"], t["tensor"]))
-        groups[key].append(t)
-    configs = sorted({t["recipe"] for t in entries})
-    fig, ax = plt.subplots(figsize=(max(8, 0.5 * len(configs) + 4), 5.5))
+        key = t.get("distribution") if synthetic else "tensor %s" % t["tensor"]
+        if finite(t.get("sqnr_db")):
+            groups[key][t["recipe"]].append(t["sqnr_db"])
+    configs = data.get("configs") or sorted({t["recipe"] for t in entries})
+    fig, axes = plt.subplots(2, 1, figsize=(max(9, 0.55 * len(configs) + 4), 9), sharex=True)
+    ax = axes[0]
     width = 0.8 / max(1, len(groups))
-    for gi, (key, ts) in enumerate(sorted(groups.items())):
-        by = {t["recipe"]: t for t in ts}
-        ys = [by[c]["sqnr_db"] if c in by and finite(by[c].get("sqnr_db")) else np.nan for c in configs]
+    for gi, (key, by) in enumerate(sorted(groups.items())):
+        ys = [np.mean(by[c]) if by.get(c) else np.nan for c in configs]
         ax.bar(np.arange(len(configs)) + (gi - (len(groups) - 1) / 2) * width, ys, width=width,
                color=COLORS[gi % len(COLORS)], label=key)
-    ax.set_xticks(range(len(configs)))
-    ax.set_xticklabels(configs, rotation=70, ha="right", fontsize=7)
-    ax.set_ylabel("SQNR (dB)")
-    ax.legend(fontsize=7)
+    vals = [v for by in groups.values() for vs in by.values() for v in vs]
+    if vals:
+        ax.set_ylim(max(0.0, min(vals) - 2), max(vals) + 0.18 * (max(vals) - max(0.0, min(vals) - 2)) + 1.5)
+    ax.set_ylabel("SQNR (dB)%s" % ("" if synthetic else ", mean over the trace's tensors"))
+    ax.legend(fontsize=7, ncol=min(5, len(groups)))
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title("Sweep: SQNR per configuration")
+    ax.set_title("Sweep over %s: SQNR per configuration" % ("synthetic distributions" if synthetic
+                                                            else os.path.basename(data.get("input", "?"))))
+    # Saturation and underflow of the block scales per configuration (all inputs together).
+    ax = axes[1]
+    sat = defaultdict(lambda: [0, 0, 0])
+    for t in entries:
+        s = sat[t["recipe"]]
+        s[0] += t["scale_saturated"]
+        s[1] += t["scale_underflow"]
+        s[2] += t["blocks"]
+    xs = np.arange(len(configs))
+    ax.bar(xs - 0.2, [sat[c][0] / max(1, sat[c][2]) for c in configs], width=0.4, color=COLORS[1],
+           label="blocks whose scale saturated")
+    ax.bar(xs + 0.2, [sat[c][1] / max(1, sat[c][2]) for c in configs], width=0.4, color=COLORS[0],
+           label="blocks whose scale underflowed")
+    ax.set_yscale("symlog", linthresh=1e-4)
+    ax.set_ylabel("fraction of blocks")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(configs, rotation=70, ha="right", fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "sqnr_sweep.png"), dpi=110)
     plt.close(fig)
