@@ -12,10 +12,16 @@
 #include <vector>
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "fp4sim/codec.hpp"
 #include "fp4sim/error.hpp"
 #include "fp4sim/gemm.hpp"
+#include "fp4sim/npy.hpp"
 
 namespace fp4sim {
 namespace {
@@ -442,6 +448,149 @@ const FastCase kFastCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(AllDatapaths, FastEqualsReference, ::testing::ValuesIn(kFastCases), fast_case_name);
+
+// ---------------------------------------------------------------------------------------------------
+// The CLI (CLI.md): `gemm` equals the library bit for bit; exit codes 2 (usage) and 3 (data) with no
+// partial output left behind; `mma` reproduces probe 2.
+
+namespace fs = std::filesystem;
+
+struct Cli {
+  int rc;
+  std::string out;
+};
+
+Cli run_cli(const std::string& args, const fs::path& dir) {
+  const fs::path log = dir / "cli.log";
+  const int raw = std::system((std::string(FP4SIM_BINARY) + " " + args + " >" + log.string() + " 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, text.str()};
+}
+
+fs::path temp_dir(const char* name) {
+  const fs::path dir = fs::temp_directory_path() / (std::string("fp4sim_gemm_cli_") + name + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(GemmCli, MatchesTheLibraryAndReportsErrors) {
+  if (!fs::exists(FP4SIM_BINARY)) GTEST_SKIP() << "fp4sim binary not built: " << FP4SIM_BINARY;
+  const fs::path dir = temp_dir("gemm");
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::size_t m = 8, n = 6, k = 128;
+  std::vector<float> x(m * k), w(n * k);
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : w) v = normal(rng) * 0.1f;
+  npy::write(dir / "a.npy", npy::DType::f4, {m, k}, x.data());
+  npy::write(dir / "b.npy", npy::DType::f4, {n, k}, w.data());
+  const Recipe recipe = *find_recipe("ue5m3");
+  const GemmOperands ops = operands_for(recipe, Gemm::fprop);
+  QuantizeRequest ra, rb;
+  ra.spec = ops.a;
+  rb.spec = ops.b;
+  const QuantizedTensor qa = quantize(recipe, ra, x, m, k), qb = quantize(recipe, rb, w, n, k);
+  for (const char* dp : {"exact", "probe-matched", "fp32-seq", "sm90-bf16", "ue5m3-native"}) {
+    const fs::path out = dir / (std::string(dp) + ".npy");
+    const Cli r = run_cli("gemm --recipe ue5m3 --a " + (dir / "a.npy").string() + " --b " + (dir / "b.npy").string() +
+                              " --datapath " + dp + " --out " + out.string(),
+                          dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    GemmRequest request;
+    request.datapath = dp;
+    const std::vector<float> expected = gemm(recipe, qa, qb, request);
+    const npy::Array c = npy::read(out);
+    ASSERT_EQ(c.shape, (std::vector<std::size_t>{m, n}));
+    const std::vector<float> got = npy::as_float32(c, out);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i])) << dp << " " << i;
+  }
+  // --list-datapaths names every row of the table.
+  const Cli list = run_cli("gemm --list-datapaths --json", dir);
+  EXPECT_EQ(list.rc, 0);
+  for (const Datapath& dp : datapath_presets()) EXPECT_NE(list.out.find("\"" + std::string(dp.name) + "\""), std::string::npos);
+  // Usage errors: exit 2.
+  const std::string ab = " --a " + (dir / "a.npy").string() + " --b " + (dir / "b.npy").string();
+  EXPECT_EQ(run_cli("gemm --recipe ue5m3" + ab + " --datapath nope", dir).rc, 2);
+  EXPECT_EQ(run_cli("gemm --recipe ue5m3" + ab + " --datapath exact --no-snap", dir).rc, 2);
+  EXPECT_EQ(run_cli("gemm --recipe ue5m3" + ab + " --inner nope", dir).rc, 2);
+  EXPECT_EQ(run_cli("gemm" + ab, dir).rc, 2);
+  // Data errors: exit 3, and no output file. probe-matched needs K % 64 == 0.
+  std::vector<float> x80(m * 80, 1.0f), w80(n * 80, 1.0f);
+  npy::write(dir / "a80.npy", npy::DType::f4, {m, 80}, x80.data());
+  npy::write(dir / "b80.npy", npy::DType::f4, {n, 80}, w80.data());
+  const fs::path bad = dir / "bad.npy";
+  const Cli r80 = run_cli("gemm --recipe ue5m3 --a " + (dir / "a80.npy").string() + " --b " + (dir / "b80.npy").string() +
+                              " --datapath probe-matched --out " + bad.string(),
+                          dir);
+  EXPECT_EQ(r80.rc, 3) << r80.out;
+  EXPECT_FALSE(fs::exists(bad));
+  EXPECT_EQ(run_cli("gemm --recipe ue5m3 --a " + (dir / "a.npy").string() + " --b " + (dir / "b80.npy").string() +
+                        " --out " + bad.string(),
+                    dir)
+                .rc,
+            3);  // K differs
+  EXPECT_FALSE(fs::exists(bad));
+  // sm100-mxf4nvf4 does not take UE5M3 scales.
+  EXPECT_EQ(run_cli("gemm --recipe ue5m3" + ab + " --datapath sm100-mxf4nvf4 --out " + bad.string(), dir).rc, 3);
+  EXPECT_EQ(run_cli("gemm --recipe nvfp4" + ab + " --datapath sm100-mxf4nvf4 --out " + (dir / "nv.npy").string(), dir).rc, 0);
+  fs::remove_all(dir);
+}
+
+TEST(MmaCli, ProbeTwoAndErrors) {
+  if (!fs::exists(FP4SIM_BINARY)) GTEST_SKIP() << "fp4sim binary not built: " << FP4SIM_BINARY;
+  const fs::path dir = temp_dir("mma");
+  std::vector<float> a(16, 0.0f), b(16, 0.0f);
+  a[0] = 128.0f, a[1] = -128.0f, b[0] = b[1] = 128.0f;
+  npy::write(dir / "a.npy", npy::DType::f4, {1, 16}, a.data());
+  npy::write(dir / "b.npy", npy::DType::f4, {16, 1}, b.data());
+  for (int e : {-11, -12}) {
+    const float c = std::ldexp(1.0f, e);
+    npy::write(dir / "c.npy", npy::DType::f4, {1, 1}, &c);
+    const Cli r = run_cli("mma --datapath sm90-bf16 --input-format bf16 --a " + (dir / "a.npy").string() + " --b " +
+                              (dir / "b.npy").string() + " --c " + (dir / "c.npy").string() + " --out " +
+                              (dir / "d.npy").string(),
+                          dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const npy::Array d = npy::read(dir / "d.npy");
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(npy::as_float32(d, dir / "d.npy")[0]), e == -11 ? 0x3A000000u : 0u);
+  }
+  const std::string ab = " --a " + (dir / "a.npy").string() + " --b " + (dir / "b.npy").string();
+  const fs::path bad = dir / "bad.npy";
+  EXPECT_EQ(run_cli("mma --datapath exact --input-format bf16" + ab + " --out " + bad.string(), dir).rc, 2);
+  EXPECT_EQ(run_cli("mma --datapath sm90-bf16 --input-format e4m3" + ab + " --out " + bad.string(), dir).rc, 2);
+  // A value bf16 cannot hold, and K not a multiple of the instruction's 16: data errors, no output.
+  std::vector<float> odd(16, 1.0f + 0x1p-10f);
+  npy::write(dir / "odd.npy", npy::DType::f4, {1, 16}, odd.data());
+  EXPECT_EQ(run_cli("mma --datapath sm90-bf16 --input-format bf16 --a " + (dir / "odd.npy").string() + " --b " +
+                        (dir / "b.npy").string() + " --out " + bad.string(),
+                    dir)
+                .rc,
+            3);
+  std::vector<float> a8(8, 1.0f), b8(8, 1.0f);
+  npy::write(dir / "a8.npy", npy::DType::f4, {1, 8}, a8.data());
+  npy::write(dir / "b8.npy", npy::DType::f4, {8, 1}, b8.data());
+  EXPECT_EQ(run_cli("mma --datapath sm90-bf16 --input-format bf16 --a " + (dir / "a8.npy").string() + " --b " +
+                        (dir / "b8.npy").string() + " --out " + bad.string(),
+                    dir)
+                .rc,
+            3);
+  EXPECT_FALSE(fs::exists(bad));
+  // An f16-accumulate row needs fp16-representable C.
+  const float c_wide = 1.0f + 0x1p-20f;
+  npy::write(dir / "cw.npy", npy::DType::f4, {1, 1}, &c_wide);
+  std::vector<float> h(16, 0.0f);
+  npy::write(dir / "h.npy", npy::DType::f4, {1, 16}, h.data());
+  npy::write(dir / "hb.npy", npy::DType::f4, {16, 1}, h.data());
+  EXPECT_EQ(run_cli("mma --datapath sm90-f16acc --input-format fp16 --a " + (dir / "h.npy").string() + " --b " +
+                        (dir / "hb.npy").string() + " --c " + (dir / "cw.npy").string() + " --out " + bad.string(),
+                    dir)
+                .rc,
+            3);
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace fp4sim

@@ -12,7 +12,7 @@ Reads the trace with h5py (trace-format.md), forms the three GEMMs of every capt
   q_rel_fro    ||C_exact - X W^T||_F / ||X W^T||_F against the float64 product of the unquantized
                operands (the quantization error the datapath error sits beside)
 
-Usage: tools/datapath_error.py TRACE.h5 [--fp4sim build-dp/fp4sim] [--json out.json] [--steps 1,200]
+Usage: tools/datapath_error.py TRACE.h5 [--fp4sim build-setup/fp4sim] [--json out.json] [--steps 1,200]
        tools/datapath_error.py synthetic   (heavy-tailed operands; ue5m3-native at F = 66 and F = 35)
 """
 import argparse
@@ -104,7 +104,10 @@ def synthetic(fp4sim, seeds=4, m=256, n=256, k=1024, spread=24):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
-    ap.add_argument("--fp4sim", default=os.path.join(os.path.dirname(__file__), "..", "build-dp", "fp4sim"))
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    found = [p for p in (os.path.join(root, d, "fp4sim") for d in ("build-setup", "build", "build-dp"))
+             if os.access(p, os.X_OK)]
+    ap.add_argument("--fp4sim", default=found[0] if found else "fp4sim", help="the fp4sim binary")
     ap.add_argument("--json")
     ap.add_argument("--steps", help="comma-separated steps (default: all captured)")
     ap.add_argument("--synthetic", action="store_true", help="also run the synthetic heavy-tailed comparison")
