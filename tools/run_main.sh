@@ -21,21 +21,7 @@ cmake --build "$build" --target fp4sim -j "$jobs"
 fp4sim=$build/fp4sim
 mkdir -p "$out"
 
-# Converts an array to E2M1 and prints input, code and decoded value side by side.
-convert_example() {
-  local input=$1
-  "$fp4sim" convert --format e2m1 --rounding rne --in "$input" --out "$out/example_e2m1.npy" \
-    --decoded "$out/example_e2m1_decoded.npy"
-  python3 - "$input" "$out/example_e2m1.npy" "$out/example_e2m1_decoded.npy" <<'EOF'
-import sys
-import numpy as np
-x, codes, decoded = (np.load(p) for p in sys.argv[1:4])
-print(f"fp4sim convert --format e2m1 --rounding rne --in {sys.argv[1]}")
-print(f"{'input':>12} {'code':>6} {'decoded':>8}")
-for v, c, d in zip(x.ravel(), codes.ravel(), decoded.ravel()):
-    print(f"{v:12.6g} {c:#06b} {d:8.6g}")
-EOF
-}
-
-# The main job (one line; the replay of traces/trace_a.h5 replaces it when `replay` lands).
-"$fp4sim" formats && convert_example traces/example.npy
+# The main job: replay the shipped training trace through the three recipe families and print the
+# summary; the JSON, CSV and plots land in out/.
+"$fp4sim" replay traces/trace_a.h5 --recipes ue5m3,nvfp4,mxfp4 \
+  --json "$out/replay_trace_a.json" --csv "$out/replay_trace_a.csv" --plots "$out/plots"
