@@ -144,6 +144,9 @@ void run_verify_quantize(VerifyQuantizeOptions o) {
 void setup_verify_quantize(CLI::App& app) {
   auto o = std::make_shared<VerifyQuantizeOptions>();
   o->recipe.add_to(app);
+  app.get_option("--tensor-scale")
+      ->description("a number: your FP32 tensor scale, compared with the golden one (see --tensor-scale-kind); "
+                    "none, current or periodic:D: the tensor-scale policy override");
   app.add_option("--role", o->role, "operand role: activation, weight or grad_output (as its first GEMM)")
       ->check(CLI::IsMember({"activation", "weight", "grad_output"}))
       ->default_val("activation");
