@@ -65,7 +65,8 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
                           std::uint16_t* d_out, std::size_t k_padded, void* stream);
 
 // C [M, N] (row-major, fp32) = epilogue(A [M, Kp] . B [N, Kp]^T) with BF16 operands (uint16 bits) through
-// mma.sync.m16n8k16 and FP32 accumulation chained in ascending k from +0.
+// the wgmma kernel (bf16-tc, when wgmma_available()) or mma.sync.m16n8k16, FP32 accumulation chained in
+// ascending k from +0.
 //   group_k == 0: bf16-tc: C = RN(acc * alpha)
 //   group_k == 64: probe-matched: group partials (4 chained k16 steps from +0) summed with add.rz from +0,
 //   optional snap RNE(C*1024)/1024, then RN(C * alpha).

@@ -56,8 +56,9 @@ Status dequantize(const QuantizedTensor& q, std::span<float> out);
 
 // ---- GEMM paths (emu/gemm.cu): C [M, N] = A [M, K] . B [N, K]^T from two quantized operands ----
 enum class GemmPath : std::uint8_t {
-  bf16_tc,        // encoded-domain operands (q * s, exact in BF16) through mma.sync.m16n8k16 bf16 tensor
-                  // cores, FP32 accumulation chained in ascending k (16 per step) from +0, then RN(acc * alpha)
+  bf16_tc,        // encoded-domain operands (q * s, exact in BF16) through bf16 tensor cores (wgmma m64n256k16
+                  // on an sm_90a build, else mma.sync.m16n8k16: the same bits), FP32 accumulation chained in
+                  // ascending k (16 per step) from +0, then RN(acc * alpha)
   probe_matched,  // 64-groups of 4 chained k16 mma steps from +0, add.rz.f32 of the group partials from +0,
                   // optional snap RNE(C * 1024) / 1024, then RN(C * alpha); needs K % 64 == 0
   exact,          // exact block-scaled sum on CUDA cores (integer superaccumulator), times alpha exactly,
