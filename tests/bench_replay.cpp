@@ -254,9 +254,10 @@ int main(int argc, char** argv) {
                 mbs, mbs_cpu, m.max_rss_kib / 1024.0, mbs >= 200.0 ? "met" : "missed");
     std::fflush(stdout);
   }
-  std::printf("\n* per recipe cpu: recipes x bytes over (CPU seconds / threads): what the run would reach with "
-              "the cores to itself\n  (an upper estimate of the wall rate on an idle machine; spinning OpenMP "
-              "barriers on a loaded machine inflate CPU time).\n");
+  std::printf("\n* per recipe cpu: recipes x bytes over (CPU seconds / threads), an estimate of the rate with the "
+              "cores to itself:\n  serial parts (HDF5 reads) make an idle machine's wall rate lower, OpenMP threads "
+              "spinning at barriers\n  on a loaded machine make this estimate lower. With OMP_NUM_THREADS=1 it is "
+              "the clean per-core rate.\n");
   if (!keep) fs::remove(trace);
   return 0;
 }
