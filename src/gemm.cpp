@@ -735,8 +735,11 @@ std::uint32_t round_scaled_exact_fast(double acc, float alpha) {
   const double a = static_cast<double>(alpha);
   const double p = acc * a;
   const double e = std::fma(acc, a, -p);
+  if (!(std::fabs(p) < 0x1p128)) return std::signbit(p) ? 0xFF800000u : 0x7F800000u;  // RNE overflow
   float f = static_cast<float>(p);  // RNE: the FP environment is never changed
-  if (e != 0.0 && static_cast<double>(f) != p && std::isfinite(f)) {
+  if (e != 0.0 && std::isinf(f) && std::fabs(p) == 0x1.ffffffp127 && (e < 0) != (p < 0)) {
+    f = std::copysign(std::numeric_limits<float>::max(), f);  // just below the overflow midpoint
+  } else if (e != 0.0 && static_cast<double>(f) != p && std::isfinite(f)) {
     const float g = std::nextafter(f, p > static_cast<double>(f) ? INFINITY : -INFINITY);
     const double mid = (static_cast<double>(f) + static_cast<double>(g)) * 0.5;  // exact
     if (p == mid && ((e > 0) == (g > f))) f = g;
@@ -744,14 +747,19 @@ std::uint32_t round_scaled_exact_fast(double acc, float alpha) {
   return std::bit_cast<std::uint32_t>(f);
 }
 
-// alpha * (exact double) rounded once to binary32 (integer product of the two significands).
-std::uint32_t round_scaled_exact(double acc, float alpha, std::uint32_t nan_bits) {
+// alpha * (exact double) rounded once to binary32 (integer product of the two significands), or by
+// the fast form when `fast`.
+std::uint32_t round_scaled_exact(double acc, float alpha, std::uint32_t nan_bits, bool fast = true) {
   if (std::isnan(alpha)) return nan_bits;
+  // Same order as exact_element: an infinite alpha times an exact zero sum is NaN (0 * Inf).
+  if (std::isinf(alpha)) {
+    if (acc == 0.0) return nan_bits;
+    return (acc < 0) != std::signbit(alpha) ? 0xFF800000u : 0x7F800000u;
+  }
   if (acc == 0.0) return 0u;
-  if (std::isinf(alpha)) return (acc < 0) != std::signbit(alpha) ? 0xFF800000u : 0x7F800000u;
   const bool negative = (acc < 0) != std::signbit(alpha);
   if (alpha == 0.0f) return negative ? 0x80000000u : 0u;
-  if (std::isfinite(alpha)) return round_scaled_exact_fast(acc, alpha);
+  if (fast) return round_scaled_exact_fast(acc, alpha);
   const auto db = std::bit_cast<std::uint64_t>(acc);
   const int field = static_cast<int>((db >> 52) & 0x7FF);
   const std::uint64_t m = (db & ((std::uint64_t{1} << 52) - 1)) | (field ? std::uint64_t{1} << 52 : 0);
@@ -779,8 +787,11 @@ std::uint32_t exact_scalar(const ReferenceContext& ref, const OperandInfo& a, st
   }
   const float alpha = ref.options.alpha;
   if (std::isnan(alpha)) return ref.options.datapath->nan_bits;
+  if (std::isinf(alpha)) {
+    if (sum == 0) return ref.options.datapath->nan_bits;
+    return (sum < 0) != std::signbit(alpha) ? 0xFF800000u : 0x7F800000u;
+  }
   if (sum == 0) return 0u;
-  if (std::isinf(alpha)) return (sum < 0) != std::signbit(alpha) ? 0xFF800000u : 0x7F800000u;
   const bool negative = (sum < 0) != std::signbit(alpha);
   if (alpha == 0.0f) return negative ? 0x80000000u : 0u;
   const Unpacked al = unpack_fp32(std::bit_cast<std::uint32_t>(alpha));
@@ -803,6 +814,10 @@ std::uint32_t exact_scalar(const ReferenceContext& ref, const OperandInfo& a, st
 }
 
 }  // namespace
+
+std::uint32_t round_scaled_alpha(double acc, float alpha, std::uint32_t nan_bits, bool fast) {
+  return round_scaled_exact(acc, alpha, nan_bits, fast);
+}
 
 bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmOptions& options, std::span<float> out) {
   const auto t_start = std::chrono::steady_clock::now();
@@ -928,7 +943,8 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
         if (sc.cls != Unpacked::finite || maxn == 0) continue;  // no nonzero element: contributes nothing
         const int lsb = sc.exp - sc.frac - op.elem_frac;
         s.sd[r * nkb + kb] = std::ldexp(static_cast<double>(sc.sig), lsb);  // exact (8-bit scale formats)
-        s.sf[r * nkb + kb] = static_cast<float>(s.sd[r * nkb + kb]);       // exact when the checks below pass
+        // exact when the checks below pass (a scale beyond binary32's range fails them)
+        s.sf[r * nkb + kb] = std::fabs(s.sd[r * nkb + kb]) <= 0x1p127 ? static_cast<float>(s.sd[r * nkb + kb]) : INFINITY;
         s.l[r * nkb + kb] = lsb;
         s.mx[r * nkb + kb] = me;
         min_l = std::min(min_l, lsb);

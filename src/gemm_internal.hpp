@@ -61,6 +61,10 @@ struct ReferenceContext {
   std::unique_ptr<EncodedTable> ta, tb;
 };
 
+// RN32(alpha * acc) for an exact binary64 acc, one rounding: by the binary64 product and its FMA error
+// term (fast, used by the exact kernel) or by the integer product of the significands (golden).
+std::uint32_t round_scaled_alpha(double acc, float alpha, std::uint32_t nan_bits, bool fast);
+
 // The fast kernels: fill c and return true, or return false when this datapath/operand combination has
 // no fast kernel (the caller then runs the reference in parallel).
 bool gemm_fast(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "fp4sim/error.hpp"
 #include "fp4sim/gemm.hpp"
 #include "fp4sim/npy.hpp"
+#include "../src/gemm_internal.hpp"
 
 namespace fp4sim {
 namespace {
@@ -175,6 +177,69 @@ TEST(ExactVsBoost, E8m0Extremes) {
   expect_exact_matches_boost(a, b, 1.0f, "e8m0 corners");
   // alpha pulls an out-of-range sum back into range: only an exact datapath gets it right.
   expect_exact_matches_boost(a, b, 0x1p-100f, "e8m0 corners, tiny alpha");
+}
+
+TEST(ExactVsBoost, OverflowMidpoint) {
+  // S = sum_{i<25} 2^(i+c) = (2^25 - 1) * 2^c from 25 E8M0 blocks of 32 (one 1*1 product each), and
+  // alpha = 2^(103 - c): alpha * S = 2^128 - 2^103, the binary32 overflow midpoint (ties to even: Inf).
+  // A 26th block adds -/+ 2^(c-14): just below (FLT_MAX) / just above (Inf). The rows fit the fast
+  // binary64 window, so this checks its rounding at the top of the range.
+  const int c = 20;
+  for (int tail : {0, -1, 1}) {
+    const std::size_t blocks = 26, k = blocks * 32;
+    std::vector<std::uint8_t> ca(k, 0), cb(k, 0), sa(blocks, 127), sb(blocks, 127);
+    for (std::size_t i = 0; i < 25; ++i) {
+      ca[i * 32] = cb[i * 32] = e2m1_code(1.0);
+      sa[i] = static_cast<std::uint8_t>(127 + c + static_cast<int>(i));
+    }
+    if (tail != 0) {
+      ca[25 * 32] = e2m1_code(tail < 0 ? -1.0 : 1.0);
+      cb[25 * 32] = e2m1_code(1.0);
+      sa[25] = static_cast<std::uint8_t>(127 + c - 14);
+    }
+    const auto a = make_tensor(1, k, ca, sa, 32, formats::e8m0);
+    const auto b = make_tensor(1, k, cb, sb, 32, formats::e8m0);
+    const float alpha = std::ldexp(1.0f, 103 - c);
+    expect_exact_matches_boost(a, b, alpha, "overflow midpoint");
+    GemmReport report;
+    GemmOptions o = options("exact", alpha);
+    o.report = &report;
+    const float got = gemm(a, b, o)[0];
+    EXPECT_EQ(report.reference_outputs, 0u) << "the binary64 window should hold this row pair";
+    EXPECT_EQ(got, tail < 0 ? std::numeric_limits<float>::max() : INFINITY) << tail;
+  }
+}
+
+// The fast RN32(alpha * acc) of the exact datapath (binary64 product, FMA error term, midpoint fix-up)
+// against the integer round-pack, on random values and on products built to land on binary32 midpoints.
+TEST(ExactRounding, FastEqualsIntegerRounding) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<std::uint64_t> bits64;
+  std::uniform_int_distribution<int> exp_acc(-300, 300), exp_alpha(-140, 120);
+  std::uniform_int_distribution<std::uint32_t> sig24(0x800000u, 0xFFFFFFu);
+  int checked = 0, midpoints = 0;
+  for (int t = 0; t < 2000000; ++t) {
+    float alpha;
+    double acc;
+    if (t % 2 == 0) {
+      acc = std::ldexp(static_cast<double>(bits64(rng) >> 11) + 1.0, exp_acc(rng) - 53) * ((t & 2) ? -1 : 1);
+      alpha = std::ldexp(static_cast<float>(sig24(rng)), exp_alpha(rng) - 23);
+    } else {
+      // acc = RN64(m / alpha) for a binary32 midpoint m: alpha * acc lies within a binary64 ulp of m.
+      const float f = std::ldexp(static_cast<float>(sig24(rng)), exp_alpha(rng) - 23);
+      const double m = (static_cast<double>(f) + static_cast<double>(std::nextafter(f, INFINITY))) * 0.5;
+      alpha = std::ldexp(static_cast<float>(sig24(rng)), exp_alpha(rng) / 4 - 23);
+      acc = m / static_cast<double>(alpha);
+      if (!std::isfinite(acc) || acc == 0) continue;
+      midpoints += std::fabs(static_cast<double>(alpha) * acc - m) == 0.0;
+    }
+    const std::uint32_t fast = detail::round_scaled_alpha(acc, alpha, 0x7FC00000u, true);
+    const std::uint32_t slow = detail::round_scaled_alpha(acc, alpha, 0x7FC00000u, false);
+    ASSERT_EQ(fast, slow) << std::hexfloat << acc << " * " << alpha;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1900000);
+  EXPECT_GT(midpoints, 1000);  // products that round to the midpoint in binary64
 }
 
 TEST(ExactVsBoost, MassiveCancellation) {
@@ -590,6 +655,31 @@ TEST(MmaCli, ProbeTwoAndErrors) {
                 .rc,
             3);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace fp4sim
+
+namespace fp4sim {
+namespace {
+
+// An infinite alpha times an exact zero sum is NaN (0 * Inf) in every implementation of `exact`:
+// the fast paths once returned +0 here while the reference and the GPU gave NaN.
+TEST(ExactEpilogue, InfiniteAlphaTimesZeroSumIsNan) {
+  std::vector<std::uint8_t> zeros(32, 0), ones(32, e2m1_code(1.0));
+  const auto a = make_tensor(1, 32, zeros, {scale_code(formats::ue5m3, 1.0), scale_code(formats::ue5m3, 1.0)}, 16,
+                             formats::ue5m3);
+  const auto b = make_tensor(1, 32, ones, {scale_code(formats::ue5m3, 1.0), scale_code(formats::ue5m3, 1.0)}, 16,
+                             formats::ue5m3);
+  for (GemmImpl impl : {GemmImpl::fast, GemmImpl::reference}) {
+    GemmOptions options;
+    options.datapath = find_datapath("exact");
+    options.alpha = std::numeric_limits<float>::infinity();
+    options.impl = impl;
+    const auto c = gemm(a, b, options);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_TRUE(std::isnan(c[0])) << "impl " << static_cast<int>(impl) << " gave " << c[0];
+  }
 }
 
 }  // namespace
