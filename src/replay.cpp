@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <numeric>
 #include <regex>
@@ -457,6 +458,29 @@ class Replayer {
     result_.headroom.push_back(std::move(h));
   }
 
+  // One GEMM of the layer with its operands in K-last orientation and its float64 reference.
+  struct GemmProblem {
+    Gemm gemm = Gemm::fprop;
+    std::vector<float> a, b;
+    std::size_t m = 0, n = 0, k = 0;
+    const LoadedTensor *ta = nullptr, *tb = nullptr;
+    std::vector<double> c;
+    double ref_sq = 0.0;
+    std::uint64_t stream_a = 0, stream_b = 0;
+  };
+
+  // One (GEMM, recipe) entry to compute: everything that touches the reader or the amax cache (the
+  // holds) is resolved before the parallel phase.
+  struct GemmTask {
+    const GemmProblem* problem = nullptr;
+    const Recipe* recipe = nullptr;
+    std::size_t recipe_index = 0;
+    GemmOperands ops;
+    std::optional<float> amax_ref_a, amax_ref_b;
+    bool reuse_a = false, reuse_b = false;
+    GemmEntry entry;
+  };
+
   void process_gemms(std::int64_t step, const trace::LayerInfo& layer, const LoadedTensor& x, const LoadedTensor& w,
                      const LoadedTensor& dy) {
     const std::size_t tokens = x.info->rows, in = x.info->cols, out = w.info->rows;
@@ -465,119 +489,155 @@ class Replayer {
       return std::vector<double>(t.f32.begin(), t.f32.end());
     };
     const std::vector<double> x64 = as_double(x), w64 = as_double(w), dy64 = as_double(dy);
-    for (const Gemm g : kGemms) {
+    std::vector<GemmProblem> problems(kGemms.size());
+    for (std::size_t gi = 0; gi < kGemms.size(); ++gi) {
       // Operands with K last: fprop A = x, B = w; dgrad A = dy, B = wᵀ; wgrad A = dyᵀ, B = xᵀ.
-      std::vector<float> a, b;
+      GemmProblem& p = problems[gi];
+      p.gemm = kGemms[gi];
       std::vector<double> a64, b64;
-      std::size_t m = 0, n = 0, k = 0;
-      const LoadedTensor *ta = nullptr, *tb = nullptr;
-      switch (g) {
+      switch (p.gemm) {
         case Gemm::fprop:
-          a = x.f32, b = w.f32, a64 = x64, b64 = w64, m = tokens, n = out, k = in, ta = &x, tb = &w;
+          p.a = x.f32, p.b = w.f32, a64 = x64, b64 = w64;
+          p.m = tokens, p.n = out, p.k = in, p.ta = &x, p.tb = &w;
           break;
         case Gemm::dgrad:
-          a = dy.f32, b = transpose(std::span<const float>(w.f32), out, in), a64 = dy64,
-          b64 = transpose(std::span<const double>(w64), out, in), m = tokens, n = in, k = out, ta = &dy, tb = &w;
+          p.a = dy.f32, p.b = transpose(std::span<const float>(w.f32), out, in);
+          a64 = dy64, b64 = transpose(std::span<const double>(w64), out, in);
+          p.m = tokens, p.n = in, p.k = out, p.ta = &dy, p.tb = &w;
           break;
         case Gemm::wgrad:
-          a = transpose(std::span<const float>(dy.f32), tokens, out), b = transpose(std::span<const float>(x.f32), tokens, in),
-          a64 = transpose(std::span<const double>(dy64), tokens, out), b64 = transpose(std::span<const double>(x64), tokens, in),
-          m = out, n = in, k = tokens, ta = &dy, tb = &x;
+          p.a = transpose(std::span<const float>(dy.f32), tokens, out);
+          p.b = transpose(std::span<const float>(x.f32), tokens, in);
+          a64 = transpose(std::span<const double>(dy64), tokens, out);
+          b64 = transpose(std::span<const double>(x64), tokens, in);
+          p.m = out, p.n = in, p.k = tokens, p.ta = &dy, p.tb = &x;
           break;
       }
-      const std::vector<double> c = matmul_abt(a64, b64, m, n, k);
-      double ref_sq = 0.0;
-      for (double v : c) ref_sq += v * v;
-      const std::uint64_t stream_a = stream_id(step, layer.name, ta->info->name, g);
-      const std::uint64_t stream_b = stream_id(step, layer.name, tb->info->name, g);
-      for (const Recipe& r : o_.recipes) {
-        const GemmOperands ops = operands_for(r, g);
-        GemmEntry e;
+      p.c = matmul_abt(a64, b64, p.m, p.n, p.k);
+      for (double v : p.c) p.ref_sq += v * v;
+      p.stream_a = stream_id(step, layer.name, p.ta->info->name, p.gemm);
+      p.stream_b = stream_id(step, layer.name, p.tb->info->name, p.gemm);
+    }
+
+    // Serial phase: holds and reference amaxes (reads the trace for held steps and RHT amaxes).
+    std::vector<GemmTask> tasks;
+    for (const GemmProblem& p : problems) {
+      for (std::size_t ri = 0; ri < o_.recipes.size(); ++ri) {
+        const Recipe& r = o_.recipes[ri];
+        GemmTask t;
+        t.problem = &p;
+        t.recipe = &r;
+        t.recipe_index = ri;
+        t.ops = operands_for(r, p.gemm);
+        GemmEntry& e = t.entry;
         e.step = step;
         e.layer = layer.name;
-        e.gemm = g;
+        e.gemm = p.gemm;
         e.recipe = r.name;
-        e.m = m, e.n = n, e.k = k;
-        e.stream_a = stream_a;
-        e.stream_b = stream_b;
-        // An operand quantized exactly as its tensor entry was (fprop x and w, dgrad dy: same spec,
-        // orientation, reference amax and random stream) reuses that entry's reconstruction.
-        struct Operand {
-          std::optional<QuantizedTensor> q;
-          std::vector<float> dequantized;
-        };
-        auto quantize_operand = [&](const OperandSpec& spec, const LoadedTensor& t, std::span<const float> data,
-                                    std::size_t rows, std::size_t cols, std::uint64_t stream, Hold& hold,
-                                    bool same_as_entry, bool need_codes) {
+        e.datapath = datapath_for(r);
+        e.m = p.m, e.n = p.n, e.k = p.k;
+        e.stream_a = p.stream_a;
+        e.stream_b = p.stream_b;
+        auto hold_of = [&](const OperandSpec& spec, const LoadedTensor& lt, Hold& hold) {
           float current;
           std::function<float(std::int64_t)> amax_at;
           if (spec.rht) {
-            current = rht_operand_amax(step, layer.name, t.info->role);
-            amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, t.info->role); };
+            current = rht_operand_amax(step, layer.name, lt.info->role);
+            amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, lt.info->role); };
           } else {
-            current = tensor_amax(step, layer.name, t.info->role);
-            amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, t.info->role); };
+            current = tensor_amax(step, layer.name, lt.info->role);
+            amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, lt.info->role); };
           }
           hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
-          Operand op;
-          if (same_as_entry && t.dequantized.size() == o_.recipes.size()) {
-            op.dequantized = t.dequantized[static_cast<std::size_t>(&r - o_.recipes.data())];
-            return op;
-          }
-          QuantizeRequest q;
-          q.spec = spec;
-          q.amax_ref = amax_ref(r, hold, current);
-          q.random.seed = o_.seed;
-          q.random.stream = stream;
-          op.q = quantize(r, q, data, rows, cols);
-          if (!need_codes) op.dequantized = dequantize(*op.q);
-          return op;
+          return amax_ref(r, hold, current);
         };
-        e.datapath = datapath_for(r);
+        t.amax_ref_a = hold_of(t.ops.a, *p.ta, e.hold_a);
+        t.amax_ref_b = hold_of(t.ops.b, *p.tb, e.hold_b);
+        // An operand quantized exactly as its tensor entry was (fprop x and w, dgrad dy: same spec,
+        // orientation, reference amax and random stream) reuses that entry's reconstruction.
         const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
-        const Operand qa = quantize_operand(ops.a, *ta, a, m, k, stream_a, e.hold_a, f64 && g != Gemm::wgrad, !f64);
-        const Operand qb = quantize_operand(ops.b, *tb, b, n, k, stream_b, e.hold_b, f64 && g == Gemm::fprop, !f64);
-        std::vector<double> chat;
-        try {
-          if (o_.gemm_evaluator) {
-            chat = o_.gemm_evaluator(r, g, *qa.q, *qb.q, e.datapath);
-          } else if (f64) {
-            chat = matmul_abt(std::vector<double>(qa.dequantized.begin(), qa.dequantized.end()),
-                              std::vector<double>(qb.dequantized.begin(), qb.dequantized.end()), m, n, k);
-          } else {
-            GemmRequest request;
-            request.datapath = e.datapath;
-            const std::vector<float> out = fp4sim::gemm(r, *qa.q, *qb.q, request);
-            chat.assign(out.begin(), out.end());
-          }
-        } catch (const DataError& error) {
-          // The datapath cannot take these operands (e.g. probe-matched with K % 64 != 0): the entry
-          // says why; the replay goes on.
-          e.rel_fro_err = stats::Figure::none(std::string("datapath ") + e.datapath + ": " + error.what());
-          e.ref_fro_norm = std::sqrt(ref_sq);
-          e.max_abs_err = std::nan("");
-          result_.gemms.push_back(std::move(e));
-          continue;
-        }
-        double err_sq = 0.0, max_abs = 0.0;
-        bool nonfinite = false;
-        for (std::size_t i = 0; i < c.size(); ++i) {
-          const double d = chat[i] - c[i];
-          if (!std::isfinite(d)) nonfinite = true;
-          err_sq += d * d;
-          max_abs = std::max(max_abs, std::fabs(d));
-        }
-        e.ref_fro_norm = std::sqrt(ref_sq);
-        e.max_abs_err = max_abs;
-        if (nonfinite) {
-          e.rel_fro_err = stats::Figure::none("non-finite values in the product (NaN/Inf inputs or overflow)");
-        } else if (ref_sq == 0.0) {
-          e.rel_fro_err = stats::Figure::none("reference product is all zero");
-        } else {
-          e.rel_fro_err = stats::Figure::of(std::sqrt(err_sq / ref_sq));
-        }
-        result_.gemms.push_back(std::move(e));
+        t.reuse_a = f64 && p.gemm != Gemm::wgrad && p.ta->dequantized.size() == o_.recipes.size();
+        t.reuse_b = f64 && p.gemm == Gemm::fprop && p.tb->dequantized.size() == o_.recipes.size();
+        tasks.push_back(std::move(t));
       }
+    }
+
+    // Parallel phase: one task per (GEMM, recipe); quantize() and gemm() run single-threaded inside.
+    std::vector<std::exception_ptr> failures(tasks.size());
+#pragma omp parallel for schedule(dynamic, 1) if (tasks.size() > 1)
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      try {
+        run_gemm_task(tasks[i]);
+      } catch (...) {
+        failures[i] = std::current_exception();  // rethrown below, on this thread, with its type
+      }
+    }
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (failures[i]) std::rethrow_exception(failures[i]);
+      result_.gemms.push_back(std::move(tasks[i].entry));
+    }
+  }
+
+  void run_gemm_task(GemmTask& t) {
+    const GemmProblem& p = *t.problem;
+    const Recipe& r = *t.recipe;
+    GemmEntry& e = t.entry;
+    const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
+    auto operand = [&](const OperandSpec& spec, const std::vector<float>& data, std::size_t rows,
+                       std::optional<float> ref, std::uint64_t stream, bool reuse, const LoadedTensor& lt,
+                       std::optional<QuantizedTensor>& q, std::vector<float>& deq) {
+      if (reuse) {
+        deq = lt.dequantized[t.recipe_index];
+        return;
+      }
+      QuantizeRequest request;
+      request.spec = spec;
+      request.amax_ref = ref;
+      request.random.seed = o_.seed;
+      request.random.stream = stream;
+      q = quantize(r, request, data, rows, p.k);
+      if (f64) deq = dequantize(*q);
+    };
+    std::optional<QuantizedTensor> qa, qb;
+    std::vector<float> da, db;
+    operand(t.ops.a, p.a, p.m, t.amax_ref_a, p.stream_a, t.reuse_a, *p.ta, qa, da);
+    operand(t.ops.b, p.b, p.n, t.amax_ref_b, p.stream_b, t.reuse_b, *p.tb, qb, db);
+    e.ref_fro_norm = std::sqrt(p.ref_sq);
+    std::vector<double> chat;
+    try {
+      if (o_.gemm_evaluator) {
+        chat = o_.gemm_evaluator(r, p.gemm, *qa, *qb, e.datapath);
+      } else if (f64) {
+        chat = matmul_abt(std::vector<double>(da.begin(), da.end()), std::vector<double>(db.begin(), db.end()), p.m,
+                          p.n, p.k);
+      } else {
+        GemmRequest request;
+        request.datapath = e.datapath;
+        const std::vector<float> c = fp4sim::gemm(r, *qa, *qb, request);
+        chat.assign(c.begin(), c.end());
+      }
+    } catch (const DataError& error) {
+      // The datapath cannot take these operands (e.g. probe-matched with K % 64 != 0): the entry says
+      // why; the replay goes on.
+      e.rel_fro_err = stats::Figure::none(std::string("datapath ") + e.datapath + ": " + error.what());
+      e.max_abs_err = std::nan("");
+      return;
+    }
+    double err_sq = 0.0, max_abs = 0.0;
+    bool nonfinite = false;
+    for (std::size_t i = 0; i < p.c.size(); ++i) {
+      const double d = chat[i] - p.c[i];
+      if (!std::isfinite(d)) nonfinite = true;
+      err_sq += d * d;
+      max_abs = std::max(max_abs, std::fabs(d));
+    }
+    e.max_abs_err = max_abs;
+    if (nonfinite) {
+      e.rel_fro_err = stats::Figure::none("non-finite values in the product (NaN/Inf inputs or overflow)");
+    } else if (p.ref_sq == 0.0) {
+      e.rel_fro_err = stats::Figure::none("reference product is all zero");
+    } else {
+      e.rel_fro_err = stats::Figure::of(std::sqrt(err_sq / p.ref_sq));
     }
   }
 

@@ -37,7 +37,8 @@ std::optional<HoldRule> parse_hold_rule(std::string_view name);
 
 // The GEMM-level evaluation of one quantized GEMM: returns Ĉ [M, N] (row-major, double) from the
 // quantized operands A [M, K] and B [N, K] (for tests and experiments; replay otherwise calls gemm.hpp
-// or, for datapath "f64", multiplies the dequantized operands in float64).
+// or, for datapath "f64", multiplies the dequantized operands in float64). Called concurrently from
+// OpenMP threads (one task per GEMM and recipe): it must be thread-safe.
 using GemmEvaluator = std::function<std::vector<double>(const Recipe& recipe, Gemm gemm, const QuantizedTensor& a,
                                                          const QuantizedTensor& b, const std::string& datapath)>;
 
