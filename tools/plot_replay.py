@@ -237,6 +237,12 @@ def plot_headroom(data, out):
         head[0]["period"], data.get("hold", "?"), exact, len(head)), fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower left", title="largest rho", title_fontsize=7, framealpha=0.8)
+    stale = sum(1 for h in head if h.get("held_exact") is False)
+    if stale and data.get("hold") == "window":
+        ax.text(0.5, 0.5, "%d of %d entries: refresh step not captured,\nso the step holds its own amax (rho = 1).\n"
+                "Capture a whole window, or replay with --hold previous." % (stale, len(head)),
+                transform=ax.transAxes, ha="center", va="center", fontsize=9,
+                bbox=dict(boxstyle="round", fc="#fff8dc", ec="#999999"))
 
     formats = list(head[0]["formats"].keys())
     width = 0.8 / max(1, len(formats))
