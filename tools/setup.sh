@@ -19,11 +19,11 @@ debian_packages=(
   libbenchmark-dev                           # tests/bench_*.cpp (Google Benchmark)
   libopenblas-dev                            # BLAS for the float32 reference GEMM
   libomp-dev                                 # OpenMP runtime headers (g++ itself uses libgomp)
-  python3 python3-pip                        # the Python tools below
+  python3 python3-pip python3-dev            # the Python tools below; headers for the module
 )
 # Python modules (import name=pip requirement): NumPy/h5py read and write the arrays and traces,
 # ml_dtypes and gfloat are independent references and the benchmark's comparison, pytest runs the
-# Python tests, matplotlib draws the figures.
+# Python tests, matplotlib draws the figures, nanobind and scikit-build-core build the Python module.
 python_modules=(
   "numpy=numpy"
   "h5py=h5py"
@@ -31,6 +31,8 @@ python_modules=(
   "gfloat=gfloat"
   "pytest=pytest"
   "matplotlib=matplotlib"
+  "nanobind=nanobind"                  # the Python module's bindings (python/)
+  "scikit_build_core=scikit-build-core"  # pip install . builds the module with the project's CMake
 )
 
 as_root() {
