@@ -870,7 +870,11 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   }
 
   if (tiles.int8_panels && kb_len % 4 != 0) tiles = cpu_has_avx2() ? isa_avx2::tiles() : isa_portable::tiles();
-  const std::size_t nkb = (k + kb_len - 1) / kb_len;
+  if (dp.kind == DatapathKind::gst_fdpa && (group_blocks == 0 || group_blocks > kGstMaxSub)) return false;
+  // Micro-blocks along K; a GST-FDPA instruction covers group_blocks of them, so K is padded with zero
+  // blocks to whole instructions there (a zero sub-block contributes nothing).
+  std::size_t nkb = (k + kb_len - 1) / kb_len;
+  if (dp.kind == DatapathKind::gst_fdpa) nkb = round_up(nkb, group_blocks);
   const std::size_t m_pad = round_up(m, kMR), n_pad = round_up(n, kNR);
   const std::size_t n_ip = m_pad / kMR, n_jp = n_pad / kNR;
 
@@ -925,6 +929,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
       const std::uint8_t* scale_row = op.q->scales.data() + (r / static_cast<std::size_t>(op.q->block_rows)) * op.q->scale_cols;
       for (std::size_t kb = 0; kb < nkb; ++kb) {
         const std::size_t k0 = kb * kb_len, k1 = std::min(k, k0 + kb_len);
+        if (k0 >= k) break;  // padding blocks: no elements, no scale
         const std::uint8_t code = scale_row[k0 / op.block];
         const Unpacked& sc = op.scale[code];
         if (sc.cls == Unpacked::nan || sc.cls == Unpacked::inf) {

@@ -435,7 +435,7 @@ struct FastCase {
 
 std::string fast_case_name(const ::testing::TestParamInfo<FastCase>& info) {
   std::string s = std::string(info.param.datapath) + "_" + info.param.scale + "_" + std::to_string(info.param.lo) + "_" +
-                  std::to_string(info.param.hi) + "_b" + std::to_string(info.param.block);
+                  std::to_string(info.param.hi) + "_b" + std::to_string(info.param.block) + "_k" + std::to_string(info.param.k);
   for (char& ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
@@ -510,6 +510,13 @@ const FastCase kFastCases[] = {
     {"sm100-mxf4nvf4", "e8m0", 0x60, 0xA0, 32, 320, 320, 256, true},
     {"sm100-mxf4nvf4", "e8m0", 0x00, 0xFE, 16, 320, 320, 128, true},
     {"ue5m3-native", "ue5m3", 0x00, 0xF7, 16, 320, 320, 256, true},
+    // K not a multiple of the block or of the GST instruction: partial last blocks and instructions.
+    {"exact", "ue5m3", 0x60, 0x90, 16, 320, 320, 200, true},
+    {"fp32-seq", "ue5m3", 0x60, 0x90, 16, 320, 320, 200, true},
+    {"sm90-bf16", "ue5m3", 0x60, 0x90, 16, 320, 320, 200, true},
+    {"sm100-mxf4nvf4", "ue4m3", 0x00, 0x7E, 16, 320, 320, 200, true},
+    {"ue5m3-native", "ue5m3", 0x00, 0xF7, 16, 320, 320, 200, true},
+    {"sm100-mxf4nvf4", "e8m0", 0x60, 0xA0, 32, 320, 320, 200, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(AllDatapaths, FastEqualsReference, ::testing::ValuesIn(kFastCases), fast_case_name);
