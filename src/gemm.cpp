@@ -1133,7 +1133,9 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   const std::size_t n_mc = (n_ip + kMcPanels - 1) / kMcPanels;
   const auto tasks = static_cast<std::int64_t>(n_mc * n_jp);
   const auto t_kernel = std::chrono::steady_clock::now();
-#pragma omp parallel for schedule(static)
+  // Dynamic: a thread that is descheduled (shared machines) does not leave the other spinning at the
+  // end; tasks are numbered MC-block-major, so consecutive tasks share the block of A.
+#pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::size_t mc = static_cast<std::size_t>(task) / n_jp, jp = static_cast<std::size_t>(task) % n_jp;
     const std::size_t ip1 = std::min(n_ip, (mc + 1) * kMcPanels);
