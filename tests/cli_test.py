@@ -263,8 +263,6 @@ def test_bad_rbits_exit_3(tmp_path, x32, rbits):
     assert files_in(tmp_path) == before
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (src/cli/convert.cpp): --rbits is checked with CLI::ExistingFile, so a "
-                   "missing rbits file exits 2, while a missing --in exits 3; CLI.md: an unreadable file is exit 3")
 def test_missing_rbits_file_exits_3(tmp_path, x32):
     r = run("convert", "--format", "e2m1", "--rounding", "sr-fast", "--rbits", tmp_path / "absent.npy", "--in", x32,
             "--out", tmp_path / "c.npy")
@@ -286,9 +284,6 @@ def test_unwritable_output_exits_3(tmp_path, x32):
     assert files_in(tmp_path) == ["x.npy"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (src/cli/convert.cpp): --decoded is written and renamed into place before "
-                   "--out is written, so a failure writing --out leaves the --decoded file behind (CLI.md: no partial "
-                   "output on failure)")
 def test_unwritable_codes_output_leaves_no_decoded_file(tmp_path, x32):
     r = run("convert", "--format", "e2m1", "--in", x32, "--out", tmp_path / "no" / "dir" / "c.npy",
             "--decoded", tmp_path / "y.npy")

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include "cli.hpp"
@@ -80,12 +81,18 @@ void run_convert(const ConvertOptions& o) {
     for (int b = 0; b < width; ++b) packed[i * width + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
   }
   const npy::DType code_type = width == 1 ? npy::DType::u1 : width == 2 ? npy::DType::u2 : npy::DType::u4;
+  npy::write(o.out, code_type, input.shape, packed.data());
   if (!o.decoded.empty()) {
     std::vector<double> decoded(codes.size());
     for (std::size_t i = 0; i < codes.size(); ++i) decoded[i] = decode_to_double(format, codes[i]);
-    npy::write(o.decoded, npy::DType::f8, input.shape, decoded.data());
+    try {
+      npy::write(o.decoded, npy::DType::f8, input.shape, decoded.data());
+    } catch (...) {
+      std::error_code ec;  // no partial output: the codes go too
+      std::filesystem::remove(o.out, ec);
+      throw;
+    }
   }
-  npy::write(o.out, code_type, input.shape, packed.data());
 }
 
 }  // namespace
@@ -101,8 +108,7 @@ void setup_convert(CLI::App& app) {
       ->check(CLI::Range(1, 16))
       ->default_val(8);
   app.add_option("--seed", o->seed, "Philox seed for stochastic rounding bits (stream 0)")->default_val(0);
-  app.add_option("--rbits", o->rbits, "explicit random integers (.npy, uint8/16/32, shape of --in)")
-      ->check(CLI::ExistingFile);
+  app.add_option("--rbits", o->rbits, "explicit random integers (.npy, uint8/16/32, shape of --in)");
   auto* sat = app.add_flag_function(
       "--saturate", [o](std::int64_t) { o->saturate = true; },
       "overflow to max finite (default for formats without Inf)");
