@@ -20,9 +20,9 @@ struct Mismatch : std::runtime_error {
 void setup_formats(CLI::App& app);
 void setup_convert(CLI::App& app);
 void setup_quantize(CLI::App& app);
-void setup_crosscheck(CLI::App& app);
 void setup_gemm(CLI::App& app);
 void setup_mma(CLI::App& app);
+void setup_crosscheck(CLI::App& app);
 void setup_verify(CLI::App& app);
 void setup_replay(CLI::App& app);
 void setup_sweep(CLI::App& app);
