@@ -197,16 +197,7 @@ struct VerifyGemmOptions {
 std::vector<float> read_matrix(const std::string& path, npy::Array& array) {
   array = npy::read(path);
   if (array.shape.size() != 2) throw DataError(path + ": expected a 2-D array");
-  if (array.dtype == npy::DType::f4) return npy::as_float32(array, path);
-  if (array.dtype != npy::DType::f8) throw DataError(path + ": expected float32 or float64, got " + npy::dtype_descr(array.dtype));
-  const std::vector<double> v = npy::as_float64(array);
-  std::vector<float> f(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    f[i] = static_cast<float>(v[i]);
-    if (static_cast<double>(f[i]) != v[i] && !std::isnan(v[i]))
-      throw DataError(path + ": element " + std::to_string(i) + " is not a binary32 value");
-  }
-  return f;
+  return npy::as_float32(array, path);
 }
 
 std::vector<std::uint32_t> read_rbits(const std::string& path, const npy::Array& operand, int sr_bits) {
