@@ -1,9 +1,9 @@
 """fp4sim's conversions, driven through `fp4sim convert`, against two independent oracles:
 
-* ml_dtypes 0.6 (float4_e2m1fn, float6_e2m3fn, float6_e3m2fn, float8_e4m3fn, float8_e5m2,
+* ml_dtypes 0.7.0 (float4_e2m1fn, float6_e2m3fn, float6_e3m2fn, float8_e4m3fn, float8_e5m2,
   float8_e8m0fnu, bfloat16; numpy's float16): every code, and 10^6 random binary32 inputs per format,
-  round to nearest even;
-* gfloat 0.5 (round_ndarray / encode_ndarray with the matching FormatInfo, including hand-built
+  round to nearest even, and binary64 inputs near every value and midpoint;
+* gfloat 0.5.2 (round_ndarray / encode_ndarray with the matching FormatInfo, including hand-built
   UE4M3, UE5M3 and UE5M3FN FormatInfos as in reference/semantics.md section 7.3): every code value,
   every midpoint and its binary32 neighbours, and 10^5 random binary32 inputs per format, rounding
   mode (rne rna rtz rup rdown) and saturation setting; and sr-fast / sr-fastest against gfloat's
@@ -11,11 +11,13 @@
 
 Options are matched to each oracle's conventions (ml_dtypes' astype does not saturate, except that
 its formats without Inf/NaN clamp to max), and the documented differences are excluded from the
-equality checks and asserted on their own (test_documented_*), so a change in either library shows:
+equality checks and asserted on their own (test_documented_*), so a change in either library shows.
+The versions are the pins of requirements.txt; with other versions installed, a documented behaviour
+that no longer holds skips its test with a message saying what differs (tests/pinned.py).
 
 ml_dtypes
-  D1. astype from float64 rounds through binary32 first (a double rounding): float64
-      -431.99999999999994 -> float8_e4m3fn gives -448, fp4sim -416. Only binary32 inputs are compared.
+  (D1, gone in 0.7.0: ml_dtypes 0.6.0's astype from float64 rounded through binary32 first, a double
+      rounding; 0.7.0 rounds binary64 once, as fp4sim does, and binary64 inputs are now compared.)
   D2. float4_e2m1fn / float6_*: +NaN -> the -0 code, -NaN -> the +0 code ("conversion from NaN is
       implementation-defined", mxfloat.h); fp4sim follows the hardware (semantics.md G3): NaN -> +max.
   D3. NaN results keep the input's sign (and e5m2 its quiet bit: 0x7E/0xFE, bf16 0x7FC0/0xFFC0, numpy
@@ -25,9 +27,8 @@ ml_dtypes
       code when e is even; fp4sim gives the even code (DESIGN.md: ties to the even code; the even
       exponent field for e8m0), as gfloat 0.5.2 does. (The brief for these tests expected the
       opposite — ml_dtypes even, gfloat always up — but these versions measure as stated here.)
-  D6. float8_e8m0fnu from binary32 subnormals: every input in (2^-127, 1.5 * 2^-127] gives 2^-126
-      (code 1), although 2^-127 (code 0) is nearer (e.g. 0x00400001 = (1 + 2^-22) * 2^-127); fp4sim
-      and gfloat give code 0 (measured over all 2^23 binary32 subnormals).
+  (D6, gone in 0.7.0: ml_dtypes 0.6.0 gave code 1 for every binary32 subnormal in (2^-127, 1.5 * 2^-127];
+      0.7.0 agrees with fp4sim and gfloat on all 2^23 subnormals but the tie 1.5 * 2^-127, which is D4.)
   D5. float8_e8m0fnu: zero and negative inputs -> NaN; fp4sim without saturation reports them as a
       data error (exit 3), which is checked.
 gfloat
@@ -57,6 +58,7 @@ import gfloat
 import ml_dtypes
 from gfloat import Domain, FormatInfo, RoundMode
 from gfloat import formats as gf
+from pinned import upstream_behaviour
 
 FP4SIM = os.environ.get("FP4SIM_BINARY")
 pytestmark = [
@@ -245,7 +247,6 @@ def test_random_binary32_agree_with_ml_dtypes(tmp_path, name):
     if name == "e8m0":
         keep &= (x > 0) | np.isnan(x)  # D5: zero and negatives are data errors here, checked below
         keep &= ~is_e8m0_tie(x)  # D4
-        keep &= ~((np.abs(x) > 2.0**-127) & (np.abs(x) <= 1.5 * 2.0**-127))  # D6
     x = x[keep]
     ours, _ = fp4sim_convert(tmp_path, x, name, saturate=ML_SATURATE[name])
     theirs = ml_codes(name, x)
@@ -264,35 +265,44 @@ def is_e8m0_tie(x):
     return np.isfinite(x) & (m == 0.75)
 
 
-def test_documented_ml_dtypes_double_rounding_from_float64(tmp_path):
-    # D1: ml_dtypes casts float64 through float32.
-    x = np.array([-431.99999999999994, 0.7499999999999999, 1 + 2.0**-8 + 2.0**-40])
-    assert x[:1].astype(ml_dtypes.float8_e4m3fn).view(np.uint8)[0] == 0xFE
-    assert x[1:2].astype(ml_dtypes.float4_e2m1fn).view(np.uint8)[0] == 0x2
-    assert x[2:].astype(ml_dtypes.bfloat16).view(np.uint16)[0] == 0x3F80
-    ours, _ = fp4sim_convert(tmp_path, x[:1], "e4m3")
-    assert ours.tolist() == [0xFD]
-    ours, _ = fp4sim_convert(tmp_path, x[1:2], "e2m1")
-    assert ours.tolist() == [0x1]
-    ours, _ = fp4sim_convert(tmp_path, x[2:], "bf16")
-    assert ours.tolist() == [0x3F81]
-    # gfloat rounds the binary64 value once, as fp4sim does.
-    assert gfloat.round_ndarray(gf.format_info_ocp_e4m3, x[:1])[0] == -416.0
+def test_binary64_inputs_agree_with_ml_dtypes(tmp_path):
+    # Binary64 inputs within a few binary32 ulps of every value and midpoint (where a rounding through
+    # binary32 first would differ), both signs. ml_dtypes 0.6.0 rounded them twice (D1, now gone).
+    rng = np.random.default_rng(SEED)
+    for name in ("e2m1", "e4m3", "e5m2", "bf16"):
+        vals = format_values(name)
+        centres = np.concatenate([vals, (vals[:-1] + vals[1:]) / 2])
+        x = np.repeat(centres, 8) * (1 + rng.integers(-2**33, 2**33, 8 * len(centres)) * 2.0**-53)
+        x = np.concatenate([x, [-431.99999999999994, 0.7499999999999999, 1 + 2.0**-8 + 2.0**-40]])
+        ours, _ = fp4sim_convert(tmp_path, x, name, saturate=ML_SATURATE[name])
+        with upstream_behaviour("ml_dtypes", f"binary64 -> {name} rounded once (not through binary32)"):
+            theirs = ml_codes(name, x)
+            bad = np.flatnonzero(ours != theirs)
+            assert bad.size == 0, [f"{name} input {x[i]!r}: fp4sim 0x{ours[i]:X}, ml_dtypes 0x{theirs[i]:X}"
+                                   for i in bad[:10]]
+    # The three inputs that ml_dtypes 0.6.0 double-rounded, by hand, and gfloat on the first.
+    for name, x, code in (("e4m3", -431.99999999999994, 0xFD), ("e2m1", 0.7499999999999999, 0x1),
+                          ("bf16", 1 + 2.0**-8 + 2.0**-40, 0x3F81)):
+        ours, _ = fp4sim_convert(tmp_path, np.array([x]), name)
+        assert ours.tolist() == [code], name
+    assert gfloat.round_ndarray(gf.format_info_ocp_e4m3, np.array([-431.99999999999994]))[0] == -416.0
 
 
 def test_documented_ml_dtypes_nan_conventions(tmp_path):
     x = np.array([np.nan, -np.nan], np.float32)
     for name in ("e2m1", "e2m3", "e3m2"):
-        assert ml_codes(name, x).tolist() == [1 << (CODE_BITS[name] - 1), 0]  # D2: +NaN -> -0, -NaN -> +0
         ours, _ = fp4sim_convert(tmp_path, x, name)
         top = (1 << (CODE_BITS[name] - 1)) - 1
         assert ours.tolist() == [top, top]  # G3: NaN -> +max
-    assert ml_codes("e4m3", x).tolist() == [0x7F, 0xFF]  # D3
-    assert ml_codes("e5m2", x).tolist() == [0x7E, 0xFE]
-    assert ml_codes("bf16", x).tolist() == [0x7FC0, 0xFFC0]
     for name, nan in (("e4m3", 0x7F), ("e5m2", 0x7F), ("bf16", 0x7FFF), ("fp16", 0x7FFF), ("e8m0", 0xFF)):
         ours, _ = fp4sim_convert(tmp_path, x, name)
         assert ours.tolist() == [nan, nan], name
+    with upstream_behaviour("ml_dtypes", "D2/D3: NaN conversions"):
+        for name in ("e2m1", "e2m3", "e3m2"):
+            assert ml_codes(name, x).tolist() == [1 << (CODE_BITS[name] - 1), 0]  # D2: +NaN -> -0, -NaN -> +0
+        assert ml_codes("e4m3", x).tolist() == [0x7F, 0xFF]  # D3
+        assert ml_codes("e5m2", x).tolist() == [0x7E, 0xFE]
+        assert ml_codes("bf16", x).tolist() == [0x7FC0, 0xFFC0]
 
 
 def test_documented_e8m0_ties(tmp_path):
@@ -301,38 +311,43 @@ def test_documented_e8m0_ties(tmp_path):
     even = np.where((e + 127) % 2 == 0, e + 127, e + 128)
     ours, _ = fp4sim_convert(tmp_path, x, "e8m0", saturate=False)
     np.testing.assert_array_equal(ours, even)  # fp4sim: the even code
-    ml = ml_codes("e8m0", x)
-    np.testing.assert_array_equal(ml, np.where(e + 128 <= 254, e + 128, 0xFF))  # D4: always up (0xFF past 2^127)
-    g = gfloat.encode_ndarray(gf.format_info_ocp_e8m0, gfloat.round_ndarray(gf.format_info_ocp_e8m0, x.astype(np.float64)))
-    np.testing.assert_array_equal(g.astype(np.int64), even)  # gfloat 0.5.2: the even code, as fp4sim
+    with upstream_behaviour("gfloat", "e8m0 ties to the even code"):
+        g = gfloat.encode_ndarray(gf.format_info_ocp_e8m0,
+                                  gfloat.round_ndarray(gf.format_info_ocp_e8m0, x.astype(np.float64)))
+        np.testing.assert_array_equal(g.astype(np.int64), even)  # the even code, as fp4sim
+    with upstream_behaviour("ml_dtypes", "D4: e8m0 ties away from zero"):
+        ml = ml_codes("e8m0", x)
+        np.testing.assert_array_equal(ml, np.where(e + 128 <= 254, e + 128, 0xFF))  # always up (0xFF past 2^127)
 
 
-def test_documented_e8m0_binary32_subnormals(tmp_path):
-    # D6, over every binary32 subnormal.
+def test_e8m0_binary32_subnormals_agree_with_ml_dtypes_and_gfloat(tmp_path):
+    # Every binary32 subnormal: RNE between 2^-127 (code 0) and 2^-126 (code 1), the tie to code 0 (even).
     bits = np.arange(1, 1 << 23, dtype=np.uint32)
     x = bits.view(np.float32)
-    ml = x.astype(ml_dtypes.float8_e8m0fnu).view(np.uint8).astype(np.int64)
     xd = x.astype(np.float64)
-    exact = (xd > 1.5 * 2.0**-127).astype(np.int64)  # RNE between 2^-127 (0) and 2^-126 (1); tie -> 0 (even)
-    deviating = (xd > 2.0**-127) & (xd <= 1.5 * 2.0**-127)
-    np.testing.assert_array_equal(ml[~deviating], exact[~deviating])
-    assert (ml[deviating] == 1).all() and (exact[deviating] == 0).all() and deviating.sum() == (1 << 21)
+    exact = (xd > 1.5 * 2.0**-127).astype(np.int64)
     ours, _ = fp4sim_convert(tmp_path, x, "e8m0", saturate=False)
     np.testing.assert_array_equal(ours, exact)
     g = gfloat.encode_ndarray(gf.format_info_ocp_e8m0, gfloat.round_ndarray(gf.format_info_ocp_e8m0, xd[xd >= 2.0**-127]))
     np.testing.assert_array_equal(g.astype(np.int64), exact[xd >= 2.0**-127])
+    tie = xd == 1.5 * 2.0**-127
+    with upstream_behaviour("ml_dtypes", "e8m0 from binary32 subnormals (D6 gone; D4 at the tie)"):
+        ml = x.astype(ml_dtypes.float8_e8m0fnu).view(np.uint8).astype(np.int64)
+        np.testing.assert_array_equal(ml[~tie], exact[~tie])
+        assert ml[tie].tolist() == [1]  # D4: the tie goes up
 
 
 @pytest.mark.parametrize("x", [0.0, -0.0, -1.0, -2.0**-130])
 def test_documented_e8m0_zero_and_negative(tmp_path, x):
     a = np.array([x], np.float32)
-    assert np.isnan(a.astype(ml_dtypes.float8_e8m0fnu).astype(np.float64)[0])  # D5: NaN
     fp4sim_convert(tmp_path, a, "e8m0", saturate=False, expect_rc=3)
     if x == 0.0:
         ours, _ = fp4sim_convert(tmp_path, a, "e8m0", saturate=True)
         assert ours.tolist() == [0]  # saturating: the minimum 2^-127, as ml_dtypes' kSaturate
     else:
         fp4sim_convert(tmp_path, a, "e8m0", saturate=True, expect_rc=3)
+    with upstream_behaviour("ml_dtypes", "D5: e8m0 from zero or a negative value is NaN"):
+        assert np.isnan(a.astype(ml_dtypes.float8_e8m0fnu).astype(np.float64)[0])
 
 
 # --- gfloat ---------------------------------------------------------------------------------------
@@ -399,15 +414,19 @@ def test_stochastic_modes_agree_with_gfloat(tmp_path, name, mode):
 
 def test_documented_gfloat_differences(tmp_path):
     # G1: no sign check for unsigned formats.
-    assert gfloat.round_ndarray(GF_FORMATS["ue5m3fn"], np.array([-1.0]))[0] == -1.0
     fp4sim_convert(tmp_path, np.array([-1.0], np.float32), "ue5m3fn", expect_rc=3)
+    with upstream_behaviour("gfloat", "G1: no sign check for unsigned formats"):
+        assert gfloat.round_ndarray(GF_FORMATS["ue5m3fn"], np.array([-1.0]))[0] == -1.0
     # G2: IEEE formats, saturating: Inf -> max in gfloat, Inf in fp4sim.
-    assert gfloat.round_ndarray(gf.format_info_ocp_e5m2, np.array([np.inf]), RoundMode.TiesToEven, True)[0] == 57344.0
     ours, _ = fp4sim_convert(tmp_path, np.array([np.inf, -np.inf], np.float32), "e5m2", saturate=True)
     assert ours.tolist() == [0x7C, 0xFC]
+    with upstream_behaviour("gfloat", "G2: saturating IEEE formats clamp Inf"):
+        assert gfloat.round_ndarray(gf.format_info_ocp_e5m2, np.array([np.inf]), RoundMode.TiesToEven,
+                                    True)[0] == 57344.0
     # G3: e8m0 below 2^-127.
     tiny = np.array([2.0**-128, 2.0**-140])
-    assert gfloat.round_ndarray(gf.format_info_ocp_e8m0, tiny).tolist() == tiny.tolist()
     for sat in (True, False):
         ours, _ = fp4sim_convert(tmp_path, tiny.astype(np.float32), "e8m0", saturate=sat)
         assert ours.tolist() == [0, 0]
+    with upstream_behaviour("gfloat", "G3: e8m0 values below 2^-127 come back unchanged"):
+        assert gfloat.round_ndarray(gf.format_info_ocp_e8m0, tiny).tolist() == tiny.tolist()

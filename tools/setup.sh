@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fp4sim needs to build, test and benchmark on Debian 12 (as root, or with sudo), and
 # nothing when everything is already there: each Debian package is checked with dpkg-query and each
-# Python module with an import before anything is fetched, and `apt-get update` runs at most once.
+# Python package's installed version against its pin in requirements.txt before anything is fetched,
+# and `apt-get update` runs at most once.
 #
 # The CUDA toolkit is not installed here (Debian 12 has none recent enough for sm_90); CMake builds
 # the kernels in emu/ when it finds nvcc, and leaves them out otherwise.
@@ -21,19 +22,10 @@ debian_packages=(
   libomp-dev                                 # OpenMP runtime headers (g++ itself uses libgomp)
   python3 python3-pip python3-dev            # the Python tools below; headers for the module
 )
-# Python modules (import name=pip requirement): NumPy/h5py read and write the arrays and traces,
-# ml_dtypes and gfloat are independent references and the benchmark's comparison, pytest runs the
-# Python tests, matplotlib draws the figures, nanobind and scikit-build-core build the Python module.
-python_modules=(
-  "numpy=numpy"
-  "h5py=h5py"
-  "ml_dtypes=ml_dtypes>=0.5"  # float4_e2m1fn arrived in 0.5
-  "gfloat=gfloat"
-  "pytest=pytest"
-  "matplotlib=matplotlib"
-  "nanobind=nanobind"                  # the Python module's bindings (python/)
-  "scikit_build_core=scikit-build-core"  # pip install . builds the module with the project's CMake
-)
+# Python packages: exactly the versions pinned in requirements.txt (NumPy/h5py read and write arrays
+# and traces, ml_dtypes and gfloat are independent oracles, pytest runs the Python tests, matplotlib draws
+# the figures, nanobind and scikit-build-core build the Python module).
+requirements=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/requirements.txt
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -60,15 +52,25 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python=$(command -v python3)
-missing=()
-for entry in "${python_modules[@]}"; do
-  module=${entry%%=*}
-  if ! "$python" -c "import $module" >/dev/null 2>&1; then
-    missing+=("${entry#*=}")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup.sh: installing Python packages for $python: ${missing[*]}"
+# The pins that the installed packages do not meet (a missing package, or another version).
+unmet=$("$python" - "$requirements" <<'PY'
+import sys
+from importlib import metadata
+for line in open(sys.argv[1]):
+    requirement = line.split("#", 1)[0].strip()
+    if not requirement:
+        continue
+    name, version = requirement.split("==")
+    try:
+        installed = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        installed = None
+    if installed != version:
+        print(requirement)
+PY
+)
+if [ -n "$unmet" ]; then
+  echo "setup.sh: installing pinned Python packages for $python:" $unmet
   pip_flags=(--quiet --disable-pip-version-check --root-user-action=ignore)
   # Debian's own python3 is "externally managed" (PEP 668); pip then needs an explicit override.
   stdlib=$("$python" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
@@ -76,9 +78,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     pip_flags+=(--break-system-packages)
   fi
   if [ -w "$("$python" -c 'import site; print(site.getsitepackages()[0])')" ]; then
-    "$python" -m pip install "${pip_flags[@]}" "${missing[@]}"
+    "$python" -m pip install "${pip_flags[@]}" -r "$requirements"
   else
-    as_root "$python" -m pip install "${pip_flags[@]}" "${missing[@]}"
+    as_root "$python" -m pip install "${pip_flags[@]}" -r "$requirements"
   fi
 fi
 
