@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
     mult = fminf(__frcp_rn(__fmul_rn(s, a.gd)), FLT_MAX);
   } else {
     if (nonfinite) {
-      // NaN or Inf in the block: scale NaN (0xFF); the elements are encoded unscaled (semantics.md M5).
+      // NaN or Inf in the block: scale NaN (0xFF); the elements are encoded unscaled (docs/semantics.md M5).
       scale_code = 0xFFu;
       mult = 1.0f;
     } else {

@@ -55,7 +55,7 @@ std::vector<std::size_t> shape_of(const A& a) {
   return s;
 }
 
-// A 1-D (one row) or 2-D tensor, as CLI.md takes them.
+// A 1-D (one row) or 2-D tensor, as docs/cli.md takes them.
 template <class A>
 std::pair<std::size_t, std::size_t> rows_cols(const A& a, const char* what) {
   if (a.ndim() == 1) return {1, a.shape(0)};

@@ -102,7 +102,7 @@ Encoded encode_zero(const Format& f, const EncodeOptions& o, bool negative) {
 }
 
 // NaN becomes the canonical NaN; a format without NaN takes +max finite under satfinite (cvt.rn.satfinite
-// e2m1: NaN -> 0x7, semantics.md G3) and is a data error otherwise.
+// e2m1: NaN -> 0x7, docs/semantics.md G3) and is a data error otherwise.
 Encoded encode_nan(const Format& f, const EncodeOptions& o) {
   if (o.convention == SpecialConvention::te_python && !f.has_nan()) return {0, 0};
   if (f.has_nan()) return {f.nan_code(), 0};

@@ -52,29 +52,29 @@ constexpr FusedParams gst(int frac_bits, bool scale_sign_ignored) {
 
 constexpr std::uint32_t kF16Nan = 0x7FFFE000u;  // fp16 0x7FFF widened to binary32
 
-// The table. Parameters: reference/datapath.md §6.2 (MMA-Sim nv_ptx.py/arithmetic.py; Khattak–Mikaitis
+// The table. Parameters: docs/datapaths.md §6.2 (MMA-Sim nv_ptx.py/arithmetic.py; Khattak–Mikaitis
 // models/*TC.m). Open points (§6.3) are decided here, one place, as SoftFloat keeps its choices in
 // specialize.h: O3 floor = K–M min_exp_limit; O8 zeros take no part in E_max; O4 exact zero is +0;
-// O5 overflow -> Inf (measured on H200, DESIGN.md).
+// O5 overflow -> Inf (measured on H200, docs/design.md).
 const Datapath kPresets[] = {
     {.name = "exact",
      .kind = DatapathKind::exact,
      .summary = "exact sum of all scaled products (wide fixed point), alpha applied exactly, one RNE rounding to FP32",
-     .source = "fp4sim golden reference (semantics.md G5 without intermediate rounding); docs/datapaths.md",
+     .source = "fp4sim golden reference (docs/semantics.md G5 without intermediate rounding); docs/datapaths.md",
      .alpha = AlphaSource::recipe,
      .nan_bits = 0x7FC00000u},
     {.name = "fp32-seq",
      .kind = DatapathKind::fp32_seq,
      .summary = "exact per-block terms s_a*s_b*sum(q_a*q_b), sequential FP32 RNE accumulation in K-block order "
                 "from +0, then RN(y*alpha), alpha by division",
-     .source = "TransformerEngine reference_nvfp4.py::qgemm (semantics.md G5, N11, M8)",
+     .source = "TransformerEngine reference_nvfp4.py::qgemm (docs/semantics.md G5, N11, M8)",
      .alpha = AlphaSource::division,
      .nan_bits = 0x7FC00000u},
     {.name = "probe-matched",
      .kind = DatapathKind::probe_matched,
      .summary = "64-deep groups through an inner tensor-core datapath (4 chained k16 steps from +0), group "
                 "partials add.rz.f32 in order from +0, RNE(C*1024)/1024 snap, RN(C*alpha), alpha by reciprocal",
-     .source = "UE5M3 paper §6, backends/triton/gemm.py probe_matched_triton_issue_rz (paper.md §5; DESIGN.md)",
+     .source = "UE5M3 paper §6, backends/triton/gemm.py probe_matched_triton_issue_rz (docs/semantics.md P5; docs/design.md)",
      .inner = "sm90-bf16",
      .group_k = 64,
      .snap = true,
@@ -141,7 +141,7 @@ const Datapath kPresets[] = {
      .kind = DatapathKind::gst_fdpa,
      .summary = "B200 tcgen05.mma kind::mxf4nvf4 (K=64): exact 16-element sub-block sums, scales applied exactly, "
                 "4 sub-block terms + C in one T-FDPA with F=35 relative to the scale-exponent sum, RZ",
-     .source = "MMA-Sim arithmetic.py nv_fused_dot_add_with_block_scale (GST-FDPA); reference/datapath.md §1.4",
+     .source = "MMA-Sim arithmetic.py nv_fused_dot_add_with_block_scale (GST-FDPA); docs/datapaths.md §1.4",
      .fused = gst(35, true),
      .inputs = kMxf4In,
      .scale_formats = kMxf4Scales,

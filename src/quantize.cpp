@@ -41,7 +41,7 @@ namespace {
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
 
-// NaN-ignoring |x| max, as the NVFP4 kernels' fmaxf / max.xorsign.abs do (semantics.md N2).
+// NaN-ignoring |x| max, as the NVFP4 kernels' fmaxf / max.xorsign.abs do (docs/semantics.md N2).
 float abs_max(float acc, float x) { return std::fabs(x) > acc ? std::fabs(x) : acc; }
 
 // The exponent e of 2^e <= |x| < 2^(e+1) for finite nonzero binary32, subnormals included.
@@ -103,7 +103,7 @@ class ScaleChooser {
     const int emax_element = floor_log2(element_max_);
     if (has_nonfinite) {
       // torchao / OCP: NaN or Inf in the block marks the whole block NaN. The element codes of such a
-      // block are implementation-defined (semantics.md M5); unscaled, NaN -> 0x7 and Inf -> +-6 as G3.
+      // block are implementation-defined (docs/semantics.md M5); unscaled, NaN -> 0x7 and Inf -> +-6 as G3.
       b.code = static_cast<std::uint8_t>(recipe_.scale.nan_code());
       b.value = std::numeric_limits<float>::quiet_NaN();
       b.multiplier = 1.0f;

@@ -57,7 +57,7 @@ Recipe make_nvfp4() {
   r.name = "nvfp4";
   r.source =
       "NVIDIA TransformerEngine NVFP4BlockScaling, CUDA kernels (core_nvfp4.cuh, quantize_transpose_nvfp4.cuh; "
-      "semantics.md N1-N12): E2M1 + E4M3 (UE4M3) block 16, 16x16 weight tiles, current tensor amax, T=448, "
+      "docs/semantics.md N1-N12): E2M1 + E4M3 (UE4M3) block 16, 16x16 weight tiles, current tensor amax, T=448, "
       "sr-fastest on gradients, RHT on wgrad operands, zero scale kept (multiplier FLT_MAX)";
   r.element = formats::e2m1;
   r.scale = formats::ue4m3;
@@ -81,7 +81,7 @@ Recipe make_nvfp4() {
 Recipe make_nvfp4_norht() {
   Recipe r = make_nvfp4();
   r.name = "nvfp4-norht";
-  r.source = "TransformerEngine NVFP4 with disable_rht=True (semantics.md N1-N12 without N8)";
+  r.source = "TransformerEngine NVFP4 with disable_rht=True (docs/semantics.md N1-N12 without N8)";
   r.rht_wgrad = false;
   return r;
 }
@@ -91,7 +91,7 @@ Recipe make_mxfp4() {
   r.name = "mxfp4";
   r.source =
       "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
-      "2^(floor(log2 amax) - 2) from the exponent field (semantics.md M1-M8), RNE saturating elements, no "
+      "2^(floor(log2 amax) - 2) from the exponent field (docs/semantics.md M1-M8), RNE saturating elements, no "
       "tensor scale";
   r.element = formats::e2m1;
   r.scale = formats::e8m0;

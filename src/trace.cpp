@@ -27,7 +27,7 @@ constexpr std::array<std::pair<std::string_view, TensorRole>, 6> kDatasetNames{{
     {"y", TensorRole::output},
 }};
 
-constexpr std::string_view kRules = " (trace-format.md)";
+constexpr std::string_view kRules = " (docs/trace-format.md)";
 
 std::string shape_text(const std::vector<hsize_t>& dims) {
   std::string s = "[";

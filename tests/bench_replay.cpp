@@ -1,5 +1,5 @@
 // Replay throughput benchmark (issue 6): float32 bytes of tensor data per second per recipe, per-tensor
-// statistics only (DESIGN.md: the 200 MB/s target excludes GEMM-level error), on a generated trace of
+// statistics only (docs/design.md: the 200 MB/s target excludes GEMM-level error), on a generated trace of
 // at least 1 GiB, with the peak RSS of each run.
 //
 //   build/bench/bench_replay [--gib G] [--dir DIR] [--gzip L] [--keep]

@@ -1,4 +1,4 @@
-"""The `fp4sim convert` / `fp4sim formats` contract of CLI.md, driven through the built binary.
+"""The `fp4sim convert` / `fp4sim formats` contract of docs/cli.md, driven through the built binary.
 
 Exit codes: 0 success; 2 usage (bad flag, unknown name); 3 bad input data (unreadable or malformed
 file, shape mismatch, a value the format cannot hold). On failure no output file, partial or
@@ -57,7 +57,7 @@ def test_convert_e2m1_codes_and_decoded(tmp_path, x32):
     assert r.returncode == 0, r.stderr
     codes = np.load(out)
     assert codes.dtype == np.uint8 and codes.shape == (8,)
-    # semantics.md G3: 0.25 -> 0, 0.75 -> 1.0 (0x2), 2.5 -> 2 (0x4), -0 -> 0x8, -7 -> -6 (0xF), 5 -> 4, 3.5 -> 4
+    # docs/semantics.md G3: 0.25 -> 0, 0.75 -> 1.0 (0x2), 2.5 -> 2 (0x4), -0 -> 0x8, -7 -> -6 (0xF), 5 -> 4, 3.5 -> 4
     assert codes.tolist() == [0x0, 0x0, 0x2, 0x4, 0x8, 0xF, 0x6, 0x6]
     y = np.load(dec)
     assert y.dtype == np.float64 and y.shape == (8,)
@@ -327,10 +327,10 @@ def test_formats_json_keys_and_values():
     assert isinstance(rows, list)
     names = [row["name"] for row in rows]
     assert len(names) == len(set(names)), "one row per format"
-    assert [n for n in names if n in EXPECTED_FORMATS] == list(EXPECTED_FORMATS), "CLI.md's names, in its order"
+    assert [n for n in names if n in EXPECTED_FORMATS] == list(EXPECTED_FORMATS), "docs/cli.md's names, in its order"
     for row in rows:
         if row["name"] not in EXPECTED_FORMATS:
-            continue  # CLI.md: formats may be added
+            continue  # docs/cli.md: formats may be added
         for key in ["name", *KEYS]:
             assert key in row, (row["name"], key)
         expected = dict(zip(KEYS, EXPECTED_FORMATS[row["name"]]))

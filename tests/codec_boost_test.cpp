@@ -117,7 +117,7 @@ Reference build_reference(const std::string& name, const Format& f) {
   int last_exp = 0;
   for (std::uint32_t code = 0; code < (1u << (E + M)); ++code) {
     const std::uint32_t field = code >> M, frac = code & ((1u << M) - 1);
-    // Which magnitude codes are numbers (DESIGN.md, format.hpp's Specials comments).
+    // Which magnitude codes are numbers (docs/design.md, format.hpp's Specials comments).
     bool number = true;
     switch (f.specials) {
       case Specials::ieee: number = field != top; break;
@@ -168,7 +168,7 @@ Expected reference_encode(const Reference& R, double x, Rounding mode, bool satu
   const bool negative = std::signbit(x);
   if (std::isnan(x)) {
     if (R.has_nan) return {false, R.nan_code};
-    if (saturate) return {false, R.max().code};  // semantics.md G3: NaN -> +max
+    if (saturate) return {false, R.max().code};  // docs/semantics.md G3: NaN -> +max
     return {true};
   }
   if (!R.f.is_signed && negative && x != 0.0) return {true};  // negative into unsigned (-Inf too)

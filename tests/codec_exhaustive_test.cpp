@@ -6,7 +6,7 @@
 // Coverage. The golden path costs ~150 instructions per input and Float32Encoder ~90 (it is not
 // vectorised): one configuration over all 2^32 inputs takes ~47 CPU-seconds (~25 s on two idle cores,
 // measured), so all 135 configurations take ~55 minutes on two cores: far over the exhaustive
-// label's budget. By default this test runs (DESIGN.md, "All 2^32 inputs can be made cheap", asks
+// label's budget. By default this test runs (docs/design.md, "All 2^32 inputs can be made cheap", asks
 // to say exactly what is covered):
 //  * ALL 2^32 inputs under rne saturating, for every preset (the conversion the recipes use);
 //  * every other configuration, densely where its result can differ and sparsely elsewhere:

@@ -6,7 +6,7 @@
 // Expected values never come from the code under test: code values are computed here from the
 // sign/exponent/mantissa fields with ldexp (as CPFloat's tests build reference values), neighbours
 // and ties come from integer stepping of codes, and special codes are classified by the rules of
-// DESIGN.md / semantics.md written out again below.
+// docs/design.md / docs/semantics.md written out again below.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -63,7 +63,7 @@ struct Reading {
   double value = 0.0;  // exact; signed; meaningful for zero/finite/inf
 };
 
-// The rules of DESIGN.md / format.hpp's Specials comments, written again from the fields.
+// The rules of docs/design.md / format.hpp's Specials comments, written again from the fields.
 Reading read_code(const Format& f, std::uint32_t code) {
   const int width = f.bits();
   if (width < 32 && (code >> width) != 0) return {Kind::invalid, 0.0};
@@ -310,7 +310,7 @@ TEST(CodecTraps, DoubleRounding) {
 }
 
 TEST(CodecTraps, ExactTiesE2m1) {
-  // semantics.md G3: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4 (RNE);
+  // docs/semantics.md G3: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4 (RNE);
   // ties away (rna): 0.25->0.5, 0.75->1, 1.25->1.5, 1.75->2, 2.5->3, 3.5->4, 5->6.
   struct Tie {
     double x;
@@ -329,7 +329,7 @@ TEST(CodecTraps, ExactTiesE2m1) {
 
 TEST(CodecTraps, ExactTiesNamedFormats) {
   // e4m3: subnormal tie 1.5 * 2^-9 between 2^-9 (0x01, odd) and 2^-8 (0x02, even) -> 0x02;
-  // 2^-10, half the smallest subnormal, ties to +0 (semantics.md N5).
+  // 2^-10, half the smallest subnormal, ties to +0 (docs/semantics.md N5).
   expect_code(formats::e4m3, 0x1.8p-9, opts(Rounding::rne), 0b0'0000'010);
   expect_code(formats::e4m3, 0x1p-10, opts(Rounding::rne), 0b0'0000'000);
   expect_code(formats::e4m3, -0x1p-10, opts(Rounding::rne), 0b1'0000'000);
@@ -433,7 +433,7 @@ TEST(CodecTraps, SaturationAndOverflow) {
   expect_code(formats::ue5m3, 63487.99999999999, opts(Rounding::rne, false), 0xF7);
   expect_code(formats::ue5m3, 63488.0, opts(Rounding::rne, true), 0xF7);
   EXPECT_NE(encode(formats::ue5m3, 63488.0, opts(Rounding::rne, false)).flags & flag::invalid, 0)
-      << "DESIGN.md: above 61,440 with --no-saturate is a data error for ue5m3";
+      << "docs/design.md: above 61,440 with --no-saturate is a data error for ue5m3";
   // ue5m3fn: max 114688 = 0xFE; 118784 ties to the even 0xFE; above it is NaN without saturation.
   expect_code(formats::ue5m3fn, 118784.0, opts(Rounding::rne, false), 0xFE);
   expect_code(formats::ue5m3fn, 118784.00000000001, opts(Rounding::rne, false), 0xFF);
@@ -451,7 +451,7 @@ TEST(CodecTraps, SaturationAndOverflow) {
 
 TEST(CodecTraps, InfinityInputs) {
   const double inf = HUGE_VAL;
-  // IEEE formats keep Inf, saturating or not (DESIGN.md; NVIDIA's e5m2 satfinite differs, see
+  // IEEE formats keep Inf, saturating or not (docs/design.md; NVIDIA's e5m2 satfinite differs, see
   // tests/cuda_host_exhaustive_test.cpp).
   for (const bool sat : {true, false}) {
     expect_code(formats::e5m2, inf, opts(Rounding::rne, sat), 0x7C);
@@ -474,7 +474,7 @@ TEST(CodecTraps, InfinityInputs) {
 }
 
 TEST(CodecTraps, NegativeZeroAndSmallNegatives) {
-  // -0 keeps its sign (0x8 in e2m1); so does a negative value that rounds to zero (semantics.md G3).
+  // -0 keeps its sign (0x8 in e2m1); so does a negative value that rounds to zero (docs/semantics.md G3).
   expect_code(formats::e2m1, -0.0, opts(Rounding::rne), 0x8);
   expect_code(formats::e2m1, -0.25, opts(Rounding::rne), 0x8);
   expect_code(formats::e2m1, -0.1, opts(Rounding::rup), 0x8);

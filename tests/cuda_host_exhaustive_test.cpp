@@ -6,11 +6,11 @@
 // prints the golden code too.) On the host these functions are NVIDIA's own software emulation; the
 // device instructions (cvt.rn.satfinite.e2m1x2.f32 ...) need sm_100a/sm_120a, which we do not have.
 //
-// Where NVIDIA disagrees with fp4sim's documented semantics (DESIGN.md, reference/semantics.md), the
+// Where NVIDIA disagrees with fp4sim's documented semantics (docs/design.md, docs/semantics.md), the
 // inputs concerned are named below, NVIDIA's behaviour on them is asserted (so a change in a CUDA
 // release shows up), and they are counted in the output:
 //  * e4m3 with __NV_NOSAT: a negative input that overflows (or -Inf) gives 0xFF, NaN with the sign bit
-//    set (cuda_fp8.hpp ORs the sign into its NaN); fp4sim's NaN is canonical, 0x7F (DESIGN.md). NaN
+//    set (cuda_fp8.hpp ORs the sign into its NaN); fp4sim's NaN is canonical, 0x7F (docs/design.md). NaN
 //    inputs give 0x7F in both (the float path canonicalises them first).
 //  * e5m2 with __NV_SATFINITE maps +-Inf to +-57344 (0x7B/0xFB); fp4sim keeps Inf for IEEE formats
 //    even when saturating (saturation applies to finite overflow). No recipe converts Inf to e5m2
@@ -20,7 +20,7 @@
 //    input gives code 0x00 (2^-127) even with __NV_NOSAT, where fp4sim without saturation follows
 //    ml_dtypes float8_e8m0fnu (zero -> NaN 0xFF, invalid). Saturating, both give 0x00. MX recipes
 //    compute E8M0 scales from the amax, which is never negative, and saturate.
-// ue4m3 has no conversion of its own; it is E4M3FN with the sign bit 0 (DESIGN.md), so it is checked
+// ue4m3 has no conversion of its own; it is E4M3FN with the sign bit 0 (docs/design.md), so it is checked
 // against __NV_E4M3/__NV_SATFINITE on every input whose sign bit is clear and on every NaN.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The probe experiments of reference/datapath.md §7 (H200, sm_90) and §7.1 (B200 mxf4nvf4), each with
+// The probe experiments of docs/datapaths.md §7 (H200, sm_90) and §7.1 (B200 mxf4nvf4), each with
 // the bit pattern the consensus model predicts, run through the golden preset rows. Where §7 lists
 // competing predictions (O3 alignment floor, O4 sign of zero, O5 overflow, O8 zeros in E_max) the row's
 // choice is pinned here, and the alternative parameter value is shown to give the other prediction, so

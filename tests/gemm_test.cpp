@@ -522,7 +522,7 @@ const FastCase kFastCases[] = {
 INSTANTIATE_TEST_SUITE_P(AllDatapaths, FastEqualsReference, ::testing::ValuesIn(kFastCases), fast_case_name);
 
 // ---------------------------------------------------------------------------------------------------
-// The CLI (CLI.md): `gemm` equals the library bit for bit; exit codes 2 (usage) and 3 (data) with no
+// The CLI (docs/cli.md): `gemm` equals the library bit for bit; exit codes 2 (usage) and 3 (data) with no
 // partial output left behind; `mma` reproduces probe 2.
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// A strict, minimal JSON reader for tests (RFC 8259 syntax; rejects NaN/Infinity tokens, which CLI.md
+// A strict, minimal JSON reader for tests (RFC 8259 syntax; rejects NaN/Infinity tokens, which docs/cli.md
 // forbids in our output). Not part of the library.
 #pragma once
 

@@ -4,7 +4,7 @@
   float8_e8m0fnu, bfloat16; numpy's float16): every code, and 10^6 random binary32 inputs per format,
   round to nearest even, and binary64 inputs near every value and midpoint;
 * gfloat 0.5.2 (round_ndarray / encode_ndarray with the matching FormatInfo, including hand-built
-  UE4M3, UE5M3 and UE5M3FN FormatInfos as in reference/semantics.md section 7.3): every code value,
+  UE4M3, UE5M3 and UE5M3FN FormatInfos as in docs/semantics.md section 7.3): every code value,
   every midpoint and its binary32 neighbours, and 10^5 random binary32 inputs per format, rounding
   mode (rne rna rtz rup rdown) and saturation setting; and sr-fast / sr-fastest against gfloat's
   StochasticFast / StochasticFastest with explicit random integers (--rbits).
@@ -19,12 +19,12 @@ ml_dtypes
   (D1, gone in 0.7.0: ml_dtypes 0.6.0's astype from float64 rounded through binary32 first, a double
       rounding; 0.7.0 rounds binary64 once, as fp4sim does, and binary64 inputs are now compared.)
   D2. float4_e2m1fn / float6_*: +NaN -> the -0 code, -NaN -> the +0 code ("conversion from NaN is
-      implementation-defined", mxfloat.h); fp4sim follows the hardware (semantics.md G3): NaN -> +max.
+      implementation-defined", mxfloat.h); fp4sim follows the hardware (docs/semantics.md G3): NaN -> +max.
   D3. NaN results keep the input's sign (and e5m2 its quiet bit: 0x7E/0xFE, bf16 0x7FC0/0xFFC0, numpy
       float16 0x7E00/0xFE00); fp4sim's NaN is canonical (all-ones positive magnitude). NaN results are
       compared as "both NaN".
   D4. float8_e8m0fnu rounds the tie 1.5 * 2^e away from zero (to 2^(e+1)) for every e, i.e. to the odd
-      code when e is even; fp4sim gives the even code (DESIGN.md: ties to the even code; the even
+      code when e is even; fp4sim gives the even code (docs/design.md: ties to the even code; the even
       exponent field for e8m0), as gfloat 0.5.2 does. (The brief for these tests expected the
       opposite — ml_dtypes even, gfloat always up — but these versions measure as stated here.)
   (D6, gone in 0.7.0: ml_dtypes 0.6.0 gave code 1 for every binary32 subnormal in (2^-127, 1.5 * 2^-127];
@@ -35,7 +35,7 @@ gfloat
   G1. No sign check for unsigned formats (round_ndarray(-1.0) -> -1.0): negative inputs are not
       compared for ue4m3/ue5m3/ue5m3fn/e8m0 (fp4sim: invalid, exit 3).
   G2. IEEE formats with sat=True: +-Inf -> +-max (as NVIDIA's satfinite); fp4sim keeps Inf for IEEE
-      formats even when saturating (DESIGN.md).
+      formats even when saturating (docs/design.md).
   G3. e8m0 (no zero, no subnormals): values below 2^-127 come back unchanged (not values of the format);
       fp4sim gives code 0 (2^-127) in every mode.
   G4. NaN into formats without NaN: gfloat returns NaN; fp4sim gives +max (saturating) or an error.
@@ -131,7 +131,7 @@ GF_FORMATS = {
     "e8m0": gf.format_info_ocp_e8m0,
     "bf16": gf.format_info_bfloat16,
     "fp16": gf.format_info_binary16,
-    # semantics.md section 7.3 U1 (NVIDIA's encoding, fp4sim's ue5m3fn): NaN only at 0xFF, max 114688.
+    # docs/semantics.md section 7.3 U1 (NVIDIA's encoding, fp4sim's ue5m3fn): NaN only at 0xFF, max 114688.
     "ue5m3fn": _unsigned("ue5m3fn", 8, 4, 15, 1),
     # The UE5M3 paper's format (fp4sim's ue5m3): top exponent reserved, max 61440 (G5).
     "ue5m3": _unsigned("ue5m3", 8, 4, 15, 8),

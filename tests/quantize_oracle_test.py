@@ -1,10 +1,10 @@
 """`fp4sim quantize` against the independent Python references, bit for bit.
 
 The references (tests/reference/) were written from the sources -- the UE5M3
-paper's portable reference as described in reference/paper.md §1-3, TE's kernel
-semantics N1-N10 and OCP MX M1-M6 in reference/semantics.md §7, DESIGN.md --
+paper's portable reference as described in docs/semantics.md P1-3, TE's kernel
+semantics N1-N10 and OCP MX M1-M6 in docs/semantics.md §7, docs/design.md --
 without reading fp4sim's C++.  Each case writes X.npy (and R.npy for stochastic
-rounding), runs `fp4sim quantize` (CLI.md) and compares /codes, /scales and
+rounding), runs `fp4sim quantize` (docs/cli.md) and compares /codes, /scales and
 /dequantized bit for bit (NaN equal to NaN) and the attributes.
 
 The binary: env FP4SIM_BINARY (ctest sets it), else /work/main/build/fp4sim or
@@ -69,7 +69,7 @@ def _report_counts():
 
 
 # ---------------------------------------------------------------------------
-# Presets as the brief and DESIGN.md define them (not read from fp4sim)
+# Presets as the brief and docs/design.md define them (not read from fp4sim)
 # ---------------------------------------------------------------------------
 
 PRESETS = {
@@ -742,7 +742,7 @@ def test_mxfp4_nan_inf_blocks(tmp_path):
     want = fpref.e2m1_quantize(x[nonfinite])
     got = got_n[nonfinite]
     assert np.array_equal(got, want), (
-        "M5 (semantics.md §7.2): NaN/Inf elements of an MXFP4 block encode by G3 (NaN -> 0x7, "
+        "M5 (docs/semantics.md §7.2): NaN/Inf elements of an MXFP4 block encode by G3 (NaN -> 0x7, "
         f"+-Inf -> 0x7/0xF); inputs {x[nonfinite]} want {[hex(v) for v in want]} got {[hex(v) for v in got]}")
 
 
@@ -840,7 +840,7 @@ def check_error_bound(recipe, role, x, ref, res, name):
 # ---------------------------------------------------------------------------
 
 def test_float64_input_equals_float32(tmp_path):
-    """CLI.md: inputs are float32 or float64.  Float32-representable float64 input must
+    """docs/cli.md: inputs are float32 or float64.  Float32-representable float64 input must
     give the same bytes as the float32 input."""
     x = np.random.default_rng(161).standard_normal((3, 40)).astype(np.float32)
     for recipe in ("ue5m3", "nvfp4", "mxfp4"):

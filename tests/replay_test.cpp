@@ -1,5 +1,5 @@
 // fp4sim replay: the library (streaming equals whole, thread-count independence, hold rules,
-// Proposition 1 headroom, NaN/Inf, GEMM entries) and the CLI (CLI.md fields, exit codes, no partial
+// Proposition 1 headroom, NaN/Inf, GEMM entries) and the CLI (docs/cli.md fields, exit codes, no partial
 // output on bad input, corruption never crashes).
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -198,7 +198,7 @@ TEST(Replay, StreamIdIsFnv1aOfTheDocumentedKey) {
 }
 
 // Steps 1, 2, 51, 52, 120 with the tensors' amax growing: the periodic hold (D = 50) refreshes at
-// 1, 51, 101 (paper.md §2).
+// 1, 51, 101 (docs/semantics.md P2).
 TEST(Replay, PeriodicHoldRulesAcrossSteps) {
   const fs::path path = scratch("hold.h5");
   const std::vector<std::pair<std::int64_t, float>> gains = {{1, 1.0f}, {2, 3.0f}, {51, 0.5f}, {52, 80.0f}, {120, 4.0f}};

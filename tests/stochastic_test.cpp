@@ -1,5 +1,5 @@
 // Stochastic rounding: bit-exact hand-computed cases for sr-fast, sr-fastest and sr-fast-f32
-// (DESIGN.md "Formats and rounding"), and unbiasedness: the mean over all 2^k random integers is
+// (docs/design.md "Formats and rounding"), and unbiasedness: the mean over all 2^k random integers is
 // exactly the discretised value each rule promises, and Philox-driven sampling stays within a stated
 // statistical bound of it.
 //
@@ -90,7 +90,7 @@ TEST(StochasticHandCases, FastAndFastestDifferBelowTheEighthBit) {
 }
 
 TEST(StochasticHandCases, Fast32RoundsUpBelowAQuarterWhereExactArithmeticDoesNot) {
-  // DESIGN.md: sr-fast-f32 evaluates delta + (2r+1) 2^-9 as one binary32 addition; for |y| < 0.25 in
+  // docs/design.md: sr-fast-f32 evaluates delta + (2r+1) 2^-9 as one binary32 addition; for |y| < 0.25 in
   // e2m1 (quantum 0.5, so delta = 2|y| < 0.5 carries bits below 2^-25) the sum can round up to 1.
   // y = 2^-10 - 2^-26: delta = 2^-9 - 2^-25; r = 255: delta + 511/512 = 1 - 2^-25 exactly, the tie
   // between 1 - 2^-24 (odd significand) and 1.0 (even) -> 1.0 >= 1: up to 0.5 (0x1).
@@ -148,7 +148,7 @@ TEST(StochasticHandCases, ExactValuesNeverMove) {
 
 TEST(StochasticHandCases, SaturationNanAndOtherFormats) {
   for (const Rounding m : kAll) {
-    // semantics.md G4: saturate at 6; NaN -> +6; sign kept.
+    // docs/semantics.md G4: saturate at 6; NaN -> +6; sign kept.
     expect_sr(formats::e2m1, 5.5, m, 0, 0x6);    // lo 4, hi 6, delta 3/4: needs r >= 64
     expect_sr(formats::e2m1, 5.5, m, 64, 0x7);
     expect_sr(formats::e2m1, 6.5, m, 0, 0x7);    // past max: lo 6, would-be hi 8, delta 1/4

@@ -1,14 +1,14 @@
-// Real-hardware MMA vectors (reference/tensorcore_vectors/README.md: Khattak–Mikaitis, H200/H100/B200,
+// Real-hardware MMA vectors (tests/data/tensorcore_vectors/README.md: Khattak–Mikaitis, H200/H100/B200,
 // 5000 dot products per file) through the golden T-FDPA rows. No tolerance: every line must match bit
-// for bit. The shared folder is found at $FP4SIM_SHARED_DIR, else ../shared beside the source tree
-// (CI: a fresh clone with shared/ beside it); when the files are missing the test is skipped, not passed.
+// for bit. The files are vendored in the repository; a missing or unreadable file fails the test.
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <zlib.h>
 
 #include "fp4sim/codec.hpp"
 #include "fp4sim/datapath.hpp"
@@ -18,32 +18,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path vectors_dir() {
-  if (const char* env = std::getenv("FP4SIM_SHARED_DIR")) return fs::path(env) / "reference" / "tensorcore_vectors";
-  return fs::path(FP4SIM_SOURCE_DIR) / ".." / "shared" / "reference" / "tensorcore_vectors";
-}
+fs::path vectors_dir() { return fs::path(FP4SIM_SOURCE_DIR) / "tests" / "data" / "tensorcore_vectors"; }
 
-// The lines of a .txt.gz, decompressed by gzip through popen.
+// The lines of a .txt.gz (zlib), 5000 per vector file; an unreadable file fails the calling test.
 std::vector<std::string> read_gz_lines(const fs::path& path) {
   std::vector<std::string> lines;
-  const std::string command = "gzip -dc '" + path.string() + "'";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return lines;
-  std::string current;
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (!file) {
+    ADD_FAILURE() << "cannot open vector file " << path;
+    return lines;
+  }
   char buffer[1 << 16];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (buffer[i] == '\n') {
-        lines.push_back(current);
-        current.clear();
-      } else {
-        current += buffer[i];
-      }
+  std::string current;
+  while (gzgets(file, buffer, sizeof buffer)) {
+    current += buffer;
+    if (!current.empty() && current.back() == '\n') {
+      current.pop_back();
+      lines.push_back(std::move(current));
+      current.clear();
     }
   }
-  if (!current.empty()) lines.push_back(current);
-  pclose(pipe);
+  if (!current.empty()) lines.push_back(std::move(current));
+  int status = Z_OK;
+  const char* message = gzerror(file, &status);
+  if (status != Z_OK && status != Z_STREAM_END) ADD_FAILURE() << "reading " << path << ": " << message;
+  gzclose(file);
   return lines;
 }
 
@@ -105,7 +104,7 @@ TEST_P(TensorcoreVectors, EveryLineMatchesBitForBit) {
   const fs::path c_path = dir / ("c_" + g + "_fp32.txt.gz");
   const fs::path d_path = dir / ("d_" + g + "_" + vc.d_suffix + ".txt.gz");
   for (const auto& p : {a_path, b_path, c_path, d_path}) {
-    if (!fs::exists(p)) GTEST_SKIP() << "vector file missing: " << p << " (set FP4SIM_SHARED_DIR)";
+    ASSERT_TRUE(fs::exists(p)) << "vector file missing: " << p;
   }
   const auto a_lines = read_gz_lines(a_path);
   const auto b_lines = read_gz_lines(b_path);
@@ -189,7 +188,7 @@ INSTANTIATE_TEST_SUITE_P(Hardware, TensorcoreVectors, ::testing::ValuesIn(kCases
 // data, or the vectors would not be pinning F, G, truncation and C handling.
 TEST(TensorcoreVectorsSharpness, NeighbouringModelsMiss) {
   const fs::path dir = vectors_dir() / "H200" / "bf16";
-  if (!fs::exists(dir / "a_H200_bf16.txt.gz")) GTEST_SKIP() << "vector files missing under " << dir;
+  ASSERT_TRUE(fs::exists(dir / "a_H200_bf16.txt.gz")) << "vector files missing under " << dir;
   const auto a_lines = read_gz_lines(dir / "a_H200_bf16.txt.gz");
   const auto b_lines = read_gz_lines(dir / "b_H200_bf16.txt.gz");
   const auto c_lines = read_gz_lines(dir / "c_H200_fp32.txt.gz");

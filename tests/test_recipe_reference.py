@@ -1,7 +1,7 @@
 """Self-tests of the independent Python references in tests/reference/.
 
 These run without fp4sim: hand-computed cases from the documents
-(reference/paper.md §1-3, reference/semantics.md §7, DESIGN.md), cross-checks of
+(docs/semantics.md P1-3, docs/semantics.md §7, docs/design.md), cross-checks of
 each rounding primitive against ml_dtypes and gfloat, the UE5M3 paper's
 Proposition 1 arithmetic, and gfloat's MX block quantizer.
 """
@@ -115,7 +115,7 @@ def test_e2m1_sr_fast_exact_matches_gfloat_stochasticfast():
 
 
 def test_sr_fast_f32_differs_from_exact_only_below_quarter():
-    # DESIGN.md: the paper evaluates delta + (2r+1)*2^-9 as one FP32 addition; for
+    # docs/design.md: the paper evaluates delta + (2r+1)*2^-9 as one FP32 addition; for
     # |y| < 0.25 it rounds up where exact arithmetic would not, nowhere else.
     ys, rs = [], []
     for r in range(256):

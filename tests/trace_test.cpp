@@ -1,5 +1,5 @@
 // HDF5 layer (hdf5.hpp) and trace reader/writer (trace.hpp): round trips, and every rule of
-// trace-format.md broken on purpose with a clear message naming the path and the rule.
+// docs/trace-format.md broken on purpose with a clear message naming the path and the rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -146,7 +146,7 @@ TEST(Hdf5, SilenceRestoresAutomaticPrinting) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// trace.hpp: a valid trace, then every rule of trace-format.md broken on purpose.
+// trace.hpp: a valid trace, then every rule of docs/trace-format.md broken on purpose.
 
 #include "fp4sim/trace.hpp"
 
@@ -266,7 +266,7 @@ TEST(Trace, Float64AndRolesAndNestedLayers) {
 
 TEST(TraceRules, MissingSchema) {
   expect_rejected(make_trace("no_schema.h5", [](Writer& w) { H5Adelete(fid(w), "schema"); }),
-                  {"/: ", "@schema is missing", "trace-format.md"});
+                  {"/: ", "@schema is missing", "docs/trace-format.md"});
 }
 
 TEST(TraceRules, WrongSchema) {

@@ -1,6 +1,6 @@
 // fp4sim verify quantize: the golden bytes pass under every preset, role, layout and nibble order;
 // planted defects are counted and explained with hand-derived facts (ties, neighbours, the rule that
-// reproduces the planted byte); the CLI maps the outcomes to the exit codes of CLI.md.
+// reproduces the planted byte); the CLI maps the outcomes to the exit codes of docs/cli.md.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

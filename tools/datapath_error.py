@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Error of each GEMM datapath against `exact` on the GEMMs of a tensor trace (docs/datapaths.md).
 
-Reads the trace with h5py (trace-format.md), forms the three GEMMs of every captured linear layer
+Reads the trace with h5py (docs/trace-format.md), forms the three GEMMs of every captured linear layer
 (fprop A = x, B = w; dgrad A = dy, B = w^T; wgrad A = dy^T, B = x^T), runs `fp4sim gemm` once per
 (recipe, datapath) and compares every output with the `exact` datapath of the same quantized operands
 (the quantization is deterministic, so all datapaths see the same codes and scales):

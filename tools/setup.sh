@@ -17,6 +17,7 @@ debian_packages=(
   libhdf5-dev hdf5-tools                     # HDF5 C API (traces, quantize output); h5dump for debugging
   libcli11-dev                               # command line
   libgtest-dev libgmock-dev googletest       # tests
+  zlib1g-dev                                 # the vendored tensor-core vectors (.txt.gz)
   libbenchmark-dev                           # tests/bench_*.cpp (Google Benchmark)
   libopenblas-dev                            # BLAS for the float32 reference GEMM
   libomp-dev                                 # OpenMP runtime headers (g++ itself uses libgomp)

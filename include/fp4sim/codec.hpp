@@ -33,7 +33,7 @@ Decoded decode(const Format& format, std::uint32_t code);
 double decode_to_double(const Format& format, std::uint32_t code);
 float decode_to_float(const Format& format, std::uint32_t code);
 
-// Which convention maps -0 and NaN: hardware (cvt.*.satfinite; semantics.md G3) or TE's Python
+// Which convention maps -0 and NaN: hardware (cvt.*.satfinite; docs/semantics.md G3) or TE's Python
 // reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code).
 enum class SpecialConvention : std::uint8_t { hardware, te_python };
 

@@ -1,5 +1,5 @@
-// How a dot product is accumulated: tensor-core datapaths as data (reference/datapath.md §6), and the
-// block-scaled GEMM datapaths of DESIGN.md (exact, fp32-seq, probe-matched, GST-FDPA presets).
+// How a dot product is accumulated: tensor-core datapaths as data (docs/datapaths.md §6), and the
+// block-scaled GEMM datapaths of docs/design.md (exact, fp32-seq, probe-matched, GST-FDPA presets).
 //
 // The golden core is SoftFloat's s_mulAddF32 shape: operands unpacked to integer significands and
 // exponents, exact integer products, alignment by integer shifts, one rounding at the end. Every
@@ -48,7 +48,7 @@ enum class OutputRounding : std::uint8_t { rz, rne };
 // The sentinel for "no lower bound on the alignment exponent" and "zeros take no part in E_max".
 inline constexpr int kNoExponent = std::numeric_limits<int>::min() / 4;
 
-// Every parameter of one fused dot-product-add step that can decide a bit (reference/datapath.md §6.1).
+// Every parameter of one fused dot-product-add step that can decide a bit (docs/datapaths.md §6.1).
 struct FusedParams {
   int group = 16;          // G: products fused with C in one step; K is a chain of G-steps, each
                            //   rounded to the output format and fed back as C (instruction chaining,
@@ -80,7 +80,7 @@ enum class AlphaSource : std::uint8_t {
 // A recipe without a tensor scale (AlphaRule::one) has alpha = 1 under every datapath.
 
 struct InputSpec {
-  std::string_view format;  // a CLI.md format name (or "tf32")
+  std::string_view format;  // a docs/cli.md format name (or "tf32")
   int instruction_k;        // K of one instruction for this input type
 };
 
@@ -117,7 +117,7 @@ std::string describe_parameters_json(const Datapath& datapath);
 
 // The input format a T-FDPA row accepts under this name, with its instruction K (nullopt if none).
 std::optional<InputSpec> find_input(const Datapath& datapath, std::string_view format_name);
-std::optional<Format> input_format(std::string_view format_name);  // CLI.md names plus "tf32"
+std::optional<Format> input_format(std::string_view format_name);  // docs/cli.md names plus "tf32"
 
 // ---------------------------------------------------------------------------------------------------
 // Golden arithmetic.

@@ -1,5 +1,5 @@
-// Errors are values at the boundary (DESIGN.md): parsing and I/O throw these with a message naming the
-// file and the rule broken; the CLI maps them to the exit codes of CLI.md.
+// Errors are values at the boundary (docs/design.md): parsing and I/O throw these with a message naming the
+// file and the rule broken; the CLI maps them to the exit codes of docs/cli.md.
 #pragma once
 
 #include <stdexcept>

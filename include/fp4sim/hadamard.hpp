@@ -1,7 +1,7 @@
-// The 16-point random Hadamard transform of NVFP4's wgrad operands (TransformerEngine; semantics.md
+// The 16-point random Hadamard transform of NVFP4's wgrad operands (TransformerEngine; docs/semantics.md
 // §1.8 and N8): x'_j = BF16_RN( sum_i x_i * s_i * H16[i][j] * 0.25 ), with H16 the Sylvester Hadamard
 // matrix and s TE's fixed sign vector. The 16 products are exact; they are summed in binary32 in
-// ascending i from +0 (DESIGN.md: the GPU kernel must match this order, not its tensor-core order).
+// ascending i from +0 (docs/design.md: the GPU kernel must match this order, not its tensor-core order).
 #pragma once
 
 #include <array>

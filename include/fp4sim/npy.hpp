@@ -1,4 +1,4 @@
-// NumPy .npy files (format versions 1.0-3.0, little-endian, C order), as CLI.md's arrays in and out.
+// NumPy .npy files (format versions 1.0-3.0, little-endian, C order), as docs/cli.md's arrays in and out.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // An output written under a temporary name and renamed into place by commit(); destroyed without
-// commit() it removes the temporary, so a failed command leaves no partial file (CLI.md).
+// commit() it removes the temporary, so a failed command leaves no partial file (docs/cli.md).
 #pragma once
 
 #include <filesystem>

@@ -1,4 +1,4 @@
-// Block quantization and dequantization of a 2-D row-major tensor under a recipe (DESIGN.md picture).
+// Block quantization and dequantization of a 2-D row-major tensor under a recipe (docs/design.md picture).
 #pragma once
 
 #include <cstdint>

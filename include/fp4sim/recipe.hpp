@@ -19,7 +19,7 @@ namespace fp4sim {
 enum class ScaleRule : std::uint8_t {
   // amax/F mapped through a global FP32 multiplier G = RN(RN(F*T) / amax_ref) (G = 1 without a
   // tensor scale), then RNE into the scale format, saturating (the UE5M3 paper's formats.py and TE's
-  // NVFP4 kernels share this exact FP32 operation order; DESIGN.md).
+  // NVFP4 kernels share this exact FP32 operation order; docs/design.md).
   two_level,
   pow2_floor,  // OCP MX v1.0: 2^(floor(log2 amax) - emax_elem) from the exponent field
   pow2_ceil,   // smallest 2^e with amax <= max_elem * 2^e (no element clips)
@@ -108,7 +108,7 @@ struct OperandSpec {
   float target = 448.0f;
 };
 
-// fprop: A = x, B = w; dgrad: A = dy, B = w^T; wgrad: A = dy^T, B = x^T (CLI.md). K is always the
+// fprop: A = x, B = w; dgrad: A = dy, B = w^T; wgrad: A = dy^T, B = x^T (docs/cli.md). K is always the
 // last dimension of both operands.
 struct GemmOperands {
   OperandSpec a, b;

@@ -1,4 +1,4 @@
-// Replay of a tensor trace through block-scaled recipes (CLI.md `fp4sim replay`, DESIGN.md "Replay").
+// Replay of a tensor trace through block-scaled recipes (docs/cli.md `fp4sim replay`, docs/design.md "Replay").
 //
 // For every selected step (ascending), layer and tensor (x, w, dy) and every recipe: the tensor is
 // quantized as the first GEMM that consumes it does (x and w as in fprop, dy as in dgrad) with the
@@ -6,7 +6,7 @@
 // For every GEMM of the layer (fprop x·wᵀ, dgrad dy·w, wgrad dyᵀ·x) both operands are quantized per
 // operands_for(recipe, gemm) and the product is compared with the float64 product of the unquantized
 // operands (a `gemms` entry). Periodic tensor scaling is carried across the captured steps with a
-// hold rule; `headroom` entries report Proposition 1's quantities (paper.md §2) per scale format.
+// hold rule; `headroom` entries report Proposition 1's quantities (docs/semantics.md P2) per scale format.
 //
 // Memory: a tensor larger than max_slab_bytes is streamed in row slabs (two passes: amax, then
 // quantization), so the per-tensor statistics hold one slab at a time. GEMM entries need the three

@@ -1,4 +1,4 @@
-// Rounding modes and exception flags, named as in CLI.md and valued as in SoftFloat/TestFloat.
+// Rounding modes and exception flags, named as in docs/cli.md and valued as in SoftFloat/TestFloat.
 #pragma once
 
 #include <cstdint>

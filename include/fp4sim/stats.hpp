@@ -1,5 +1,5 @@
 // Error, overflow, underflow and scale statistics of a quantized tensor: mergeable accumulators
-// (DESIGN.md: "Statistics are mergeable"), so OpenMP threads, slabs of a large tensor and ranks combine
+// (docs/design.md: "Statistics are mergeable"), so OpenMP threads, slabs of a large tensor and ranks combine
 // the same way; plus the figures derived from them, which are null with a reason instead of Inf/NaN.
 #pragma once
 
@@ -28,7 +28,7 @@ struct Figure {
 };
 
 // Element-wise error of x-hat against x. Only finite inputs enter the error sums; NaN and Inf inputs
-// are counted (they are data, trace-format.md) and so are finite inputs whose x-hat is not finite.
+// are counted (they are data, docs/trace-format.md) and so are finite inputs whose x-hat is not finite.
 struct ErrorAccumulator {
   std::uint64_t elements = 0;
   std::uint64_t nonzero = 0;         // finite, nonzero inputs
@@ -145,7 +145,7 @@ void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<co
                 std::span<const float> dequantized, TensorStats& out);
 
 // ---------------------------------------------------------------------------------------------
-// Proposition 1 (paper.md §2): with a held tensor amax g and target T, block B (amax a_B) gets the
+// Proposition 1 (docs/semantics.md P2): with a held tensor amax g and target T, block B (amax a_B) gets the
 // ideal scale u = RN(a_B * RN(G * RN(1/F))), G = RN(RN(F*T)/g); it saturates iff u > U (the scale
 // format's max) and underflows iff u > 0 rounds to 0. All blocks are unsaturated iff T * rho <= U.
 
@@ -170,7 +170,7 @@ void accumulate_headroom(std::span<const float> x, std::size_t rows, std::size_t
                          float held_amax, float target, float element_max, std::span<HeadroomCounts> out);
 
 // ---------------------------------------------------------------------------------------------
-// JSON output: numbers in shortest round-trip form; never a bare Infinity or NaN (CLI.md).
+// JSON output: numbers in shortest round-trip form; never a bare Infinity or NaN (docs/cli.md).
 
 class JsonWriter {
  public:

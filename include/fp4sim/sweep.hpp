@@ -1,4 +1,4 @@
-// Format sweeps (CLI.md `fp4sim sweep`): a grid over element format x scale format x block size x
+// Format sweeps (docs/cli.md `fp4sim sweep`): a grid over element format x scale format x block size x
 // tensor-scale policy x rounding, run over the tensors of a trace (through replay, so periodic scaling
 // follows the trace's steps) or over seeded synthetic distributions, reporting the fields of replay's
 // `tensors` entries for every (input, grid point).

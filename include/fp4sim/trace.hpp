@@ -1,4 +1,4 @@
-// Tensor traces (../shared/trace-format.md, version 1): a validating, streaming reader and a writer.
+// Tensor traces (docs/trace-format.md, version 1): a validating, streaming reader and a writer.
 //
 // Reader: the constructor walks every step, layer and tensor and checks every rule of the format on
 // the metadata alone (attributes, ranks, element types, shapes); a broken rule is a DataError naming
@@ -24,7 +24,7 @@ namespace fp4sim::trace {
 inline constexpr std::string_view kSchema = "fp4-trace";
 inline constexpr std::int64_t kSchemaVersion = 1;
 
-// The role of a tensor of a linear layer (trace-format.md @role); `output` is y, which has no @role name.
+// The role of a tensor of a linear layer (docs/trace-format.md @role); `output` is y, which has no @role name.
 enum class TensorRole : std::uint8_t { activation, weight, grad_output, grad_input, grad_weight, output };
 std::string_view tensor_role_name(TensorRole role);
 std::optional<TensorRole> parse_tensor_role(std::string_view name);  // the @role names only

@@ -1,4 +1,4 @@
-// Judging someone else's kernel with the golden model (CLI.md `fp4sim verify`): TestFloat's ver step
+// Judging someone else's kernel with the golden model (docs/cli.md `fp4sim verify`): TestFloat's ver step
 // (`testfloat_ver`), where the vectors are the user's own tensors. The user's bytes are compared with
 // the golden quantizer's, every mismatch is counted, and the first few are explained from the
 // golden model's intermediate values: the block amax, the ideal scale before rounding, where it sat

@@ -1,6 +1,6 @@
 """fp4sim: a bit-exact emulator of FP4 (E2M1) block-scaled formats, recipes and GEMM datapaths.
 
-The same golden model as the ``fp4sim`` command line (CLI.md), on arrays in memory::
+The same golden model as the ``fp4sim`` command line (docs/cli.md), on arrays in memory::
 
     import numpy as np, fp4sim
     x = np.random.default_rng(0).standard_normal((64, 256), dtype=np.float32)

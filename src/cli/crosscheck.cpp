@@ -1,4 +1,4 @@
-// fp4sim crosscheck: the CUDA kernels of emu/ against the golden model on the same inputs (CLI.md).
+// fp4sim crosscheck: the CUDA kernels of emu/ against the golden model on the same inputs (docs/cli.md).
 //
 // Quantize/dequantize: per preset, tensors of mixed shapes (block multiples and not, odd column counts)
 // with random and adversarial values (E2M1 midpoints after scaling, zero blocks, NaN/Inf, subnormals,

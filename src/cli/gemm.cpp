@@ -1,5 +1,5 @@
 // `fp4sim gemm`: C = A·Bᵀ with both operands quantized along K under a recipe, accumulated by a
-// datapath (CLI.md); `fp4sim gemm --list-datapaths` prints the datapath table.
+// datapath (docs/cli.md); `fp4sim gemm --list-datapaths` prints the datapath table.
 #include <cmath>
 #include <cstdio>
 #include <memory>

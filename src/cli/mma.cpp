@@ -1,4 +1,4 @@
-// `fp4sim mma`: a raw D = A·B + C as the modeled tensor core computes it (CLI.md), for inputs already
+// `fp4sim mma`: a raw D = A·B + C as the modeled tensor core computes it (docs/cli.md), for inputs already
 // in the instruction's input format; K longer than one instruction is a chain in K order.
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The recipe overrides shared by `quantize`, `gemm` and `verify` (CLI.md): --block, --two-d/--one-d,
+// The recipe overrides shared by `quantize`, `gemm` and `verify` (docs/cli.md): --block, --two-d/--one-d,
 // --scale-format, --element-format, --target, --tensor-scale, --rounding, --rht/--no-rht, plus the
 // --scale-rule, --zero-scale and --dequantize-order options for comparing references.
 #pragma once

@@ -1,4 +1,4 @@
-// `fp4sim replay TRACE.h5 ...` (CLI.md): parse, validate, call fp4sim::replay::run, print the summary,
+// `fp4sim replay TRACE.h5 ...` (docs/cli.md): parse, validate, call fp4sim::replay::run, print the summary,
 // write the requested outputs (all through temporaries, renamed only when everything succeeded).
 #include <signal.h>
 #include <sys/wait.h>
@@ -321,10 +321,10 @@ void write_replay_outputs(const replay::Result& result, const std::string& json_
 void setup_replay(CLI::App& app) {
   auto o = std::make_shared<ReplayCliOptions>();
   app.description(
-      "Replay a tensor trace (trace-format.md) through block-scaled recipes: per step, layer, tensor and recipe "
+      "Replay a tensor trace (docs/trace-format.md) through block-scaled recipes: per step, layer, tensor and recipe "
       "error, underflow/saturation and per-block statistics; per GEMM the relative Frobenius error; periodic "
       "tensor scaling carried across steps (Proposition 1 headroom).");
-  app.add_option("trace", o->trace, "TRACE.h5 (trace-format.md, version 1)")->required();
+  app.add_option("trace", o->trace, "TRACE.h5 (docs/trace-format.md, version 1)")->required();
   app.add_option("--recipes", o->recipes, "comma-separated recipe presets")->capture_default_str();
   app.add_option("--datapath", o->datapath,
                  "GEMM datapath of the gemms entries: recipe = each recipe's default (fp4sim gemm "

@@ -1,4 +1,4 @@
-// `fp4sim sweep [TRACE.h5] ...` (CLI.md): a grid of recipe parameters over a trace or synthetic
+// `fp4sim sweep [TRACE.h5] ...` (docs/cli.md): a grid of recipe parameters over a trace or synthetic
 // distributions, with the fields of replay's tensors entries.
 #include <cmath>
 #include <cstdio>
@@ -146,7 +146,7 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--cols", o->cols, "columns of each synthetic tensor (blocks run along them)")->capture_default_str();
   app.add_option("--role", o->role, "how synthetic tensors are quantized: activation, weight (2-D tiles) or grad_output")
       ->capture_default_str();
-  app.add_option("--element-formats", o->element_formats, "element formats (CLI.md names or eXmY)")->capture_default_str();
+  app.add_option("--element-formats", o->element_formats, "element formats (docs/cli.md names or eXmY)")->capture_default_str();
   app.add_option("--scale-formats", o->scale_formats, "block-scale formats (e8m0 uses the OCP floor rule)")
       ->capture_default_str();
   app.add_option("--blocks", o->blocks, "block sizes")->capture_default_str();

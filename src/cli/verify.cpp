@@ -1,6 +1,6 @@
-// `fp4sim verify quantize|gemm` (CLI.md): the user's kernel output judged by the golden model.
+// `fp4sim verify quantize|gemm` (docs/cli.md): the user's kernel output judged by the golden model.
 //
-// The tensor-scale flag: CLI.md gives `verify quantize` a `--tensor-scale V` (the user's FP32 tensor
+// The tensor-scale flag: docs/cli.md gives `verify quantize` a `--tensor-scale V` (the user's FP32 tensor
 // scale), while the recipe overrides shared with `quantize` use `--tensor-scale none|current|periodic:D`
 // for the policy. Both meanings stay on the one flag, told apart by the value: a policy name is the
 // override, a number (decimal or C99 hex float, e.g. 74.6666641 or 0x1.2aaaaap+6) is the user's value.

@@ -1,6 +1,6 @@
 """Shared binary32 and minifloat helpers for the independent recipe references.
 
-Written from the sources (reference/paper.md §1, reference/semantics.md §7 G1-G4),
+Written from the sources (docs/semantics.md P1, docs/semantics.md §7 G1-G4),
 not from fp4sim's C++.  Every arithmetic step is an explicit numpy float32
 operation: one IEEE binary32 rounding (nearest-even) per operation, no FMA,
 no flush-to-zero (numpy never enables FTZ/DAZ).
@@ -19,7 +19,7 @@ import ml_dtypes
 F32 = np.float32
 FLT_MAX = F32(np.finfo(np.float32).max)
 
-# E2M1 magnitudes by code 0..7; bit 3 is the sign (semantics.md G2).
+# E2M1 magnitudes by code 0..7; bit 3 is the sign (docs/semantics.md G2).
 E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=np.float32)
 
 
@@ -104,7 +104,7 @@ def round_magnitude(mag, *, precision, bias, max_finite, mode="rne", rbits=None,
 
 
 # ---------------------------------------------------------------------------
-# E2M1 (semantics.md G2-G4)
+# E2M1 (docs/semantics.md G2-G4)
 # ---------------------------------------------------------------------------
 
 def e2m1_code_of_value(v):
@@ -144,7 +144,7 @@ def e2m1_quantize(y, mode="rne", rbits=None):
 
 def pack_nibbles(codes):
     """[rows, cols] nibble codes -> [rows, ceil(cols/2)] bytes; element 2j in the low
-    nibble, the padding nibble of an odd column count is 0 (DESIGN.md)."""
+    nibble, the padding nibble of an odd column count is 0 (docs/design.md)."""
     codes = np.asarray(codes, dtype=np.uint8)
     rows, cols = codes.shape
     if cols % 2:
@@ -234,7 +234,7 @@ def pad_to(x, rb, cb):
     rows, cols = x.shape
     pr = -(-rows // rb) * rb
     pc = -(-cols // cb) * cb
-    out = np.zeros((pr, pc), dtype=x.dtype)       # +0.0 padding (DESIGN.md)
+    out = np.zeros((pr, pc), dtype=x.dtype)       # +0.0 padding (docs/design.md)
     out[:rows, :cols] = x
     return out
 

@@ -1,6 +1,6 @@
 """Independent reference of OCP MX v1.0 MXFP4 (E2M1 elements, E8M0 scales, B = 32).
 
-Source: reference/semantics.md §3 and §7.2 (M1-M6) and DESIGN.md (floor rule from
+Source: docs/semantics.md §3 and §7.2 (M1-M6) and docs/design.md (floor rule from
 the exponent field).  Written from those documents, not from fp4sim's C++.
 
     amax  = max|x_i| over the block; any NaN or Inf in the block -> scale code 0xFF (M2)

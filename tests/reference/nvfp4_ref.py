@@ -1,6 +1,6 @@
 """Independent reference of TransformerEngine's NVFP4 quantizer (kernel semantics).
 
-Source: reference/semantics.md §1.2-1.9 and §7 (G1-G4, N1-N10).  Written from
+Source: docs/semantics.md §1.2-1.9 and §7 (G1-G4, N1-N10).  Written from
 those documents, not from fp4sim's C++.
 
     A      = max|x| over the tensor (NaN-ignoring, fmaxf), or the held reference
@@ -25,7 +25,7 @@ import ml_dtypes
 from . import fpref
 from .fpref import F32, FLT_MAX, f32
 
-# TE's fixed wgrad sign vector (semantics.md §1.8, nvfp4_tensor.py::get_wgrad_sign_vector).
+# TE's fixed wgrad sign vector (docs/semantics.md §1.8, nvfp4_tensor.py::get_wgrad_sign_vector).
 RHT_SIGNS = np.array([1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1], dtype=np.int64)
 
 

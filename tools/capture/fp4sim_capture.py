@@ -1,4 +1,4 @@
-"""Capture tensor traces (fp4sim trace-format.md, version 1) from PyTorch training.
+"""Capture tensor traces (fp4sim docs/trace-format.md, version 1) from PyTorch training.
 
 Hooks every selected ``nn.Linear`` and, at the chosen optimizer steps, writes its GEMM operands:
 
@@ -25,7 +25,7 @@ Usage::
         opt.step(); opt.zero_grad()
     cap.close()                                  # writes trace.h5 (a temporary until then)
 
-Periodic tensor scaling (DESIGN.md, "Replay") is studied faithfully only when every step of a refresh
+Periodic tensor scaling (docs/design.md, "Replay") is studied faithfully only when every step of a refresh
 window is captured: ``window(1, 50)`` is {1, ..., 50}; ``window(151, 50)`` is {151, ..., 200}.
 
 Hooks are attached only during a captured step's forward and backward, so other steps run at full speed.

@@ -73,7 +73,7 @@ def test_layout_follows_trace_format_v1(tmp_path, device):
                 assert x.dtype == np.float32 and w.dtype == np.float32 and dy.dtype == np.float32
                 assert x.attrs["role"] == "activation" and w.attrs["role"] == "weight"
                 assert dy.attrs["role"] == "grad_output"
-                # trace-format.md shape rules
+                # docs/trace-format.md shape rules
                 assert x.shape[1] == w.shape[1] and dy.shape[1] == w.shape[0] and x.shape[0] == dy.shape[0]
         # Values: the first 8 token rows of fc1's input, fc2's weight, fc2's output gradient.
         np.testing.assert_array_equal(f["step_000002/fc1/x"][...], seen[2]["x"][:8].cpu().numpy())

@@ -1,4 +1,4 @@
-// Tensor-core probes for the H200 (reference/datapath.md §7): probes 1-11 through mma.sync.m16n8k16 and
+// Tensor-core probes for the H200 (docs/datapaths.md §7): probes 1-11 through mma.sync.m16n8k16 and
 // wgmma.m64n8k16 (bf16 and f16 inputs, f32 accumulate; f16 accumulate for probe 4), and random
 // single-instruction cases with wide exponent spreads, judged on the spot by a small parametric T-FDPA
 // model (this file; three variants for the open points O3/O8) and dumped raw (D bits only: the inputs
