@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "device.hpp"
-#include "fp4sim/gpu.hpp"
+#include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
 namespace {

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "emu.hpp"
-#include "fp4sim/gpu.hpp"
+#include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
 

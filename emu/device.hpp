@@ -1,4 +1,4 @@
-// Device-pointer layer of the emu/ kernels: what fp4sim::gpu's host-memory API (include/fp4sim/gpu.hpp)
+// Device-pointer layer of the emu/ kernels: what fp4sim::gpu's host-memory API (include/fp4sim/emu/gpu.hpp)
 // and the benchmarks (emu/bench.cu) launch. Pointers are device memory from cudaMalloc. No CUDA headers
 // here, so host-only translation units can include it.
 #pragma once
@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "emu.hpp"
-#include "fp4sim/gpu.hpp"
-#include "fp4sim/quantize.hpp"
-#include "fp4sim/recipe.hpp"
+#include "fp4sim/emu/gpu.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/recipe.hpp"
 
 namespace fp4sim::gpu::detail {
 

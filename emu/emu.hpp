@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "fp4sim/host_device.hpp"
+#include "fp4sim/core/host_device.hpp"
 
 #if defined(__CUDACC__)
 #define FP4SIM_EMU_UNROLL _Pragma("unroll")
@@ -164,7 +164,7 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e8m0(std::uint32_t bits) {
 }
 
 // E2M1 stochastic rounding of the binary32 bit pattern with the k-bit integer r (r < 2^k, 1 <= k <= 16), in
-// integers only (no conversions, no float rounding), as the quantize kernels use it with Philox bits: the golden encoder's picture (include/fp4sim/codec.hpp) of |y| = sig * 2^(e - 23):
+// integers only (no conversions, no float rounding), as the quantize kernels use it with Philox bits: the golden encoder's picture (include/fp4sim/core/codec.hpp) of |y| = sig * 2^(e - 23):
 // lower code and the fraction rest / 2^shift, with shift = 22 for |y| >= 1, 149 - field below (capped
 // at 63). With scaled_P = floor(2^P * delta):
 //   sr-fastest   up = scaled_k + r >= 2^k

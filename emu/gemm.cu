@@ -1,5 +1,5 @@
 // GEMM paths on the GPU: bf16-tc and probe-matched through mma.sync.m16n8k16 (BF16 in, FP32 accumulate),
-// and exact on CUDA cores. Independent of the golden datapaths (src/datapath.cpp), which judge them.
+// and exact on CUDA cores. Independent of the golden datapaths (src/core/datapath.cpp), which judge them.
 //
 // bf16-tc / probe-matched: the operands are first expanded to the encoded domain (element value x block
 // scale, exact in BF16 for the presets) as BF16 [rows, Kp] (Kp = K rounded up to 16, zeros beyond K).
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "device.hpp"
-#include "fp4sim/gpu.hpp"
+#include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
 namespace detail {

@@ -1,6 +1,6 @@
 // Block quantization and dequantization on the GPU (fp4sim::gpu::quantize / dequantize).
 //
-// Written for the GPU, independently of src/quantize.cpp (which judges it through `fp4sim crosscheck`):
+// Written for the GPU, independently of src/core/quantize.cpp (which judges it through `fp4sim crosscheck`):
 //  * one thread owns one 1 x B row segment of a block (B = 16 or 32): it loads its B floats with 16-byte
 //    loads, applies the 16-point RHT in registers when asked (FP32 sequential 16-term sums from +0,
 //    then BF16 RNE, two values per cvt.rn.bf16x2.f32), and stores B/2 code bytes in one vector
@@ -13,7 +13,7 @@
 //    emu::f32_to_e2m1<rne> on all 2^32 inputs, tests/gpu_quantize_test.cpp); stochastic rounding from the
 //    fraction delta = (|y| - lower) / step, exact in binary32 (Sterbenz), compared per mode: sr-fastest
 //    floor(2^k delta) + r >= 2^k; sr-fast 2^(k+1) delta + 2r + 1 >= 2^(k+1) (exact); sr-fast-f32
-//    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/random.hpp,
+//    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/core/random.hpp,
 //    the one shared host/device helper): one Philox block serves four consecutive elements; the words
 //    are drawn right after the loads are issued, so the Philox rounds overlap the memory latency.
 // The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
@@ -28,9 +28,9 @@
 
 #include "device.hpp"
 #include "emu.hpp"
-#include "fp4sim/codec.hpp"
-#include "fp4sim/gpu.hpp"
-#include "fp4sim/random.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/emu/gpu.hpp"
+#include "fp4sim/core/random.hpp"
 
 namespace fp4sim::gpu {
 namespace detail {

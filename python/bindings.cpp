@@ -18,16 +18,16 @@
 #include <vector>
 
 #include "../src/cli/recipe_options.hpp"
-#include "fp4sim/codec.hpp"
-#include "fp4sim/datapath.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/format.hpp"
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/layout.hpp"
-#include "fp4sim/quantize.hpp"
-#include "fp4sim/random.hpp"
-#include "fp4sim/recipe.hpp"
-#include "fp4sim/verify.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/format.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/layout.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/random.hpp"
+#include "fp4sim/core/recipe.hpp"
+#include "fp4sim/verify/verify.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

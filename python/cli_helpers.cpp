@@ -2,7 +2,7 @@
 // extension cannot link: it holds main()). Same bodies, so a recipe override rejected from Python reads
 // exactly as on the command line; tests/python/test_module.py compares the two messages.
 #include "../src/cli/cli.hpp"
-#include "fp4sim/error.hpp"
+#include "fp4sim/core/error.hpp"
 
 namespace fp4sim::cli {
 

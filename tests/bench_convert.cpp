@@ -7,7 +7,7 @@
 //                                           (STREAM's convention), so the two bytes/s compare directly
 //  threshold/{serial,parallel}/<n>          encode_array on n elements with one thread, and split over
 //                                           all threads: where parallel starts to win is the measured
-//                                           OpenMP threshold of src/codec.cpp (CPFloat's autotune idea)
+//                                           OpenMP threshold of src/core/codec.cpp (CPFloat's autotune idea)
 //
 // Inputs are fixed before timing (TestFloat's timesoftfloat: no RNG in the timed loop): magnitudes
 // log-uniform over 2^-12 .. 2^10 (the scaled-tensor range the formats see), random signs for signed
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/format.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/format.hpp"
 
 namespace {
 

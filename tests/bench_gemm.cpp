@@ -16,8 +16,8 @@
 #include <omp.h>
 #include <sys/resource.h>
 
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/quantize.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/quantize.hpp"
 
 extern "C" {
 // OpenBLAS's CBLAS entry point (declared here so the bench needs no BLAS header path).

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/replay.hpp"
-#include "fp4sim/trace.hpp"
+#include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/io/trace.hpp"
 
 namespace fs = std::filesystem;
 

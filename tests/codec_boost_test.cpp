@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/format.hpp"
-#include "fp4sim/rounding.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/format.hpp"
+#include "fp4sim/core/rounding.hpp"
 
 namespace fp4sim {
 

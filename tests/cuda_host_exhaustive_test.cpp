@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/format.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/format.hpp"
 
 #if defined(FP4SIM_HAVE_CUDA_HEADERS)
 #include <cuda_fp4.h>

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/datapath.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/datapath.hpp"
 
 namespace fp4sim {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/format.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/format.hpp"
 
 namespace fp4sim {
 namespace {

@@ -19,11 +19,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/npy.hpp"
-#include "../src/gemm_internal.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/io/npy.hpp"
+#include "../src/core/gemm_internal.hpp"
 
 namespace fp4sim {
 namespace {

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "emu.hpp"
-#include "fp4sim/codec.hpp"
-#include "fp4sim/format.hpp"
-#include "fp4sim/gpu.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/format.hpp"
+#include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim {
 namespace {

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "emu.hpp"
-#include "fp4sim/codec.hpp"
-#include "fp4sim/datapath.hpp"
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/gpu.hpp"
-#include "fp4sim/quantize.hpp"
-#include "fp4sim/recipe.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/emu/gpu.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/recipe.hpp"
 
 namespace fp4sim {
 namespace {

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "fp4sim/error.hpp"
-#include "fp4sim/layout.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/layout.hpp"
 
 namespace fp4sim {
 namespace {

@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "fp4sim/random.hpp"
+#include "fp4sim/core/random.hpp"
 
 namespace fp4sim {
 namespace {

@@ -7,10 +7,10 @@
 #include <limits>
 #include <random>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/hadamard.hpp"
-#include "fp4sim/quantize.hpp"
-#include "fp4sim/tensor_scale.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/hadamard.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/tensor_scale.hpp"
 
 namespace fp4sim {
 namespace {

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/replay.hpp"
-#include "fp4sim/trace.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/io/trace.hpp"
 #include "json_mini.hpp"
 
 namespace fs = std::filesystem;

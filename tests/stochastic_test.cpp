@@ -16,10 +16,10 @@
 #include <cstdio>
 #include <string>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/format.hpp"
-#include "fp4sim/random.hpp"
-#include "fp4sim/rounding.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/format.hpp"
+#include "fp4sim/core/random.hpp"
+#include "fp4sim/core/rounding.hpp"
 
 namespace fp4sim {
 namespace {

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "fp4sim/error.hpp"
-#include "fp4sim/sweep.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/analysis/sweep.hpp"
 #include "json_mini.hpp"
 
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 
 #include <zlib.h>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/datapath.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/datapath.hpp"
 
 namespace fp4sim {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/error.hpp"
-#include "fp4sim/hdf5.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/io/hdf5.hpp"
 
 namespace fs = std::filesystem;
 using fp4sim::DataError;
@@ -148,7 +148,7 @@ TEST(Hdf5, SilenceRestoresAutomaticPrinting) {
 // ---------------------------------------------------------------------------------------------
 // trace.hpp: a valid trace, then every rule of docs/trace-format.md broken on purpose.
 
-#include "fp4sim/trace.hpp"
+#include "fp4sim/io/trace.hpp"
 
 namespace {
 

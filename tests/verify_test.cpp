@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/codec.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/layout.hpp"
-#include "fp4sim/npy.hpp"
-#include "fp4sim/quantize.hpp"
-#include "fp4sim/verify.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/layout.hpp"
+#include "fp4sim/io/npy.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/verify/verify.hpp"
 
 namespace fp4sim {
 namespace {

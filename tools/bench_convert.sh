@@ -2,7 +2,7 @@
 # Conversion throughput of fp4sim's fast path beside this machine's copy bandwidth and ml_dtypes'
 # NumPy casts, all measured here in one run, with the issue's targets marked met or not:
 #   one thread  >= 2x ml_dtypes' rate;   all threads >= 60% of the (all-thread) copy bandwidth.
-# Also prints the measured OpenMP threshold of encode_array (src/codec.cpp kParallelThreshold).
+# Also prints the measured OpenMP threshold of encode_array (src/core/codec.cpp kParallelThreshold).
 # Raw results: out/bench_convert.json (Google Benchmark), out/bench_ml_dtypes.json.
 #
 # Usage: tools/bench_convert.sh [extra Google Benchmark flags, e.g. --benchmark_repetitions=5]

@@ -8,8 +8,8 @@
 #include <string>
 #include <stdexcept>
 
-#include "fp4sim/format.hpp"
-#include "fp4sim/rounding.hpp"
+#include "fp4sim/core/format.hpp"
+#include "fp4sim/core/rounding.hpp"
 
 namespace fp4sim::cli {
 

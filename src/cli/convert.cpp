@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/codec.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/npy.hpp"
-#include "fp4sim/random.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/io/npy.hpp"
+#include "fp4sim/core/random.hpp"
 
 namespace fp4sim::cli {
 

@@ -23,14 +23,14 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/quantize.hpp"
-#include "fp4sim/recipe.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/recipe.hpp"
 
 #if defined(FP4SIM_HAVE_CUDA)
-#include "fp4sim/datapath.hpp"
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/gpu.hpp"
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/emu/gpu.hpp"
 #endif
 
 namespace fp4sim::cli {

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/codec.hpp"
+#include "fp4sim/core/codec.hpp"
 
 namespace fp4sim::cli {
 

@@ -6,9 +6,9 @@
 #include <optional>
 
 #include "cli.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/npy.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/io/npy.hpp"
 #include "recipe_options.hpp"
 
 namespace fp4sim::cli {

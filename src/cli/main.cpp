@@ -2,7 +2,7 @@
 #include <exception>
 
 #include "cli.hpp"
-#include "fp4sim/error.hpp"
+#include "fp4sim/core/error.hpp"
 
 namespace fp4sim::cli {
 

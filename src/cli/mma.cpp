@@ -5,10 +5,10 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/codec.hpp"
-#include "fp4sim/datapath.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/npy.hpp"
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/io/npy.hpp"
 
 namespace fp4sim::cli {
 

@@ -2,10 +2,10 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/hdf5.hpp"
-#include "fp4sim/npy.hpp"
-#include "fp4sim/quantize.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/io/hdf5.hpp"
+#include "fp4sim/io/npy.hpp"
+#include "fp4sim/core/quantize.hpp"
 #include "recipe_options.hpp"
 
 namespace fp4sim::cli {

@@ -1,6 +1,6 @@
 #include "recipe_options.hpp"
 
-#include "fp4sim/error.hpp"
+#include "fp4sim/core/error.hpp"
 
 namespace fp4sim::cli {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli.hpp"
-#include "fp4sim/recipe.hpp"
+#include "fp4sim/core/recipe.hpp"
 
 namespace fp4sim::cli {
 

@@ -14,9 +14,9 @@
 #include <sstream>
 
 #include "cli.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/output_file.hpp"
-#include "fp4sim/replay.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/io/output_file.hpp"
+#include "fp4sim/analysis/replay.hpp"
 #include "replay_common.hpp"
 
 namespace fp4sim::cli {

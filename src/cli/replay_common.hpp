@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/recipe.hpp"
-#include "fp4sim/replay.hpp"
+#include "fp4sim/core/recipe.hpp"
+#include "fp4sim/analysis/replay.hpp"
 
 namespace fp4sim::cli {
 

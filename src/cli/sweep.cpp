@@ -6,9 +6,9 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/output_file.hpp"
-#include "fp4sim/sweep.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/io/output_file.hpp"
+#include "fp4sim/analysis/sweep.hpp"
 #include "replay_common.hpp"
 
 namespace fp4sim::cli {

@@ -12,11 +12,11 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/error.hpp"
-#include "fp4sim/gemm.hpp"
-#include "fp4sim/layout.hpp"
-#include "fp4sim/npy.hpp"
-#include "fp4sim/verify.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/layout.hpp"
+#include "fp4sim/io/npy.hpp"
+#include "fp4sim/verify/verify.hpp"
 #include "recipe_options.hpp"
 
 namespace fp4sim::cli {

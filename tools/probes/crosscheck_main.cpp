@@ -4,7 +4,7 @@
 #include <exception>
 
 #include "../../src/cli/cli.hpp"
-#include "fp4sim/error.hpp"
+#include "fp4sim/core/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp4sim crosscheck: CUDA kernels vs the golden model"};

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "fp4sim/gpu.hpp"
-#include "fp4sim/recipe.hpp"
+#include "fp4sim/emu/gpu.hpp"
+#include "fp4sim/core/recipe.hpp"
 
 using namespace fp4sim;
 

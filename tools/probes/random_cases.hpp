@@ -1,7 +1,7 @@
 // Host side of the tensor-core probes: the random case generator (deterministic from kSeed, so the D bits
 // dumped on the H200 can be judged later by any model), bf16/f16 codes, and a small parametric T-FDPA
 // model (docs/datapaths.md §1.3) with the variants the open points O3/O8 ask about. This model is the
-// probe's own quick judge; the golden one is src/datapath.cpp.
+// probe's own quick judge; the golden one is src/core/datapath.cpp.
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // Replays the random single-instruction tensor-core probe outputs (the D bits that tools/probes/mma_probe.cu
 // dumps as random_{bf16,f16}_{mma,wgmma}.bin, the first 10^6 outputs per instruction) through the golden
-// library's sm90-bf16 row (fp4sim::tfdpa_dot, src/datapath.cpp), regenerating the inputs from
+// library's sm90-bf16 row (fp4sim::tfdpa_dot, src/core/datapath.cpp), regenerating the inputs from
 // random_cases.hpp's seed. No GPU needed.
 //
 //   replay_random <dir with the .bin files>     prints cases and mismatches per instruction; exit 1 on any
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/datapath.hpp"
-#include "fp4sim/format.hpp"
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/format.hpp"
 #include "random_cases.hpp"
 
 int main(int argc, char** argv) {

@@ -1,0 +1,156 @@
+// Replay of a tensor trace through block-scaled recipes (docs/cli.md `fp4sim replay`, docs/design.md "Replay").
+//
+// For every selected step (ascending), layer and tensor (x, w, dy) and every recipe: the tensor is
+// quantized as the first GEMM that consumes it does (x and w as in fprop, dy as in dgrad) with the
+// recipe's tensor-scale state at that step, and compared with the stored values (a `tensors` entry).
+// For every GEMM of the layer (fprop x·wᵀ, dgrad dy·w, wgrad dyᵀ·x) both operands are quantized per
+// operands_for(recipe, gemm) and the product is compared with the float64 product of the unquantized
+// operands (a `gemms` entry). Periodic tensor scaling is carried across the captured steps with a
+// hold rule; `headroom` entries report Proposition 1's quantities (docs/semantics.md P2) per scale format.
+//
+// Memory: a tensor larger than max_slab_bytes is streamed in row slabs (two passes: amax, then
+// quantization), so the per-tensor statistics hold one slab at a time. GEMM entries need the three
+// operands of one layer in memory at once.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "fp4sim/core/recipe.hpp"
+#include "fp4sim/analysis/stats.hpp"
+#include "fp4sim/io/trace.hpp"
+
+namespace fp4sim::replay {
+
+// Which amax a periodic tensor scale holds at a step whose refresh step may not have been captured.
+enum class HoldRule : std::uint8_t {
+  window,    // the refresh step's amax when captured, else the step's own amax (held_exact: false)
+  previous,  // the previous captured step's amax (a stress test of staleness beyond D)
+};
+std::string_view hold_rule_name(HoldRule rule);
+std::optional<HoldRule> parse_hold_rule(std::string_view name);
+
+// The GEMM-level evaluation of one quantized GEMM: returns Ĉ [M, N] (row-major, double) from the
+// quantized operands A [M, K] and B [N, K] (for tests and experiments; replay otherwise calls gemm.hpp
+// or, for datapath "f64", multiplies the dequantized operands in float64). Called concurrently from
+// OpenMP threads (one task per GEMM and recipe): it must be thread-safe.
+using GemmEvaluator = std::function<std::vector<double>(const Recipe& recipe, Gemm gemm, const QuantizedTensor& a,
+                                                         const QuantizedTensor& b, const std::string& datapath)>;
+
+struct Options {
+  std::vector<Recipe> recipes;                 // default: ue5m3, nvfp4, mxfp4
+  // GEMM datapath of the `gemms` entries: "recipe" = each recipe's default (gemm.hpp: probe-matched for
+  // ue5m3*, fp32-seq for nvfp4*/mxfp4), "f64" = the dequantized operands multiplied in float64 (fast, no
+  // hardware model), or any datapath preset name.
+  std::string datapath = "recipe";
+  std::optional<std::vector<std::int64_t>> steps;  // captured steps to replay; all when empty
+  std::string layers;                          // ECMAScript regex searched in the layer name; "" = all
+  std::uint64_t seed = 0;                      // keys the stochastic-rounding bits (stream per tensor)
+  HoldRule hold = HoldRule::window;
+  bool gemms = true;                           // compute `gemms` entries
+  int headroom_period = 50;                    // D of the Proposition 1 analysis
+  float headroom_target = 448.0f;              // T of the Proposition 1 analysis
+  std::size_t max_slab_bytes = std::size_t{256} << 20;  // float32 bytes of one slab of a large tensor
+  std::function<void(double fraction, const std::string& what)> progress;  // optional
+  GemmEvaluator gemm_evaluator;                // empty: the float64 product of dequantized operands
+};
+
+// The tensor-scale reference a quantization used.
+struct Hold {
+  std::optional<float> held_amax;             // none: the recipe has no tensor scale
+  std::optional<std::int64_t> held_from_step;
+  std::optional<bool> held_exact;             // the held amax is the one training would have held
+  stats::Figure rho;                          // current amax / held amax
+};
+
+struct TensorEntry {
+  std::int64_t step = 0;
+  std::string layer, tensor;  // tensor: the dataset name ("x", "w", "dy")
+  Role role = Role::activation;
+  Gemm view = Gemm::fprop;    // the GEMM whose orientation rules quantized it (fprop or dgrad)
+  std::string recipe;
+  std::size_t rows = 0, cols = 0;
+  int block_rows = 1, block_cols = 16;
+  std::string element_format, scale_format, rounding, tensor_scale;
+  std::string orig_dtype;
+  std::uint64_t stream = 0;
+  float amax = 0.0f;          // current tensor amax (NaN-ignoring, float32)
+  Hold hold;
+  float global_encode_scale = 1.0f, global_decode_scale = 1.0f;
+  stats::TensorStats stats;
+  // sweep only: what the grid point was
+  std::string distribution;
+};
+
+struct HeadroomEntry {
+  std::int64_t step = 0;
+  std::string layer, tensor;
+  Role role = Role::activation;
+  int period = 50;
+  float target = 448.0f;
+  int block_rows = 1, block_cols = 16;
+  float amax = 0.0f;
+  Hold hold;
+  std::vector<stats::HeadroomCounts> formats;  // ue4m3, ue5m3, ue5m3fn
+};
+
+struct GemmEntry {
+  std::int64_t step = 0;
+  std::string layer;
+  Gemm gemm = Gemm::fprop;
+  std::string recipe, datapath;
+  std::size_t m = 0, n = 0, k = 0;
+  stats::Figure rel_fro_err;
+  double max_abs_err = 0.0;
+  double ref_fro_norm = 0.0;
+  Hold hold_a, hold_b;
+  std::uint64_t stream_a = 0, stream_b = 0;
+};
+
+struct Result {
+  trace::TraceInfo trace;
+  std::vector<std::string> recipe_names;
+  std::vector<std::string> recipe_sources;
+  std::string datapath, datapath_note;
+  HoldRule hold = HoldRule::window;
+  std::uint64_t seed = 0;
+  std::vector<std::int64_t> steps;  // replayed
+  std::vector<TensorEntry> tensors;
+  std::vector<GemmEntry> gemms;
+  std::vector<HeadroomEntry> headroom;
+  std::uint64_t tensor_bytes = 0;  // float32 bytes of tensor data quantized per recipe
+  double seconds = 0.0;
+};
+
+// Replays a trace. DataError for bad input (naming file, path and rule); UsageError for options that
+// select nothing (a step not in the trace, a regex matching no layer, an unknown datapath).
+Result run(const std::filesystem::path& trace_path, const Options& options);
+
+// The random stream of one quantized operand: FNV-1a (64-bit) of "<step>/<layer>/<tensor>/<gemm>",
+// e.g. "200/lm_head/dy/dgrad" (documented in docs/replay.md).
+std::uint64_t stream_id(std::int64_t step, std::string_view layer, std::string_view tensor, Gemm gemm);
+
+// The float64 product C = A · Bᵀ (A [M,K], B [N,K], row-major); uses every OpenMP thread.
+std::vector<double> matmul_abt(std::span<const double> a, std::span<const double> b, std::size_t m, std::size_t n,
+                               std::size_t k);
+
+// Writers. JSON: {"fp4sim":..., "trace":..., "tensors":[...], "gemms":[...], "headroom":[...]}.
+void write_json(const Result& r, std::ostream& os);
+void write_tensor_json(stats::JsonWriter& j, const TensorEntry& e);  // one `tensors` object (sweep reuses)
+// CSV: one row per tensors entry (kind=tensor), gemms entry (kind=gemm) and headroom entry
+// (kind=headroom), union of the scalar columns.
+void write_csv(const Result& r, std::ostream& os);
+void write_tensor_csv_header(std::ostream& os);
+void write_tensor_csv_row(std::ostream& os, const TensorEntry& e);
+// HDF5: /tensors, /gemms, /headroom groups of column datasets (one row per entry) plus histograms.
+void write_h5(const Result& r, const std::filesystem::path& path);
+// The terminal summary: per recipe overall figures, best recipe per tensor role, worst layers,
+// GEMM errors, headroom.
+std::string summary(const Result& r);
+
+}  // namespace fp4sim::replay

@@ -1,0 +1,100 @@
+// Format sweeps (docs/cli.md `fp4sim sweep`): a grid over element format x scale format x block size x
+// tensor-scale policy x rounding, run over the tensors of a trace (through replay, so periodic scaling
+// follows the trace's steps) or over seeded synthetic distributions, reporting the fields of replay's
+// `tensors` entries for every (input, grid point).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "fp4sim/core/recipe.hpp"
+#include "fp4sim/analysis/replay.hpp"
+
+namespace fp4sim::sweep {
+
+// A synthetic distribution, symmetric about 0, with optional outliers:
+//   normal            N(0, 1)
+//   laplace           Laplace(0, 1)
+//   student-t:NU      Student's t with NU (integer 1..64) degrees of freedom
+//   lognormal:SIGMA   ±exp(SIGMA·Z), sign uniform
+// and the suffix "+outliers:P:K" multiplies each element by K with probability P.
+// Every value comes from Philox4x32-10 keyed by the seed (random.hpp), so a (name, seed, shape) gives the
+// same tensor everywhere (up to the last ulp of the platform's libm log/exp/sqrt/cos).
+struct Distribution {
+  enum class Kind : std::uint8_t { normal, laplace, student_t, lognormal } kind = Kind::normal;
+  double parameter = 0.0;  // NU for student-t, SIGMA for lognormal
+  double outlier_probability = 0.0;
+  double outlier_scale = 1.0;
+  std::string name;        // canonical text, as parsed
+};
+std::optional<Distribution> parse_distribution(std::string_view text);
+// rows x cols values; `stream` separates distributions generated under one seed.
+std::vector<float> generate(const Distribution& d, std::size_t rows, std::size_t cols, std::uint64_t seed,
+                            std::uint64_t stream);
+
+// A tensor-scale policy of the grid: none, current, or periodic:D (on a trace: D steps, held per the
+// hold rule; on synthetic data the held amax is current amax / rho for every rho of Grid::rhos).
+struct TensorScaleChoice {
+  TensorScalePolicy policy = TensorScalePolicy::current;
+  int period = 50;
+  std::string name;
+};
+std::optional<TensorScaleChoice> parse_tensor_scale(std::string_view text);
+
+struct Grid {
+  std::vector<Format> element_formats{formats::e2m1};
+  std::vector<Format> scale_formats{formats::ue4m3, formats::ue5m3, formats::e8m0};
+  std::vector<int> blocks{16, 32};
+  std::vector<TensorScaleChoice> tensor_scales;  // default: none, current
+  std::vector<Rounding> roundings{Rounding::rne};
+  std::vector<double> rhos{1.0};  // synthetic periodic only
+  std::string base = "ue5m3";     // the preset every other field comes from
+};
+
+// One grid point as a recipe; nullopt with `why` when the combination is not a valid recipe (e.g. an
+// E8M0 scale with a tensor scale). Power-of-two scale formats use the OCP floor rule.
+std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const Format& scale, int block,
+                                  const TensorScaleChoice& ts, Rounding rounding, std::string& why);
+
+struct Options {
+  Grid grid;
+  // Synthetic input (used when `trace` is empty).
+  std::vector<Distribution> distributions;
+  std::size_t rows = 256, cols = 4096;
+  Role role = Role::activation;  // how synthetic tensors are quantized (weight: 2-D tiles)
+  // Trace input.
+  std::filesystem::path trace;
+  std::optional<std::vector<std::int64_t>> steps;
+  std::string layers;
+  replay::HoldRule hold = replay::HoldRule::window;
+  std::uint64_t seed = 0;
+  std::size_t max_slab_bytes = std::size_t{256} << 20;
+  std::function<void(double, const std::string&)> progress;
+};
+
+struct Skipped {
+  std::string config, reason;
+};
+
+struct Result {
+  std::vector<replay::TensorEntry> tensors;  // recipe = grid point name; distribution set for synthetic
+  std::vector<std::string> configs;          // grid point names in order
+  std::vector<Skipped> skipped;
+  std::string input;                         // trace path or "synthetic"
+  std::uint64_t seed = 0;
+  std::size_t rows = 0, cols = 0;
+  double seconds = 0.0;
+};
+
+Result run(const Options& options);
+
+void write_json(const Result& r, std::ostream& os);  // {"kind":"sweep", ..., "tensors":[...], "skipped":[...]}
+void write_csv(const Result& r, std::ostream& os);   // replay's tensor columns
+std::string summary(const Result& r);                // SQNR per configuration and input, best per input
+
+}  // namespace fp4sim::sweep

@@ -1,0 +1,91 @@
+// Block-scaled GEMM C = A·Bᵀ over quantized operands (A [M,K], B [N,K], both blocked along K), through
+// any datapath of the preset table (datapath.hpp), in the manner of CUTLASS's host reference gett.hpp:
+// mainloop (how the K products are accumulated: the datapath) and epilogue (alpha, output cast) kept
+// apart, scale factors as separate inputs.
+//
+// What each datapath computes for one output element (docs/datapaths.md has the full text):
+//  * exact          RN32(alpha · Σ_k q_a·s_a·q_b·s_b), the sum exact (any scale range), one rounding.
+//  * fp32-seq       y = +0; for each K block in order: y = RN32(y + s_a·s_b·Σ q_a·q_b) with the block
+//                   term exact; then RN32(y · alpha) (TE reference qgemm; G5).
+//  * probe-matched  per 64-group: the inner T-FDPA row over the encoded operands q·s (BF16), four k16
+//                   steps chained from +0; partials combined by add.rz.f32 in order from +0; optional
+//                   snap RNE(C·1024)/1024; RN32(C · alpha).
+//  * T-FDPA rows    the encoded operands q·s in the row's first input format, one chain of G-steps over
+//                   the whole K from +0 (a kernel's single accumulator), then RN32(acc · alpha).
+//  * GST-FDPA rows  (sm100-mxf4nvf4, ue5m3-native) the block-scaled instruction over codes and scale
+//                   codes directly, a chain of K=64 instructions from +0, then RN32(acc · alpha).
+// `--out-dtype bf16` then rounds every output RNE to BF16.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/recipe.hpp"
+
+namespace fp4sim {
+
+enum class GemmImpl : std::uint8_t {
+  fast,       // cache-blocked, OpenMP, SIMD kernels dispatched on the running CPU (golden fallbacks inside)
+  reference,  // the plain scalar golden loop, one output element at a time
+};
+
+// What the fast path did (for tests and benchmarks).
+struct GemmReport {
+  bool simd_kernel = false;            // the SIMD tile kernels ran (else the reference loop did)
+  std::string isa;                     // avx512, avx2 or portable
+  std::uint64_t golden_steps = 0;      // T-FDPA lanes handed to the scalar golden step
+  std::uint64_t reference_outputs = 0; // outputs recomputed by a scalar exact/reference path
+  double prepare_ms = 0, kernel_ms = 0, epilogue_ms = 0;  // wall time of the fast path's phases
+};
+
+struct GemmOptions {
+  const Datapath* datapath = nullptr;  // required
+  const Datapath* inner = nullptr;     // probe-matched: the inner T-FDPA row (nullptr: the row's default)
+  bool snap = true;                    // probe-matched: RNE(C*1024)/1024 (--no-snap clears it)
+  float alpha = 1.0f;                  // the epilogue's post-scale (gemm_alpha)
+  bool bf16_output = false;            // round every output RNE to BF16 (kept as float32 values)
+  GemmImpl impl = GemmImpl::fast;
+  std::string_view isa{};              // fast kernels: "" = best the CPU has; "avx512", "avx2", "portable"
+  GemmReport* report = nullptr;        // filled when given
+};
+
+// C [M, N] row-major. Throws DataError when the operands do not fit the datapath (shape mismatch,
+// probe-matched with K % 64 != 0, an encoded operand q·s not exactly representable in the row's input
+// format, an element or scale format the row does not take, a reserved scale code).
+std::vector<float> gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options);
+
+// One output element, C[i, j], by the plain scalar reference (the golden model every fast path must
+// equal bit for bit). Operands must already have passed gemm()'s checks (check_gemm_operands).
+float gemm_reference_element(const QuantizedTensor& a, std::size_t i, const QuantizedTensor& b, std::size_t j,
+                             const GemmOptions& options);
+void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options);
+
+// The epilogue's alpha from the two tensor amaxes and targets (F = element max, 6 for E2M1):
+//   one:        1
+//   division:   RN(RN(A_a·A_b) / RN(RN(F·T_a)·RN(F·T_b)))          (TE reference qgemm)
+//   reciprocal: RN(RN(A_a·A_b) · RN(1 / RN(RN(F·T_a)·RN(F·T_b))))   (the paper's code; TE's kernel)
+float gemm_alpha(AlphaRule rule, float amax_a, float target_a, float amax_b, float target_b, float element_max);
+// The rule a datapath applies for a recipe: AlphaRule::one when the recipe has no tensor scale,
+// else the row's own rule (fp32-seq: division, probe-matched: reciprocal) or the recipe's.
+AlphaRule alpha_rule_for(const Datapath& datapath, const Recipe& recipe);
+
+// The convenience entry point for replay and the CLI: names resolved (empty datapath: the recipe's
+// default), alpha formed from the operands' tensor amaxes and targets.
+struct GemmRequest {
+  std::string datapath;  // "" = recipe.default_datapath
+  std::string inner;     // probe-matched inner row ("" = the row's default, sm90-bf16)
+  bool snap = true;
+  bool bf16_output = false;
+  GemmImpl impl = GemmImpl::fast;
+};
+std::vector<float> gemm(const Recipe& recipe, const QuantizedTensor& a, const QuantizedTensor& b,
+                        const GemmRequest& request = {});
+// The GemmOptions gemm(recipe, ...) would use (UsageError for unknown names).
+GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const QuantizedTensor& b,
+                         const GemmRequest& request);
+
+}  // namespace fp4sim

@@ -1,0 +1,122 @@
+// A block-scaled recipe is a pairing of existing parts (CUTLASS's mx_float4_t / nv_float4_t): element
+// and scale formats, a block shape, a scale rule, a tensor-scale policy and per-role rounding, plus the
+// source its semantics come from. Presets are rows of one table; no code branches on a preset's name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp4sim/core/format.hpp"
+#include "fp4sim/core/rounding.hpp"
+
+namespace fp4sim {
+
+// How a block's scale code is chosen from the block amax.
+enum class ScaleRule : std::uint8_t {
+  // amax/F mapped through a global FP32 multiplier G = RN(RN(F*T) / amax_ref) (G = 1 without a
+  // tensor scale), then RNE into the scale format, saturating (the UE5M3 paper's formats.py and TE's
+  // NVFP4 kernels share this exact FP32 operation order; docs/design.md).
+  two_level,
+  pow2_floor,  // OCP MX v1.0: 2^(floor(log2 amax) - emax_elem) from the exponent field
+  pow2_ceil,   // smallest 2^e with amax <= max_elem * 2^e (no element clips)
+  pow2_even,   // torchao EVEN: amax rounded to element precision, then floor
+  pow2_rceil,  // cuBLAS / torchao RCEIL: RN(amax * RN(1/max_elem)) rounded up to a power of two
+};
+
+// What a block scale that rounds to zero becomes.
+enum class ZeroScale : std::uint8_t {
+  keep,  // stays 0; the encode multiplier becomes FLT_MAX (TE NVFP4 kernel, N6)
+  one,   // replaced by the numeric scale 1.0 before the reciprocal (UE5M3 paper, "zero-scale-to-one")
+};
+
+enum class TensorScalePolicy : std::uint8_t {
+  none,      // G = 1: single-level block scales
+  current,   // amax of the tensor being quantized (TE NVFP4, D = 1)
+  periodic,  // sample-and-hold amax refreshed at steps 1, 1+D, 1+2D, ... (UE5M3 paper, D = 50)
+};
+
+// Order of the multiplications that reconstruct a value (all RN32).
+enum class DequantizeOrder : std::uint8_t {
+  portable,   // q * RN(s * Gd)                 (paper's portable reference formats.py)
+  kernel,     // RN(q * s) * Gd                 (paper's Triton quantizer, decoded domain)
+  te_kernel,  // q * RN(RN(s * A) * RN(1/(F*T))) (TE dequantize_fp4_kernel, N10)
+};
+
+// How the GEMM epilogue forms alpha from the two tensor amaxes.
+enum class AlphaRule : std::uint8_t {
+  one,                  // no tensor scale (MXFP4)
+  reciprocal,           // RN(RN(A_a*A_b) * RN(1/(RN(F*T_a)*RN(F*T_b))))  (paper's code)
+  division,             // RN(RN(A_a*A_b) / (RN(F*T_a)*RN(F*T_b)))         (TE reference qgemm)
+};
+
+enum class Role : std::uint8_t { activation, weight, grad_output };
+enum class Gemm : std::uint8_t { fprop, dgrad, wgrad };
+
+std::string_view role_name(Role role);
+std::optional<Role> parse_role(std::string_view name);
+std::string_view gemm_name(Gemm gemm);
+std::optional<Gemm> parse_gemm(std::string_view name);
+std::string_view scale_rule_name(ScaleRule rule);
+std::optional<ScaleRule> parse_scale_rule(std::string_view name);
+std::string_view dequantize_order_name(DequantizeOrder order);
+
+struct Recipe {
+  std::string name;
+  std::string source;  // where the semantics come from, printed by --help and docs
+  Format element = formats::e2m1;
+  Format scale = formats::ue5m3;
+  int block = 16;                 // B: elements per block along the reduction dimension
+  bool weight_two_d = true;       // weights as B x B tiles shared by both orientations
+  ScaleRule scale_rule = ScaleRule::two_level;
+  ZeroScale zero_scale = ZeroScale::one;
+  TensorScalePolicy tensor_scale = TensorScalePolicy::periodic;
+  int period = 50;                // D, for periodic tensor scaling
+  float target = 448.0f;          // T: the scale code a block whose amax equals the tensor amax gets
+  float wgrad_grad_target = 448.0f;  // T for dY as the wgrad operand (the paper uses 2048 on chosen layers)
+  Rounding element_rounding = Rounding::rne;  // activations, weights, and dY where no SR applies
+  Rounding grad_rounding = Rounding::rne;     // dY payloads in dgrad and wgrad
+  int sr_bits = 8;
+  bool rht_wgrad = false;         // 16x16 random Hadamard transform on both wgrad operands
+  DequantizeOrder dequantize_order = DequantizeOrder::portable;
+  AlphaRule alpha = AlphaRule::reciprocal;
+  std::string default_datapath = "probe-matched";
+};
+// Every preset clamps the element multiplier, min(RN(1/RN(s*Gd)), FLT_MAX), as TE's kernel does. The
+// paper's code has no clamp; the two differ only when RN(s*Gd) < 2^-128, i.e. a held amax below about
+// 2^-100, where the paper's multiplier would be +Inf.
+
+struct NamedRecipe {
+  std::string_view name;
+  const Recipe& (*get)();
+};
+std::span<const NamedRecipe> recipe_presets();
+std::optional<Recipe> find_recipe(std::string_view name);
+
+// Problems that make a recipe unusable (empty when valid), CPFloat VALIDATE_INPUT style.
+std::vector<std::string> validate(const Recipe& recipe);
+
+// How one operand of one GEMM is quantized: the recipe's orientation rules resolved (paper §1.4).
+struct OperandSpec {
+  Role role = Role::activation;
+  bool two_d = false;        // B x B tiles instead of 1 x B blocks along the last dimension
+  Rounding rounding = Rounding::rne;
+  bool rht = false;
+  float target = 448.0f;
+};
+
+// fprop: A = x, B = w; dgrad: A = dy, B = w^T; wgrad: A = dy^T, B = x^T (docs/cli.md). K is always the
+// last dimension of both operands.
+struct GemmOperands {
+  OperandSpec a, b;
+};
+GemmOperands operands_for(const Recipe& recipe, Gemm gemm);
+
+// The spec of a tensor quantized outside a GEMM (`fp4sim quantize --role`): as the first GEMM that
+// consumes it (x and w as in fprop, dy as in dgrad).
+OperandSpec operand_for_role(const Recipe& recipe, Role role);
+
+}  // namespace fp4sim

@@ -1,0 +1,99 @@
+// The host API of the CUDA kernels in emu/ (built when FP4SIM_CUDA is ON; link fp4sim_emu).
+//
+// Every call returns a Status, as cutlass::Status does: nothing here exits, throws or prints. The
+// kernels are independent GPU code (emu/emu.hpp), judged against the golden encoder by
+// tests/gpu_convert_test.cpp. This header needs no CUDA headers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/format.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/recipe.hpp"
+
+namespace fp4sim::gpu {
+
+enum class Status : std::uint8_t {
+  success,
+  no_device,            // no CUDA device, or none that can run this build's sm_90 kernels
+  unsupported_format,   // the GPU path has no kernel for this format
+  unsupported_options,  // a rounding mode or special-value policy the GPU path does not implement
+  invalid_argument,     // e.g. output shorter than input
+  cuda_error,           // a CUDA runtime call failed (allocation, copy, launch)
+};
+
+std::string_view status_name(Status status);
+
+// True when a CUDA device is present and this build's kernels can be launched on it.
+bool device_available();
+
+// Whether `convert` implements (format, options): formats of at most 8 bits with a mantissa and no
+// Inf (e2m1, e2m3, e3m2, e4m3, ue4m3, ue5m3, ue5m3fn, and descriptors like them) and e8m0; rounding
+// rne, rna, rtz, rup or rdown; saturation on; the hardware convention for -0 and NaN. Needs no device.
+Status supports(const Format& format, const EncodeOptions& options);
+
+// out[i] = the code of in[i] (binary32) in `format` under `options`, computed on the GPU; equal to
+// encode(format, in[i], options).code. `in` and `out` are host memory; out.size() >= in.size().
+Status convert(const Format& format, const EncodeOptions& options, std::span<const float> in,
+               std::span<std::uint8_t> out);
+
+// ---- Block quantization (emu/quantize.cu) ----
+//
+// The same QuantizedTensor bytes as fp4sim::quantize (codes, scales, tensor_amax, G, Gd and the recipe
+// settings); the GPU fills counts.elements and counts.blocks only. Supports E2M1 elements with block 16
+// or 32, 1-D and 2-D blocks, two-level scales in any unsigned small format with a mantissa and no Inf
+// (ue5m3, ue4m3, ...), OCP's floor rule with E8M0, element rounding rne / sr-fast / sr-fast-f32 /
+// sr-fastest (Philox bits as random_bits(), or request.random.explicit_bits), and the 16-point RHT on
+// 1-D blocks. Anything else: unsupported_format / unsupported_options. x is host memory.
+Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
+                std::size_t cols, QuantizedTensor& out);
+
+// Decoded values in q's dequantize order (dequantize(q) of the golden model); out.size() >= rows * cols.
+Status dequantize(const QuantizedTensor& q, std::span<float> out);
+
+// ---- GEMM paths (emu/gemm.cu): C [M, N] = A [M, K] . B [N, K]^T from two quantized operands ----
+enum class GemmPath : std::uint8_t {
+  bf16_tc,        // encoded-domain operands (q * s, exact in BF16) through bf16 tensor cores (wgmma m64n256k16
+                  // on an sm_90a build, else mma.sync.m16n8k16: the same bits), FP32 accumulation chained in
+                  // ascending k (16 per step) from +0, then RN(acc * alpha)
+  probe_matched,  // 64-groups of 4 chained k16 mma steps from +0, add.rz.f32 of the group partials from +0,
+                  // optional snap RNE(C * 1024) / 1024, then RN(C * alpha); needs K % 64 == 0
+  exact,          // exact block-scaled sum on CUDA cores (integer superaccumulator), times alpha exactly,
+                  // one RNE to FP32: RN32(alpha * sum)
+};
+std::string_view gemm_path_name(GemmPath path);
+
+struct GemmOptions {
+  GemmPath path = GemmPath::bf16_tc;
+  float alpha = 1.0f;  // the recipe's alpha, formed by the caller (gemm_alpha below)
+  bool snap = true;    // probe-matched only
+};
+
+// alpha from the two operands' tensor amaxes and targets under the recipe's rule (host binary32):
+// reciprocal RN(RN(Aa*Ab) * RN(1/(RN(6*Ta)*RN(6*Tb)))), division RN(RN(Aa*Ab) / (RN(6*Ta)*RN(6*Tb))), one 1.
+// 1 when either operand carries no tensor scale.
+float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b);
+
+// c.size() >= a.rows * b.rows; a.cols == b.cols; both E2M1 with the same block shape along K.
+Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);
+
+// ---- Benchmarks (emu/bench.cu): device-resident data, CUDA-event timing, median of `reps` ----
+struct BenchFigures {
+  double ms = 0.0;       // median time of one call
+  double bytes = 0.0;    // bytes moved per call (read + written), as counted by the caller's model
+  double flops = 0.0;    // 2*M*N*K for GEMMs
+};
+// cudaMemcpy device-to-device of `bytes` bytes (bytes counts read + written = 2 * size).
+Status bench_copy(std::size_t size, int reps, BenchFigures& out);
+// Quantize of a rows x cols tensor of random normal-ish floats; held amax (one pass) or current (two).
+Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_amax, std::size_t rows,
+                      std::size_t cols, int reps, BenchFigures& out);
+// The bf16-tc / probe-matched GEMM kernel on BF16 operands of M x N x K (random data), and cuBLAS's BF16
+// GEMM (cublasGemmEx, FP32 compute) on the same operands.
+Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, int reps, BenchFigures& ours,
+                  BenchFigures& cublas);
+
+}  // namespace fp4sim::gpu

@@ -1,0 +1,480 @@
+#include "fp4sim/analysis/stats.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/fp32.hpp"
+
+namespace fp4sim::stats {
+
+Figure Figure::of(double v) {
+  if (std::isnan(v)) return none("nan");
+  if (std::isinf(v)) return none(v > 0 ? "inf" : "-inf");
+  return {v, ""};
+}
+
+// ---------------------------------------------------------------------------------------------
+// ErrorAccumulator
+
+void ErrorAccumulator::merge(const ErrorAccumulator& o) {
+  elements += o.elements;
+  nonzero += o.nonzero;
+  nan += o.nan;
+  inf += o.inf;
+  underflow += o.underflow;
+  nonfinite_out += o.nonfinite_out;
+  sum_sq_err += o.sum_sq_err;
+  sum_sq_ref += o.sum_sq_ref;
+  sum_abs_err += o.sum_abs_err;
+  max_abs_err = std::max(max_abs_err, o.max_abs_err);
+  amax = std::max(amax, o.amax);
+  amin_nonzero = std::min(amin_nonzero, o.amin_nonzero);
+}
+
+Figure ErrorAccumulator::mse() const {
+  const std::uint64_t n = finite() - nonfinite_out;
+  if (n == 0) return Figure::none(elements == 0 ? "empty tensor" : "no finite elements");
+  return Figure::of(sum_sq_err / static_cast<double>(n));
+}
+
+Figure ErrorAccumulator::rel_mse() const {
+  if (sum_sq_ref == 0.0) {
+    if (elements == 0) return Figure::none("empty tensor");
+    if (nonfinite_out > 0) {
+      return Figure::none("no finite nonzero input has a finite reconstruction (see nonfinite_outputs)");
+    }
+    return Figure::none("all-zero tensor (sum x^2 = 0)");
+  }
+  return Figure::of(sum_sq_err / sum_sq_ref);
+}
+
+Figure ErrorAccumulator::sqnr_db() const {
+  const Figure r = rel_mse();
+  if (!r.value) return r;
+  if (*r.value == 0.0) return Figure::none("exact (no quantization error)");
+  return Figure::of(-10.0 * std::log10(*r.value));
+}
+
+Figure ErrorAccumulator::underflow_fraction() const {
+  if (nonzero == 0) return Figure::none("no nonzero finite inputs");
+  return Figure::of(static_cast<double>(underflow) / static_cast<double>(nonzero));
+}
+
+Figure ErrorAccumulator::dynamic_range_log2() const {
+  if (nonzero == 0) return Figure::none("no nonzero finite inputs");
+  return Figure::of(std::log2(amax / amin_nonzero));
+}
+
+// ---------------------------------------------------------------------------------------------
+// BlockAccumulator
+
+namespace {
+
+// floor(log2 |x|) of a finite nonzero binary32, from the exponent field (subnormals included).
+int floor_log2(float x) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu;
+  const int field = static_cast<int>(bits >> 23);
+  if (field != 0) return field - 127;
+  return -127 - (std::countl_zero(bits) - 9);
+}
+
+}  // namespace
+
+double BlockAccumulator::scale_log2(std::uint8_t code, float value) {
+  if (log2_cache_value_[code] != value) {
+    log2_cache_value_[code] = value;
+    log2_cache_[code] = std::log2(static_cast<double>(value));
+  }
+  return log2_cache_[code];
+}
+
+void BlockAccumulator::add_block(float block_amax, std::uint8_t scale_code, float scale_value, double sum_sq_err,
+                                 double sum_sq_ref, bool all_zero, bool nonfinite) {
+  ++blocks;
+  ++scale_codes[scale_code];
+  if (nonfinite) {
+    ++nonfinite_blocks;
+    if (std::isinf(block_amax)) ++amax_inf;
+    return;
+  }
+  if (all_zero) {
+    ++zero_blocks;
+    return;
+  }
+  ++amax_log2[static_cast<std::size_t>(std::clamp(floor_log2(block_amax), kAmaxLog2Min, kAmaxLog2Max) - kAmaxLog2Min)];
+  block_amax_max = std::max<double>(block_amax_max, block_amax);
+  block_amax_min_nonzero = std::min<double>(block_amax_min_nonzero, block_amax);
+  if (scale_value > 0.0f && std::isfinite(scale_value)) {
+    const double l = scale_log2(scale_code, scale_value);
+    scale_log2_sum += l;
+    scale_log2_sumsq += l * l;
+    ++scale_count;
+  }
+  if (sum_sq_err == 0.0) {
+    ++exact_blocks;
+    return;
+  }
+  const double rel = sum_sq_err / sum_sq_ref;
+  worst_rel_mse = std::max(worst_rel_mse, rel);
+  const double db = -10.0 * std::log10(rel);
+  const int bin = std::clamp(static_cast<int>(std::floor(db)), kSqnrMinDb, kSqnrMaxDb - 1) - kSqnrMinDb;
+  ++sqnr_db[static_cast<std::size_t>(bin)];
+}
+
+void BlockAccumulator::merge(const BlockAccumulator& o) {
+  blocks += o.blocks;
+  zero_blocks += o.zero_blocks;
+  nonfinite_blocks += o.nonfinite_blocks;
+  exact_blocks += o.exact_blocks;
+  for (std::size_t i = 0; i < scale_codes.size(); ++i) scale_codes[i] += o.scale_codes[i];
+  for (std::size_t i = 0; i < amax_log2.size(); ++i) amax_log2[i] += o.amax_log2[i];
+  amax_inf += o.amax_inf;
+  for (std::size_t i = 0; i < sqnr_db.size(); ++i) sqnr_db[i] += o.sqnr_db[i];
+  scale_log2_sum += o.scale_log2_sum;
+  scale_log2_sumsq += o.scale_log2_sumsq;
+  scale_count += o.scale_count;
+  worst_rel_mse = std::max(worst_rel_mse, o.worst_rel_mse);
+  block_amax_max = std::max(block_amax_max, o.block_amax_max);
+  block_amax_min_nonzero = std::min(block_amax_min_nonzero, o.block_amax_min_nonzero);
+}
+
+Figure BlockAccumulator::scale_log2_mean() const {
+  if (scale_count == 0) return Figure::none("no nonzero finite blocks");
+  return Figure::of(scale_log2_sum / static_cast<double>(scale_count));
+}
+
+Figure BlockAccumulator::scale_log2_std() const {
+  if (scale_count == 0) return Figure::none("no nonzero finite blocks");
+  const double n = static_cast<double>(scale_count);
+  const double mean = scale_log2_sum / n;
+  return Figure::of(std::sqrt(std::max(0.0, scale_log2_sumsq / n - mean * mean)));
+}
+
+Figure BlockAccumulator::worst_block_sqnr_db() const {
+  const std::uint64_t inexact = blocks - zero_blocks - nonfinite_blocks - exact_blocks;
+  if (blocks == zero_blocks + nonfinite_blocks) return Figure::none("no nonzero finite blocks");
+  if (inexact == 0) return Figure::none("exact (every block reconstructed without error)");
+  return Figure::of(-10.0 * std::log10(worst_rel_mse));
+}
+
+Figure BlockAccumulator::block_sqnr_db_quantile(double q) const {
+  const std::uint64_t counted = blocks - zero_blocks - nonfinite_blocks;
+  if (counted == 0) return Figure::none("no nonzero finite blocks");
+  // Rank among nonzero finite blocks, ascending SQNR; exact blocks sort last (+infinity).
+  const auto rank = static_cast<std::uint64_t>(std::floor(q * static_cast<double>(counted - 1)));
+  std::uint64_t seen = 0;
+  for (int i = 0; i < kSqnrBins; ++i) {
+    seen += sqnr_db[static_cast<std::size_t>(i)];
+    if (seen > rank) return Figure::of(kSqnrMinDb + i);
+  }
+  return Figure::none("exact (the quantile falls on blocks without error)");
+}
+
+Figure BlockAccumulator::block_amax_log2_quantile(double q) const {
+  std::uint64_t counted = 0;
+  for (auto c : amax_log2) counted += c;
+  if (counted == 0) return Figure::none("no nonzero finite blocks");
+  const auto rank = static_cast<std::uint64_t>(std::floor(q * static_cast<double>(counted - 1)));
+  std::uint64_t seen = 0;
+  for (int i = 0; i < kAmaxBins; ++i) {
+    seen += amax_log2[static_cast<std::size_t>(i)];
+    if (seen > rank) return Figure::of(kAmaxLog2Min + i);
+  }
+  return Figure::none("unreachable");
+}
+
+Figure TensorStats::saturated_fraction() const {
+  if (error.elements == 0) return Figure::none("empty tensor");
+  return Figure::of(static_cast<double>(counts.saturated) / static_cast<double>(error.elements));
+}
+
+// ---------------------------------------------------------------------------------------------
+// accumulate
+
+namespace {
+
+// The error sums of one row segment of a block whose inputs and outputs are all finite: branch-free,
+// so the compiler vectorises it. Same figures as ErrorAccumulator::add element by element.
+template <class Ref>
+void add_finite_segment(const Ref* ref, const float* xhat, std::size_t n, ErrorAccumulator& acc) {
+  double sse = 0, ssr = 0, sae = 0, maxe = 0, amax = 0, amin = std::numeric_limits<double>::infinity();
+  std::uint64_t nz = 0, under = 0;
+#pragma omp simd reduction(+ : sse, ssr, sae, nz, under) reduction(max : maxe, amax) reduction(min : amin)
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = static_cast<double>(ref[i]);
+    const double e = static_cast<double>(xhat[i]) - x;
+    const double ae = std::fabs(e), ax = std::fabs(x);
+    sse += e * e;
+    ssr += x * x;
+    sae += ae;
+    maxe = ae > maxe ? ae : maxe;
+    amax = ax > amax ? ax : amax;
+    const bool nonzero = x != 0.0;
+    nz += nonzero;
+    under += nonzero & (xhat[i] == 0.0f);
+    const double candidate = nonzero ? ax : std::numeric_limits<double>::infinity();
+    amin = candidate < amin ? candidate : amin;
+  }
+  acc.elements += n;
+  acc.nonzero += nz;
+  acc.underflow += under;
+  acc.sum_sq_err += sse;
+  acc.sum_sq_ref += ssr;
+  acc.sum_abs_err += sae;
+  acc.max_abs_err = std::max(acc.max_abs_err, maxe);
+  acc.amax = std::max(acc.amax, amax);
+  acc.amin_nonzero = std::min(acc.amin_nonzero, amin);
+}
+
+}  // namespace
+
+void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
+                std::span<const float> dequantized, TensorStats& out) {
+  std::array<float, 256> scale_values{};
+  for (std::uint32_t c = 0; c < 256; ++c) scale_values[c] = decode_to_float(q.scale, c);
+  const std::size_t rows = q.rows, cols = q.cols;
+  const std::size_t br = static_cast<std::size_t>(q.block_rows), bc = static_cast<std::size_t>(q.block_cols);
+  const bool have_reference = !reference.empty();
+  // Fixed groups of block rows, merged in order: the sums do not depend on the number of threads.
+  const std::size_t group = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(cols * br, 1));
+  const std::size_t groups = (q.scale_rows + group - 1) / group;
+  std::vector<TensorStats> partial(groups);
+#pragma omp parallel for schedule(dynamic, 1) if (groups > 1)
+  for (std::size_t gi = 0; gi < groups; ++gi) {
+    TensorStats& local = partial[gi];
+    for (std::size_t sr = gi * group; sr < std::min(q.scale_rows, gi * group + group); ++sr) {
+      const std::size_t r0 = sr * br, r1 = std::min(rows, r0 + br);
+      for (std::size_t sc = 0; sc < q.scale_cols; ++sc) {
+        const std::size_t c0 = sc * bc, c1 = std::min(cols, c0 + bc), n = c1 - c0;
+        // First pass over the block's floats: amax (NaN-ignoring), all zero, all finite (x and x-hat).
+        float block_amax = 0.0f;
+        bool finite = true, all_zero = true;
+        for (std::size_t r = r0; r < r1; ++r) {
+          const float* xr = x.data() + r * cols + c0;
+          const float* yr = dequantized.data() + r * cols + c0;
+          float m = 0.0f;
+          bool f = true, z = true;
+#pragma omp simd reduction(max : m) reduction(&& : f, z)
+          for (std::size_t c = 0; c < n; ++c) {
+            const float a = std::fabs(xr[c]);
+            m = a > m ? a : m;
+            f = f && (a <= std::numeric_limits<float>::max()) && (std::fabs(yr[c]) <= std::numeric_limits<float>::max());
+            z = z && (xr[c] == 0.0f);
+          }
+          block_amax = m > block_amax ? m : block_amax;
+          finite = finite && f;
+          all_zero = all_zero && z;
+        }
+        ErrorAccumulator block;
+        bool nonfinite_input = false;
+        if (finite) {
+          for (std::size_t r = r0; r < r1; ++r) {
+            const std::size_t base = r * cols + c0;
+            if (have_reference) {
+              add_finite_segment(reference.data() + base, dequantized.data() + base, n, block);
+            } else {
+              add_finite_segment(x.data() + base, dequantized.data() + base, n, block);
+            }
+          }
+        } else {
+          for (std::size_t r = r0; r < r1; ++r) {
+            const std::size_t base = r * cols;
+            for (std::size_t c = c0; c < c1; ++c) {
+              nonfinite_input |= !std::isfinite(x[base + c]);
+              block.add(have_reference ? reference[base + c] : static_cast<double>(x[base + c]),
+                        dequantized[base + c]);
+            }
+          }
+        }
+        const std::uint8_t code = q.scales[sr * q.scale_cols + sc];
+        local.blocks.add_block(block_amax, code, scale_values[code], block.sum_sq_err, block.sum_sq_ref, all_zero,
+                               nonfinite_input);
+        local.error.merge(block);
+      }
+    }
+  }
+  TensorStats total;
+  for (const TensorStats& p : partial) total.merge(p);
+  total.counts = q.counts;
+  out.merge(total);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Headroom (Proposition 1)
+
+void accumulate_headroom(std::span<const float> x, std::size_t rows, std::size_t cols, int block_rows, int block_cols,
+                         float held_amax, float target, float element_max, std::span<HeadroomCounts> out) {
+  const GlobalScale g = global_scale(held_amax, target, element_max);
+  const float multiplier = fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max));
+  // Per format: U, and the largest ideal scale that RNE sends to 0. With subnormals that is half the
+  // smallest subnormal (a tie at exactly half goes to the even code, 0); without, the encoder decides.
+  std::vector<float> maxima, zero_below;
+  std::vector<Float32Encoder> encoders;
+  for (const HeadroomCounts& h : out) {
+    maxima.push_back(decode_to_float(h.scale, h.scale.max_finite_code()));
+    zero_below.push_back(h.scale.has_subnormals() ? fp32::mul_rn(decode_to_float(h.scale, 1), 0.5f) : -1.0f);
+    encoders.emplace_back(h.scale, EncodeOptions{Rounding::rne, true});
+  }
+  const std::size_t br = static_cast<std::size_t>(block_rows), bc = static_cast<std::size_t>(block_cols);
+  const std::size_t scale_rows = (rows + br - 1) / br, scale_cols = (cols + bc - 1) / bc;
+  const std::size_t nf = out.size();
+  std::vector<std::uint64_t> sat(nf, 0), under(nf, 0);
+  std::uint64_t blocks = 0;
+  for (std::size_t sr = 0; sr < scale_rows; ++sr) {
+    for (std::size_t sc = 0; sc < scale_cols; ++sc) {
+      float amax = 0.0f;
+      const std::size_t c0 = sc * bc, n = std::min(cols, c0 + bc) - c0;
+      for (std::size_t r = sr * br; r < std::min(rows, sr * br + br); ++r) {
+        const float* xr = x.data() + r * cols + c0;
+        float m = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (std::size_t c = 0; c < n; ++c) {
+          const float a = std::fabs(xr[c]);
+          m = a > m ? a : m;
+        }
+        amax = m > amax ? m : amax;
+      }
+      ++blocks;
+      const float ideal = fp32::min(fp32::mul_rn(amax, multiplier), std::numeric_limits<float>::max());
+      for (std::size_t f = 0; f < nf; ++f) {
+        sat[f] += ideal > maxima[f];
+        if (ideal > 0.0f) {
+          if (zero_below[f] >= 0.0f) {
+            under[f] += ideal <= zero_below[f];
+          } else {
+            under[f] += decode_to_float(out[f].scale, encoders[f](std::bit_cast<std::uint32_t>(ideal))) == 0.0f;
+          }
+        }
+      }
+    }
+  }
+  for (std::size_t f = 0; f < nf; ++f) {
+    out[f].blocks += blocks;
+    out[f].saturated += sat[f];
+    out[f].underflow += under[f];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// JsonWriter
+
+std::string JsonWriter::number(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string JsonWriter::escape(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void JsonWriter::separator() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (!first_.empty()) {
+    if (!first_.back()) os_ << ',';
+    first_.back() = false;
+    if (pretty_) os_ << '\n' << std::string(2 * first_.size(), ' ');
+  }
+}
+
+JsonWriter& JsonWriter::begin_object() {
+  separator();
+  os_ << '{';
+  first_.push_back(true);
+  return *this;
+}
+JsonWriter& JsonWriter::end_object() {
+  const bool empty = first_.back();
+  first_.pop_back();
+  if (pretty_ && !empty) os_ << '\n' << std::string(2 * first_.size(), ' ');
+  os_ << '}';
+  return *this;
+}
+JsonWriter& JsonWriter::begin_array() {
+  separator();
+  os_ << '[';
+  first_.push_back(true);
+  return *this;
+}
+JsonWriter& JsonWriter::end_array() {
+  const bool empty = first_.back();
+  first_.pop_back();
+  if (pretty_ && !empty) os_ << '\n' << std::string(2 * first_.size(), ' ');
+  os_ << ']';
+  return *this;
+}
+JsonWriter& JsonWriter::key(std::string_view k) {
+  separator();
+  os_ << escape(k) << (pretty_ ? ": " : ":");
+  after_key_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::value(double v) {
+  separator();
+  if (std::isfinite(v)) {
+    os_ << number(v);
+  } else {
+    os_ << "null";
+  }
+  return *this;
+}
+JsonWriter& JsonWriter::value(std::int64_t v) {
+  separator();
+  os_ << v;
+  return *this;
+}
+JsonWriter& JsonWriter::value(std::uint64_t v) {
+  separator();
+  os_ << v;
+  return *this;
+}
+JsonWriter& JsonWriter::value(bool v) {
+  separator();
+  os_ << (v ? "true" : "false");
+  return *this;
+}
+JsonWriter& JsonWriter::value(std::string_view v) {
+  separator();
+  os_ << escape(v);
+  return *this;
+}
+JsonWriter& JsonWriter::null() {
+  separator();
+  os_ << "null";
+  return *this;
+}
+JsonWriter& JsonWriter::field(std::string_view k, const Figure& f) {
+  key(k);
+  if (f.value) return value(*f.value);
+  null();
+  key(std::string(k) + "_note");
+  return value(f.note.empty() ? std::string_view("not a finite number") : std::string_view(f.note));
+}
+JsonWriter& JsonWriter::number_field(std::string_view k, double v) { return field(k, Figure::of(v)); }
+
+}  // namespace fp4sim::stats

@@ -1,0 +1,441 @@
+#include "fp4sim/analysis/sweep.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/random.hpp"
+
+namespace fp4sim::sweep {
+
+namespace {
+
+bool parse_double(std::string_view text, double& out) {
+  const std::string s(text);
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size() && std::isfinite(out);
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Uniform in (0, 1) from a 32-bit word: (w + 0.5) / 2^32, never 0 or 1.
+double uniform(std::uint32_t w) { return (static_cast<double>(w) + 0.5) * 0x1p-32; }
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+// Philox block `draw` of element `index`: counter {index, draw (and the stream)}, key = seed.
+Philox4x32::Counter block(std::uint64_t seed, std::uint64_t stream, std::uint64_t index, std::uint32_t draw) {
+  const Philox4x32::Counter ctr{static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
+                                static_cast<std::uint32_t>(stream) ^ (draw << 24),
+                                static_cast<std::uint32_t>(stream >> 32)};
+  return Philox4x32::generate(ctr, {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+}
+
+// Box-Muller: one standard normal from two uniforms.
+double normal_of(std::uint32_t a, std::uint32_t b) {
+  return std::sqrt(-2.0 * std::log(uniform(a))) * std::cos(kTwoPi * uniform(b));
+}
+
+}  // namespace
+
+std::optional<Distribution> parse_distribution(std::string_view text) {
+  Distribution d;
+  std::string_view base = text;
+  const auto plus = text.find('+');
+  if (plus != std::string_view::npos) {
+    base = text.substr(0, plus);
+    const std::string_view suffix = text.substr(plus + 1);
+    if (suffix.substr(0, 9) != "outliers:") return std::nullopt;
+    const std::string_view rest = suffix.substr(9);
+    const auto colon = rest.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    if (!parse_double(rest.substr(0, colon), d.outlier_probability) ||
+        !parse_double(rest.substr(colon + 1), d.outlier_scale)) {
+      return std::nullopt;
+    }
+    if (d.outlier_probability < 0 || d.outlier_probability > 1 || d.outlier_scale <= 0) return std::nullopt;
+  }
+  const auto colon = base.find(':');
+  const std::string_view kind = base.substr(0, colon);
+  const std::string_view param = colon == std::string_view::npos ? std::string_view{} : base.substr(colon + 1);
+  if (kind == "normal" && param.empty()) {
+    d.kind = Distribution::Kind::normal;
+  } else if (kind == "laplace" && param.empty()) {
+    d.kind = Distribution::Kind::laplace;
+  } else if (kind == "student-t") {
+    d.kind = Distribution::Kind::student_t;
+    d.parameter = 3;
+    if (!param.empty() && !parse_double(param, d.parameter)) return std::nullopt;
+    if (d.parameter < 1 || d.parameter > 64 || d.parameter != std::floor(d.parameter)) return std::nullopt;
+  } else if (kind == "lognormal") {
+    d.kind = Distribution::Kind::lognormal;
+    d.parameter = 1;
+    if (!param.empty() && !parse_double(param, d.parameter)) return std::nullopt;
+    if (d.parameter <= 0 || d.parameter > 8) return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  d.name = std::string(kind);
+  if (d.kind == Distribution::Kind::student_t || d.kind == Distribution::Kind::lognormal) {
+    d.name += ":" + number_text(d.parameter);
+  }
+  if (d.outlier_probability > 0) {
+    d.name += "+outliers:" + number_text(d.outlier_probability) + ":" + number_text(d.outlier_scale);
+  }
+  return d;
+}
+
+std::vector<float> generate(const Distribution& d, std::size_t rows, std::size_t cols, std::uint64_t seed,
+                            std::uint64_t stream) {
+  std::vector<float> out(rows * cols);
+  const int nu = static_cast<int>(d.parameter);
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto b0 = block(seed, stream, i, 0);
+    double v = 0.0;
+    switch (d.kind) {
+      case Distribution::Kind::normal: v = normal_of(b0[0], b0[1]); break;
+      case Distribution::Kind::laplace: {
+        // Inverse CDF: -sign(u - 1/2) * log(1 - 2|u - 1/2|).
+        const double u = uniform(b0[0]) - 0.5;
+        v = (u < 0 ? 1.0 : -1.0) * std::log(1.0 - 2.0 * std::fabs(u));
+        break;
+      }
+      case Distribution::Kind::student_t: {
+        // Z / sqrt(V / nu), V a sum of nu squared normals (two per Philox block).
+        const double z = normal_of(b0[0], b0[1]);
+        double chi2 = 0.0;
+        for (int k = 0; k < nu; k += 2) {
+          const auto bk = block(seed, stream, i, static_cast<std::uint32_t>(1 + k / 2));
+          const double n1 = normal_of(bk[0], bk[1]);
+          chi2 += n1 * n1;
+          if (k + 1 < nu) {
+            const double n2 = normal_of(bk[2], bk[3]);
+            chi2 += n2 * n2;
+          }
+        }
+        v = z / std::sqrt(chi2 / nu);
+        break;
+      }
+      case Distribution::Kind::lognormal:
+        v = std::exp(d.parameter * normal_of(b0[0], b0[1])) * ((b0[3] & 1) ? -1.0 : 1.0);
+        break;
+    }
+    if (d.outlier_probability > 0 && uniform(b0[2]) < d.outlier_probability) v *= d.outlier_scale;
+    out[i] = static_cast<float>(v);
+  }
+  return out;
+}
+
+std::optional<TensorScaleChoice> parse_tensor_scale(std::string_view text) {
+  TensorScaleChoice t;
+  t.name = std::string(text);
+  if (text == "none") {
+    t.policy = TensorScalePolicy::none;
+  } else if (text == "current") {
+    t.policy = TensorScalePolicy::current;
+  } else if (text.substr(0, 9) == "periodic:" || text == "periodic") {
+    t.policy = TensorScalePolicy::periodic;
+    double d = 50;
+    if (text.size() > 9 && (!parse_double(text.substr(9), d) || d < 1 || d != std::floor(d) || d > 1e9)) {
+      return std::nullopt;
+    }
+    t.period = static_cast<int>(d);
+    t.name = "periodic:" + std::to_string(t.period);
+  } else {
+    return std::nullopt;
+  }
+  return t;
+}
+
+std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const Format& scale, int block,
+                                  const TensorScaleChoice& ts, Rounding rounding, std::string& why) {
+  auto base = find_recipe(grid.base);
+  if (!base) {
+    why = "unknown base recipe " + grid.base;
+    return std::nullopt;
+  }
+  Recipe r = *base;
+  r.element = element;
+  r.scale = scale;
+  r.block = block;
+  r.tensor_scale = ts.policy;
+  r.period = ts.policy == TensorScalePolicy::periodic ? ts.period : 1;
+  r.element_rounding = rounding;
+  r.grad_rounding = rounding;
+  r.rht_wgrad = false;
+  if (scale.specials == Specials::pow2_nan) {
+    r.scale_rule = ScaleRule::pow2_floor;
+    r.zero_scale = ZeroScale::keep;
+    r.dequantize_order = DequantizeOrder::portable;
+    r.alpha = AlphaRule::one;
+  } else {
+    r.scale_rule = ScaleRule::two_level;
+    if (r.dequantize_order == DequantizeOrder::te_kernel && ts.policy == TensorScalePolicy::none) {
+      r.dequantize_order = DequantizeOrder::portable;
+    }
+  }
+  r.name = format_name(element) + "/" + format_name(scale) + "/b" + std::to_string(block) + "/" + ts.name + "/" +
+           std::string(rounding_name(rounding));
+  const auto problems = validate(r);
+  if (!problems.empty()) {
+    why = problems.front();
+    return std::nullopt;
+  }
+  return r;
+}
+
+namespace {
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+struct GridPoint {
+  Recipe recipe;
+  double rho = 1.0;  // synthetic periodic
+  std::string name;
+};
+
+std::vector<GridPoint> expand(const Options& o, bool synthetic, std::vector<Skipped>& skipped) {
+  std::vector<TensorScaleChoice> scales = o.grid.tensor_scales;
+  if (scales.empty()) scales = {*parse_tensor_scale("none"), *parse_tensor_scale("current")};
+  std::vector<GridPoint> points;
+  for (const Format& e : o.grid.element_formats)
+    for (const Format& s : o.grid.scale_formats)
+      for (int b : o.grid.blocks)
+        for (const auto& ts : scales)
+          for (Rounding rd : o.grid.roundings) {
+            std::string why;
+            auto r = make_recipe(o.grid, e, s, b, ts, rd, why);
+            const std::string name = format_name(e) + "/" + format_name(s) + "/b" + std::to_string(b) + "/" + ts.name +
+                                     "/" + std::string(rounding_name(rd));
+            if (!r) {
+              skipped.push_back({name, why});
+              continue;
+            }
+            if (synthetic && ts.policy == TensorScalePolicy::periodic) {
+              for (double rho : o.grid.rhos) {
+                GridPoint p{*r, rho, name + "/rho=" + number_text(rho)};
+                p.recipe.name = p.name;
+                points.push_back(std::move(p));
+              }
+            } else {
+              points.push_back({*r, 1.0, name});
+            }
+          }
+  return points;
+}
+
+std::string tensor_scale_text(const Recipe& r) {
+  switch (r.tensor_scale) {
+    case TensorScalePolicy::none: return "none";
+    case TensorScalePolicy::current: return "current";
+    case TensorScalePolicy::periodic: return "periodic:" + std::to_string(r.period);
+  }
+  return "?";
+}
+
+}  // namespace
+
+Result run(const Options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result result;
+  result.seed = o.seed;
+  const bool synthetic = o.trace.empty();
+  if (o.grid.element_formats.empty() || o.grid.scale_formats.empty() || o.grid.blocks.empty() ||
+      o.grid.roundings.empty()) {
+    throw UsageError("sweep: every grid dimension needs at least one value");
+  }
+  const std::vector<GridPoint> points = expand(o, synthetic, result.skipped);
+  for (const auto& p : points) result.configs.push_back(p.name);
+  if (points.empty()) throw UsageError("sweep: no valid grid point (every combination was skipped)");
+
+  if (!synthetic) {
+    result.input = o.trace.string();
+    replay::Options ro;
+    for (const auto& p : points) ro.recipes.push_back(p.recipe);
+    ro.gemms = false;
+    ro.steps = o.steps;
+    ro.layers = o.layers;
+    ro.seed = o.seed;
+    ro.hold = o.hold;
+    ro.max_slab_bytes = o.max_slab_bytes;
+    ro.progress = o.progress;
+    replay::Result rr = replay::run(o.trace, ro);
+    result.tensors = std::move(rr.tensors);
+  } else {
+    if (o.distributions.empty()) throw UsageError("sweep: no synthetic distribution");
+    if (o.rows == 0 || o.cols == 0) throw UsageError("sweep: --rows and --cols must be positive");
+    result.input = "synthetic";
+    result.rows = o.rows;
+    result.cols = o.cols;
+    const Gemm view = o.role == Role::grad_output ? Gemm::dgrad : Gemm::fprop;
+    std::size_t done = 0;
+    const std::size_t total = o.distributions.size() * points.size();
+    for (const Distribution& d : o.distributions) {
+      const std::uint64_t stream = fnv1a(d.name);
+      const std::vector<float> x = generate(d, o.rows, o.cols, o.seed, stream);
+      float amax = 0.0f;
+      for (float v : x) amax = std::fabs(v) > amax ? std::fabs(v) : amax;
+      for (const GridPoint& p : points) {
+        if (o.progress) o.progress(static_cast<double>(done) / total, d.name + " " + p.name);
+        ++done;
+        const Recipe& r = p.recipe;
+        replay::TensorEntry e;
+        e.step = 0;
+        e.layer = "synthetic";
+        e.tensor = d.name;
+        e.distribution = d.name;
+        e.role = o.role;
+        e.view = view;
+        e.recipe = p.name;
+        e.rows = o.rows;
+        e.cols = o.cols;
+        const OperandSpec spec = operand_for_role(r, o.role);
+        e.block_rows = spec.two_d ? r.block : 1;
+        e.block_cols = r.block;
+        e.element_format = format_name(r.element);
+        e.scale_format = format_name(r.scale);
+        e.rounding = std::string(rounding_name(spec.rounding));
+        e.tensor_scale = tensor_scale_text(r);
+        e.stream = stream;
+        e.amax = amax;
+        QuantizeRequest q;
+        q.spec = spec;
+        q.random.seed = o.seed;
+        q.random.stream = stream;
+        switch (r.tensor_scale) {
+          case TensorScalePolicy::none: e.hold.rho = stats::Figure::none("recipe has no tensor scale"); break;
+          case TensorScalePolicy::current:
+            e.hold.held_amax = amax;
+            e.hold.rho = stats::Figure::of(amax > 0 ? 1.0 : NAN);
+            q.amax_ref = amax;
+            break;
+          case TensorScalePolicy::periodic: {
+            // RN32(amax / rho): the held amax a tensor that grew by rho since the refresh would have.
+            const float held = static_cast<float>(static_cast<double>(amax) / p.rho);
+            e.hold.held_amax = held;
+            e.hold.rho = stats::Figure::of(held > 0 ? static_cast<double>(amax) / held : NAN);
+            q.amax_ref = held;
+            break;
+          }
+        }
+        const QuantizedTensor qt = quantize(r, q, x, o.rows, o.cols);
+        e.global_encode_scale = qt.global_encode_scale;
+        e.global_decode_scale = qt.global_decode_scale;
+        stats::accumulate(qt, x, {}, dequantize(qt), e.stats);
+        result.tensors.push_back(std::move(e));
+      }
+    }
+    if (o.progress) o.progress(1.0, "done");
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+void write_json(const Result& r, std::ostream& os) {
+  stats::JsonWriter j(os, false);
+  j.begin_object();
+  j.field("fp4sim", "0.1.0").field("kind", "sweep").field("input", r.input).field("seed", r.seed);
+  if (r.input == "synthetic") {
+    j.field("rows", static_cast<std::uint64_t>(r.rows)).field("cols", static_cast<std::uint64_t>(r.cols));
+  }
+  j.key("trace").begin_object().field("path", r.input).end_object();
+  j.key("configs").begin_array();
+  for (const auto& c : r.configs) j.value(c);
+  j.end_array();
+  j.number_field("seconds", r.seconds);
+  j.key("tensors").begin_array();
+  for (const auto& e : r.tensors) replay::write_tensor_json(j, e);
+  j.end_array();
+  j.key("skipped").begin_array();
+  for (const auto& s : r.skipped) j.begin_object().field("config", s.config).field("reason", s.reason).end_object();
+  j.end_array();
+  j.end_object();
+  os << '\n';
+}
+
+void write_csv(const Result& r, std::ostream& os) {
+  replay::write_tensor_csv_header(os);
+  for (const auto& e : r.tensors) replay::write_tensor_csv_row(os, e);
+}
+
+std::string summary(const Result& r) {
+  std::ostringstream out;
+  // Inputs: distributions (synthetic) or layer/tensor pairs (trace), each column the mean SQNR.
+  std::vector<std::string> inputs;
+  auto input_of = [&](const replay::TensorEntry& e) {
+    return r.input == "synthetic" ? e.distribution : e.tensor;  // trace: per tensor role (x, w, dy)
+  };
+  for (const auto& e : r.tensors) {
+    const std::string in = input_of(e);
+    if (std::find(inputs.begin(), inputs.end(), in) == inputs.end()) inputs.push_back(in);
+  }
+  out << "fp4sim sweep: " << r.input;
+  if (r.input == "synthetic") out << " (" << r.rows << " x " << r.cols << ", seed " << r.seed << ")";
+  out << "\n" << r.configs.size() << " configuration(s)";
+  if (!r.skipped.empty()) out << ", " << r.skipped.size() << " skipped (see JSON 'skipped')";
+  out << "; mean SQNR in dB" << (r.input == "synthetic" ? "" : " over the trace's tensors of each kind") << "\n\n";
+  std::size_t width = 14;
+  for (const auto& c : r.configs) width = std::max(width, c.size() + 2);
+  char buf[64];
+  std::vector<int> col(inputs.size());
+  out << std::string(width, ' ');
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    col[i] = static_cast<int>(std::max<std::size_t>(10, inputs[i].size() + 2));
+    std::snprintf(buf, sizeof buf, "%*s", col[i], inputs[i].c_str());
+    out << buf;
+  }
+  out << "\n";
+  std::vector<std::pair<double, std::string>> best(inputs.size(), {-INFINITY, "-"});
+  for (const auto& c : r.configs) {
+    out << c << std::string(width - c.size(), ' ');
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      double sum = 0;
+      int n = 0;
+      for (const auto& e : r.tensors) {
+        if (e.recipe == c && input_of(e) == inputs[i]) {
+          const auto s = e.stats.error.sqnr_db();
+          if (s.value) {
+            sum += *s.value;
+            ++n;
+          }
+        }
+      }
+      if (n) {
+        std::snprintf(buf, sizeof buf, "%*.2f", col[i], sum / n);
+        if (sum / n > best[i].first) best[i] = {sum / n, c};
+      } else {
+        std::snprintf(buf, sizeof buf, "%*s", col[i], "-");
+      }
+      out << buf;
+    }
+    out << "\n";
+  }
+  out << "\nBest configuration per input\n";
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%.2f", best[i].first);
+    out << "  " << inputs[i] << ": " << best[i].second << " (" << (std::isfinite(best[i].first) ? buf : "-")
+        << " dB)\n";
+  }
+  std::snprintf(buf, sizeof buf, "%.2f", r.seconds);
+  out << "\n" << buf << " s\n";
+  return out.str();
+}
+
+}  // namespace fp4sim::sweep

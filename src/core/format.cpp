@@ -1,0 +1,98 @@
+#include "fp4sim/core/format.hpp"
+
+#include <array>
+#include <charconv>
+
+namespace fp4sim {
+
+namespace {
+
+constexpr std::array kPresets{
+    NamedFormat{"e2m1", formats::e2m1, "OCP MX v1.0 FP4 E2M1: bias 1, subnormals, no Inf/NaN, max 6"},
+    NamedFormat{"e2m3", formats::e2m3, "OCP MX v1.0 FP6 E2M3: bias 1, subnormals, no Inf/NaN, max 7.5"},
+    NamedFormat{"e3m2", formats::e3m2, "OCP MX v1.0 FP6 E3M2: bias 3, subnormals, no Inf/NaN, max 28"},
+    NamedFormat{"e4m3", formats::e4m3, "OCP OFP8 E4M3 (E4M3FN): bias 7, no Inf, NaN S.1111.111, max 448"},
+    NamedFormat{"e5m2", formats::e5m2, "OCP OFP8 E5M2: IEEE-style Inf/NaN, bias 15, max 57344"},
+    NamedFormat{"ue4m3", formats::ue4m3, "NVFP4 block scale: E4M3FN with sign bit 0, NaN 0x7F, max 448"},
+    NamedFormat{"ue5m3", formats::ue5m3,
+                "UE5M3 paper (arXiv:2609.02846) formats.py: bias 15, top exponent reserved, max 61440"},
+    NamedFormat{"ue5m3fn", formats::ue5m3fn,
+                "NVIDIA __nv_fp8_ue5m3 (CUDA 13.4 DP): no Inf, NaN only 0xFF, max 114688"},
+    NamedFormat{"e8m0", formats::e8m0, "OCP MX v1.0 E8M0 scale: 2^-127..2^127, no zero, NaN 0xFF"},
+    NamedFormat{"bf16", formats::bf16, "bfloat16"},
+    NamedFormat{"fp16", formats::fp16, "IEEE 754 binary16"},
+    NamedFormat{"fp32", formats::fp32, "IEEE 754 binary32"},
+};
+
+bool parse_int(std::string_view& text, int& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end == text.data()) return false;
+  text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+  return true;
+}
+
+bool consume(std::string_view& text, std::string_view prefix) {
+  if (!text.starts_with(prefix)) return false;
+  text.remove_prefix(prefix.size());
+  return true;
+}
+
+}  // namespace
+
+std::span<const NamedFormat> format_presets() { return kPresets; }
+
+std::optional<Format> parse_format(std::string_view text) {
+  for (const auto& preset : kPresets) {
+    if (preset.name == text) return preset.format;
+  }
+  Format f;
+  f.is_signed = !consume(text, "u");
+  int e = 0, m = 0;
+  if (!consume(text, "e") || !parse_int(text, e) || !consume(text, "m") || !parse_int(text, m)) {
+    return std::nullopt;
+  }
+  if (e < 1 || e > 8 || m < 0 || m > 23 || (f.is_signed ? 1 : 0) + e + m > 32) return std::nullopt;
+  f.exponent_bits = e;
+  f.mantissa_bits = m;
+  f.bias = (1 << (e - 1)) - 1;
+  f.specials = (!f.is_signed && m == 0) ? Specials::pow2_nan : Specials::ieee;
+  if (consume(text, "b")) {
+    int bias = 0;
+    if (!parse_int(text, bias) || bias < -64 || bias > 127) return std::nullopt;
+    f.bias = bias;
+  }
+  if (consume(text, "fn")) {
+    f.specials = Specials::fn;
+  } else if (consume(text, "fin")) {
+    f.specials = Specials::finite;
+  }
+  if (!text.empty()) return std::nullopt;
+  if (f.specials == Specials::ieee && e < 2) return std::nullopt;  // no room for a finite binade
+  if (f.specials == Specials::pow2_nan && m != 0) return std::nullopt;
+  return f;
+}
+
+std::string format_name(const Format& format) {
+  for (const auto& preset : kPresets) {
+    if (preset.format == format) return std::string(preset.name);
+  }
+  std::string name = format.is_signed ? "e" : "ue";
+  name += std::to_string(format.exponent_bits) + "m" + std::to_string(format.mantissa_bits);
+  if (format.bias != (1 << (format.exponent_bits - 1)) - 1) name += "b" + std::to_string(format.bias);
+  if (format.specials == Specials::fn) name += "fn";
+  if (format.specials == Specials::finite) name += "fin";
+  return name;
+}
+
+std::string_view specials_name(Specials specials) {
+  switch (specials) {
+    case Specials::ieee: return "ieee";
+    case Specials::fn: return "fn";
+    case Specials::finite: return "finite";
+    case Specials::pow2_nan: return "pow2_nan";
+    case Specials::reserved_top: return "reserved_top";
+  }
+  return "?";
+}
+
+}  // namespace fp4sim

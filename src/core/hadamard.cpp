@@ -1,0 +1,32 @@
+#include "fp4sim/core/hadamard.hpp"
+
+#include <bit>
+
+#include "fp4sim/core/codec.hpp"
+
+namespace fp4sim {
+
+std::vector<float> random_hadamard_transform(std::span<const float> x, std::size_t rows, std::size_t cols) {
+  std::array<std::array<float, 16>, 16> matrix{};  // s_i * H16[i][j] * 0.25, exact in binary32
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) matrix[i][j] = 0.25f * static_cast<float>(kRhtSigns[i] * hadamard16(i, j));
+  }
+  const Float32Encoder to_bf16(formats::bf16, {Rounding::rne, false});
+  std::vector<float> out(rows * cols);
+  const std::size_t groups = (cols + 15) / 16;
+#pragma omp parallel for schedule(static)
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t g = 0; g < groups; ++g) {
+      std::array<float, 16> in{};
+      for (std::size_t i = 0; i < 16 && g * 16 + i < cols; ++i) in[i] = x[r * cols + g * 16 + i];
+      for (std::size_t j = 0; j < 16 && g * 16 + j < cols; ++j) {
+        float sum = 0.0f;
+        for (int i = 0; i < 16; ++i) sum = sum + in[i] * matrix[i][j];
+        out[r * cols + g * 16 + j] = std::bit_cast<float>(to_bf16(std::bit_cast<std::uint32_t>(sum)) << 16);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace fp4sim

@@ -1,0 +1,984 @@
+#include "fp4sim/verify/verify.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/fp32.hpp"
+#include "fp4sim/core/hadamard.hpp"
+#include "fp4sim/core/random.hpp"
+
+namespace fp4sim {
+
+namespace detail {
+
+std::string float_text(float v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  // Integers below 2^24 print whole ("320", not "3.2e+02").
+  if (v == std::trunc(v) && std::fabs(v) < 16777216.0f) {
+    std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(v));
+    return std::signbit(v) && v == 0.0f ? "-0" : buf;
+  }
+  for (int precision = 1; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string hex_bits(float v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", std::bit_cast<std::uint32_t>(v));
+  return buf;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v, std::string* note) {
+  if (!std::isfinite(v)) {
+    if (note) *note = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+    return "null";
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  // Shortest form that reads back as the same double (a float shows as its float-exact decimal).
+  for (int precision = 1; precision <= 17; ++precision) {
+    char shorter[64];
+    std::snprintf(shorter, sizeof shorter, "%.*g", precision, v);
+    if (std::strtod(shorter, nullptr) == v) return shorter;
+  }
+  return buf;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::float_text;
+using detail::hex_bits;
+
+constexpr float kFltMax = std::numeric_limits<float>::max();
+
+// e with 2^e <= |x| < 2^(e+1) for finite nonzero binary32, from the bits (subnormals included).
+int floor_log2(float x) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu;
+  const int field = static_cast<int>(bits >> 23);
+  if (field != 0) return field - 127;
+  return -127 - (std::countl_zero(bits) - 9);
+}
+
+constexpr std::array<std::pair<std::string_view, TensorScaleKind>, 4> kKinds{{{"any", TensorScaleKind::any},
+                                                                            {"encode", TensorScaleKind::encode},
+                                                                            {"decode", TensorScaleKind::decode},
+                                                                            {"amax", TensorScaleKind::amax}}};
+
+// ---------------------------------------------------------------------------------------------------
+// Text helpers
+
+std::string code_text(const Format& f, std::uint32_t code) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f.storage_bits() <= 4 ? "0x%X" : "0x%02X", code);
+  const Decoded d = decode(f, code);
+  if (d.cls == ValueClass::invalid) return std::string(buf) + " (not a valid " + format_name(f) + " code)";
+  return std::string(buf) + " (" + float_text(decode_to_float(f, code)) + ")";
+}
+
+std::string hex_code(const Format& f, std::uint32_t code) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, f.storage_bits() <= 4 ? "0x%X" : "0x%02X", code);
+  return buf;
+}
+
+std::string with_bits(float v) { return float_text(v) + " (" + hex_bits(v) + ")"; }
+
+std::string range_text(std::size_t lo, std::size_t hi) {
+  return hi - lo <= 1 ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi - 1);
+}
+
+JsonField field(std::string key, double v) {
+  std::string note;
+  std::string value = detail::json_number(v, &note);
+  return {std::move(key), std::move(value), std::move(note)};
+}
+JsonField field_signed(std::string key, long long v) { return {std::move(key), std::to_string(v), {}}; }
+JsonField field_text(std::string key, std::string_view v) { return {std::move(key), detail::json_string(v), {}}; }
+JsonField field_int(std::string key, std::uint64_t v) { return {std::move(key), std::to_string(v), {}}; }
+JsonField field_bool(std::string key, bool v) { return {std::move(key), v ? "true" : "false", {}}; }
+
+// ---------------------------------------------------------------------------------------------------
+// Where a magnitude sits among a format's values: the two codes around it and the side it is nearer.
+
+struct Bracket {
+  enum class Where : std::uint8_t { exact, tie, nearer_lo, nearer_hi, above_max, nan } where = Where::exact;
+  std::uint32_t lo = 0, hi = 0;  // magnitude codes (lo == hi when exact or saturated)
+  double lo_value = 0.0, hi_value = 0.0;
+  double delta = 0.0;            // (m - lo) / (hi - lo), the stochastic-rounding fraction
+};
+
+Bracket bracket(const Format& f, double magnitude) {
+  Bracket b;
+  if (std::isnan(magnitude)) {
+    b.where = Bracket::Where::nan;
+    return b;
+  }
+  b.lo = encode(f, magnitude, EncodeOptions{Rounding::rtz, true}).code;
+  b.hi = encode(f, magnitude, EncodeOptions{Rounding::rup, true}).code;
+  b.lo_value = decode_to_double(f, b.lo);
+  b.hi_value = decode_to_double(f, b.hi);
+  if (b.lo == b.hi) {
+    b.where = magnitude > b.lo_value ? Bracket::Where::above_max : Bracket::Where::exact;
+    return b;
+  }
+  const double mid = (b.lo_value + b.hi_value) / 2;  // exact: both have few significant bits
+  b.delta = (magnitude - b.lo_value) / (b.hi_value - b.lo_value);
+  b.where = magnitude == mid ? Bracket::Where::tie : magnitude < mid ? Bracket::Where::nearer_lo : Bracket::Where::nearer_hi;
+  return b;
+}
+
+// How `theirs` relates to `golden` among a format's codes ("rounded up", "2 codes below", ...). Codes of
+// the same sign compare by magnitude, which is monotone in the code for every format here.
+std::string relation(const Format& f, std::uint32_t golden, std::uint32_t theirs, const Bracket& b) {
+  const Decoded dt = decode(f, theirs);
+  if (dt.cls == ValueClass::invalid) return "not a valid " + format_name(f) + " code";
+  if (dt.cls == ValueClass::nan) return "a NaN code";
+  const std::uint32_t sign = f.sign_mask();
+  if ((golden & sign) != (theirs & sign) && (golden & ~sign) == (theirs & ~sign)) return "the sign differs";
+  if ((golden & sign) != (theirs & sign)) return "of the other sign";
+  const std::uint32_t gm = golden & ~sign, tm = theirs & ~sign;
+  const bool tie = b.where == Bracket::Where::tie;
+  if (b.lo != b.hi && ((gm == b.lo && tm == b.hi) || (gm == b.hi && tm == b.lo))) {
+    const std::string dir = tm == b.hi ? "rounded away from zero" : "rounded toward zero";
+    if (tie) return dir + ": the tie went to the " + std::string((tm & 1) ? "odd" : "even") + " code";
+    if ((tm == b.hi) == (b.where == Bracket::Where::nearer_lo)) return dir + ", to the farther neighbour";
+    return dir;
+  }
+  const long diff = static_cast<long>(tm) - static_cast<long>(gm);
+  return std::to_string(std::labs(diff)) + (std::labs(diff) == 1 ? " code " : " codes ") +
+         (diff > 0 ? "larger in magnitude" : "smaller in magnitude");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The golden scale rules with their intermediate values (quantize.cpp's ScaleChooser, step by step).
+
+struct ScaleModel {
+  const Recipe& recipe;
+  GlobalScale global;
+  float element_max;
+  float block_multiplier;  // RN(G * RN(1/F))
+  std::uint32_t one_code;
+
+  ScaleModel(const Recipe& r, GlobalScale g)
+      : recipe(r),
+        global(g),
+        element_max(decode_to_float(r.element, r.element.max_finite_code())),
+        block_multiplier(fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max))),
+        one_code(encode(r.scale, 1.0f, EncodeOptions{Rounding::rne, true}).code) {}
+
+  bool two_level() const { return recipe.scale_rule == ScaleRule::two_level; }
+
+  float ideal(float amax) const { return fp32::min(fp32::mul_rn(amax, block_multiplier), kFltMax); }
+
+  std::uint32_t repaired(std::uint32_t code) const {
+    return decode_to_float(recipe.scale, code) == 0.0f && recipe.zero_scale == ZeroScale::one ? one_code : code;
+  }
+
+  std::uint32_t round_ideal(double ideal, Rounding rounding) const {
+    return encode(recipe.scale, ideal, EncodeOptions{rounding, true}).code;
+  }
+
+  // The power-of-two rules (OCP floor, ceil, torchao EVEN, cuBLAS RCEIL): the unbiased exponent before
+  // clamping, and the code.
+  std::uint32_t pow2_code(ScaleRule rule, float amax, bool nonfinite, int* shared_out = nullptr) const {
+    const Format& sf = recipe.scale;
+    if (nonfinite) return sf.nan_code();
+    const int emax_element = floor_log2(element_max);
+    int shared = -127 - emax_element;
+    if (amax > 0.0f) {
+      const std::uint32_t bits = std::bit_cast<std::uint32_t>(amax);
+      switch (rule) {
+        case ScaleRule::pow2_floor: shared = static_cast<int>(bits >> 23) - 127 - emax_element; break;
+        case ScaleRule::pow2_ceil:
+          shared = floor_log2(amax) - emax_element;
+          if (static_cast<double>(amax) > std::ldexp(static_cast<double>(element_max), shared)) ++shared;
+          break;
+        case ScaleRule::pow2_even: {
+          const std::uint32_t rounded = (bits + (1u << (22 - recipe.element.mantissa_bits))) & 0x7F800000u;
+          shared = static_cast<int>(rounded >> 23) - 127 - emax_element;
+          break;
+        }
+        case ScaleRule::pow2_rceil: {
+          const float descale = fp32::mul_rn(amax, fp32::div_rn(1.0f, element_max));
+          if (shared_out) *shared_out = floor_log2(descale);
+          return encode(sf, descale, EncodeOptions{Rounding::rup, true}).code;
+        }
+        case ScaleRule::two_level: break;
+      }
+    }
+    if (shared_out) *shared_out = shared;
+    return static_cast<std::uint32_t>(std::clamp(shared, -sf.bias, static_cast<int>(sf.max_finite_code()) - sf.bias) + sf.bias);
+  }
+
+  std::uint32_t golden_code(float amax, bool nonfinite) const {
+    if (!two_level()) return pow2_code(recipe.scale_rule, amax, nonfinite);
+    return repaired(round_ideal(ideal(amax), Rounding::rne));
+  }
+
+  // What each element is multiplied by under a stored scale code (NaN for a NaN or invalid code).
+  float multiplier(std::uint32_t code) const {
+    const Decoded d = decode(recipe.scale, code);
+    if (d.cls == ValueClass::nan || d.cls == ValueClass::invalid) return std::numeric_limits<float>::quiet_NaN();
+    if (!two_level()) return std::ldexp(1.0f, recipe.scale.bias - static_cast<int>(code));
+    float value = decode_to_float(recipe.scale, code);
+    if (value == 0.0f && recipe.zero_scale == ZeroScale::one) value = 1.0f;
+    return fp32::min(fp32::div_rn(1.0f, fp32::mul_rn(value, global.decode)), kFltMax);
+  }
+};
+
+std::string_view pow2_rule_text(ScaleRule rule) {
+  switch (rule) {
+    case ScaleRule::pow2_floor: return "OCP floor rule 2^(floor(log2 amax) - emax_elem), from amax's exponent field";
+    case ScaleRule::pow2_ceil: return "ceil rule: the smallest 2^e with amax <= max_elem * 2^e";
+    case ScaleRule::pow2_even: return "torchao EVEN rule: amax rounded to element precision, then floor";
+    case ScaleRule::pow2_rceil: return "RCEIL rule (cuBLAS): RN(amax * RN(1/max_elem)) rounded up to a power of two";
+    case ScaleRule::two_level: break;
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+struct Context {
+  const Recipe& recipe;
+  const OperandSpec& spec;
+  const QuantizedTensor& q;
+  const ScaleModel& model;
+  std::span<const float> input;  // as given
+  std::span<const float> x;      // as quantized (after the RHT when spec.rht)
+  const RandomSource& random;
+  const TheirQuantized& theirs;
+  const ScaleStorage& storage;
+  std::size_t cols;
+
+  float block_amax(std::size_t sr, std::size_t sc, bool* nonfinite) const {
+    float amax = 0.0f;
+    *nonfinite = false;
+    const std::size_t r0 = sr * q.block_rows, r1 = std::min(q.rows, r0 + q.block_rows);
+    const std::size_t c0 = sc * q.block_cols, c1 = std::min(q.cols, c0 + q.block_cols);
+    for (std::size_t r = r0; r < r1; ++r) {
+      for (std::size_t c = c0; c < c1; ++c) {
+        const float v = x[r * cols + c];
+        amax = std::fabs(v) > amax ? std::fabs(v) : amax;  // NaN-ignoring, as the golden quantizer
+        *nonfinite |= !std::isfinite(v);
+      }
+    }
+    return amax;
+  }
+
+  std::uint32_t random_for(std::size_t index) const {
+    if (!is_stochastic(spec.rounding)) return 0;
+    return random.explicit_bits.empty() ? random_bits(random.seed, random.stream, index, recipe.sr_bits)
+                                        : random.explicit_bits[index];
+  }
+
+  std::uint32_t element_code(float y, Rounding rounding, std::uint32_t r) const {
+    return encode(recipe.element, y, EncodeOptions{rounding, true, recipe.sr_bits}, r).code;
+  }
+
+  std::uint8_t their_code(std::size_t r, std::size_t c) const {
+    return stored_code(theirs.codes, theirs.nibbles, cols, r, c);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Explaining a scale mismatch
+
+MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, std::size_t stored_row,
+                           std::uint32_t golden, std::uint32_t theirs) {
+  const Recipe& rc = ctx.recipe;
+  const Format& sf = rc.scale;
+  const ScaleModel& m = ctx.model;
+  const QuantizedTensor& q = ctx.q;
+  MismatchNote n;
+  n.kind = MismatchNote::Kind::scale;
+  n.row = sr;
+  n.col = sc;
+  n.stored_row = stored_row;
+  n.golden = golden;
+  n.theirs = theirs;
+  const std::size_t r0 = sr * q.block_rows, r1 = std::min(q.rows, r0 + q.block_rows);
+  const std::size_t c0 = sc * q.block_cols, c1 = std::min(q.cols, c0 + q.block_cols);
+  n.summary = "scale of block [" + std::to_string(sr) + ", " + std::to_string(sc) + "] (rows " + range_text(r0, r1) +
+              ", cols " + range_text(c0, c1) + "): golden " + code_text(sf, golden) + ", yours " + code_text(sf, theirs);
+  if (q.block_rows > 1 && !ctx.storage.one_copy_per_block()) {
+    n.summary += " (the copy stored for row " + std::to_string(stored_row) + ")";
+  }
+  bool nonfinite = false;
+  const float amax = ctx.block_amax(sr, sc, &nonfinite);
+  n.details.push_back("block amax = " + with_bits(amax) + (ctx.spec.rht ? " (after the RHT)" : "") +
+                      (nonfinite ? "; the block holds a NaN or Inf" : ""));
+  n.fields = {field_text("kind", "scale"), field_int("block_row", sr), field_int("block_col", sc),
+              field_int("stored_row", stored_row), field_int("golden", golden), field_int("theirs", theirs),
+              field("golden_value", decode_to_double(sf, golden)), field("block_amax", amax),
+              field_text("block_amax_bits", hex_bits(amax))};
+
+  struct Hypothesis {
+    std::string label;
+    std::uint32_t code;
+  };
+  std::vector<Hypothesis> hypotheses;
+
+  if (m.two_level()) {
+    const float ideal = m.ideal(amax);
+    const Bracket b = bracket(sf, ideal);
+    const std::string F = float_text(m.element_max);
+    const std::string g_text = ctx.q.tensor_scaled ? "G = " + float_text(m.global.encode) + " (tensor amax " +
+                                                         float_text(ctx.q.tensor_amax) + ", target " +
+                                                         float_text(ctx.q.target) + ")"
+                                                   : "G = 1 (no tensor scale)";
+    n.details.push_back("ideal scale u = min(RN(amax * RN(G * RN(1/" + F + "))), FLT_MAX) = RN(" + float_text(amax) +
+                        " * " + float_text(m.block_multiplier) + ") = " + with_bits(ideal) + ", with " + g_text);
+    const std::string s = format_name(sf);
+    const std::string u = float_text(ideal);
+    const std::uint32_t rne = m.round_ideal(ideal, Rounding::rne);
+    std::string why;
+    switch (b.where) {
+      case Bracket::Where::exact: why = "ideal scale " + u + " is exactly representable in " + s + ": " + hex_code(sf, rne); break;
+      case Bracket::Where::tie:
+        why = "ideal scale " + u + " is an exact " + s + " midpoint between " + code_text(sf, b.lo) + " and " +
+              code_text(sf, b.hi) + "; RNE keeps the even code " + hex_code(sf, rne);
+        break;
+      case Bracket::Where::nearer_lo:
+      case Bracket::Where::nearer_hi:
+        why = "ideal scale " + u + " lies between " + code_text(sf, b.lo) + " and " + code_text(sf, b.hi) + ", nearer " +
+              hex_code(sf, b.where == Bracket::Where::nearer_lo ? b.lo : b.hi) + "; RNE gives " + hex_code(sf, rne);
+        break;
+      case Bracket::Where::above_max:
+        why = "ideal scale " + u + " exceeds the " + s + " maximum " + float_text(static_cast<float>(b.lo_value)) +
+              "; saturating RNE gives the max code " + hex_code(sf, rne);
+        break;
+      case Bracket::Where::nan: why = "ideal scale is NaN"; break;
+    }
+    if (rne != golden) {
+      why += rc.zero_scale == ZeroScale::one
+                 ? "; that is a zero scale, which this recipe replaces by 1.0 (code " + hex_code(sf, golden) + ")"
+                 : "";
+    } else if (decode_to_float(sf, rne) == 0.0f) {
+      why += "; the zero scale is kept (elements are multiplied by FLT_MAX and encode to 0)";
+    }
+    why += "; yours is " + hex_code(sf, theirs) + " (" + relation(sf, golden, theirs, b) + ")";
+    n.details.push_back(why);
+    n.fields.push_back(field("ideal_scale", ideal));
+    n.fields.push_back(field_text("ideal_scale_bits", hex_bits(ideal)));
+    n.fields.push_back(field_text("ideal_position", b.where == Bracket::Where::exact       ? "exact"
+                                                    : b.where == Bracket::Where::tie       ? "tie"
+                                                    : b.where == Bracket::Where::above_max ? "above_max"
+                                                    : b.where == Bracket::Where::nan       ? "nan"
+                                                                                           : "between"));
+    n.fields.push_back(field_bool("tie", b.where == Bracket::Where::tie));
+    n.fields.push_back(field_int("lower_neighbour", b.lo));
+    n.fields.push_back(field_int("upper_neighbour", b.hi));
+    n.fields.push_back(field("global_encode_scale", m.global.encode));
+
+    const float G = m.global.encode;
+    hypotheses = {
+        {"the ideal scale rounded to nearest with ties away from zero (RNA)", m.repaired(m.round_ideal(ideal, Rounding::rna))},
+        {"the ideal scale rounded toward zero (truncation)", m.repaired(m.round_ideal(ideal, Rounding::rtz))},
+        {"the ideal scale rounded up", m.repaired(m.round_ideal(ideal, Rounding::rup))},
+        {"the ideal scale computed as RN(RN(amax / " + F + ") * G), then RNE",
+         m.repaired(m.round_ideal(fp32::min(fp32::mul_rn(fp32::div_rn(amax, m.element_max), G), kFltMax), Rounding::rne))},
+        {"the ideal scale computed as RN(RN(amax * G) / " + F + "), then RNE",
+         m.repaired(m.round_ideal(fp32::min(fp32::div_rn(fp32::mul_rn(amax, G), m.element_max), kFltMax), Rounding::rne))},
+        {"the ideal scale amax * G / " + F + " computed in float64, then RNE",
+         m.repaired(m.round_ideal(static_cast<double>(amax) * G / m.element_max, Rounding::rne))},
+        {"no tensor scale (G = 1): RNE of RN(amax * RN(1/" + F + "))",
+         m.repaired(m.round_ideal(fp32::mul_rn(amax, fp32::div_rn(1.0f, m.element_max)), Rounding::rne))},
+    };
+    if (rne != golden) hypotheses.push_back({"a zero scale kept as 0 (TE NVFP4's rule) instead of 1.0", rne});
+    if (rne == golden && decode_to_float(sf, rne) == 0.0f) {
+      hypotheses.push_back({"a zero scale replaced by 1.0 (the UE5M3 paper's rule)", m.one_code});
+    }
+  } else {
+    int shared = 0;
+    m.pow2_code(rc.scale_rule, amax, nonfinite, &shared);
+    n.details.push_back(std::string("golden rule: ") + std::string(pow2_rule_text(rc.scale_rule)) +
+                        "; unbiased scale exponent " + std::to_string(shared) + " before clamping to [" +
+                        std::to_string(-sf.bias) + ", " + std::to_string(static_cast<int>(sf.max_finite_code()) - sf.bias) +
+                        "], code " + hex_code(sf, golden) + "; yours is " + hex_code(sf, theirs) + " (" +
+                        relation(sf, golden, theirs, Bracket{}) + ")");
+    n.fields.push_back(field_signed("scale_exponent", shared));
+    for (ScaleRule rule : {ScaleRule::pow2_floor, ScaleRule::pow2_ceil, ScaleRule::pow2_even, ScaleRule::pow2_rceil}) {
+      if (rule != rc.scale_rule) {
+        hypotheses.push_back({"the " + std::string(scale_rule_name(rule)) + " rule (" +
+                                  std::string(pow2_rule_text(rule)) + ")",
+                              m.pow2_code(rule, amax, nonfinite)});
+      }
+    }
+  }
+  std::string matched;
+  for (const auto& h : hypotheses) {
+    if (h.code == theirs && h.code != golden) {
+      matched = h.label;
+      break;
+    }
+  }
+  n.details.push_back(matched.empty() ? "none of the modelled alternative rules gives yours"
+                                      : "yours matches " + matched);
+  n.fields.push_back(field_text("theirs_matches", matched));
+  n.fields.push_back(field_text("explanation", [&] {
+    std::string all;
+    for (const auto& d : n.details) all += (all.empty() ? "" : "; ") + d;
+    return all;
+  }()));
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Explaining an element mismatch
+
+struct ElementFacts {
+  bool consistent_with_their_scale = false;
+  bool swapped = false;
+};
+
+MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, std::uint32_t golden,
+                             std::uint32_t theirs, std::uint32_t their_scale, const ElementFacts& facts) {
+  const Recipe& rc = ctx.recipe;
+  const Format& ef = rc.element;
+  const Format& sf = rc.scale;
+  const ScaleModel& m = ctx.model;
+  const QuantizedTensor& q = ctx.q;
+  MismatchNote n;
+  n.kind = MismatchNote::Kind::element;
+  n.row = r;
+  n.col = c;
+  n.golden = golden;
+  n.theirs = theirs;
+  n.summary = "element [" + std::to_string(r) + ", " + std::to_string(c) + "]: golden " + code_text(ef, golden) +
+              ", yours " + code_text(ef, theirs);
+  const std::size_t index = r * ctx.cols + c;
+  const float x = ctx.x[index];
+  n.details.push_back("x = " + with_bits(x) +
+                      (ctx.spec.rht ? " after the RHT (input " + float_text(ctx.input[index]) + ")" : ""));
+  const std::uint32_t scale_code = q.scale_code(r, c);
+  const float mult = m.multiplier(scale_code);
+  const float y = fp32::mul_rn(x, mult);
+  if (m.two_level()) {
+    n.details.push_back("block scale " + code_text(sf, scale_code) + ", multiplier m = min(RN(1 / RN(s * Gd)), FLT_MAX) = " +
+                        float_text(mult) + " (Gd = " + float_text(m.global.decode) + "); scaled value y = RN(x * m) = " +
+                        with_bits(y));
+  } else {
+    n.details.push_back("block scale " + hex_code(sf, scale_code) + " = 2^" +
+                        std::to_string(static_cast<int>(scale_code) - sf.bias) + "; scaled value y = x * 2^" +
+                        std::to_string(sf.bias - static_cast<int>(scale_code)) + " = " + with_bits(y));
+  }
+  const Bracket b = bracket(ef, std::fabs(static_cast<double>(y)));
+  const std::uint32_t sign = std::signbit(y) ? ef.sign_mask() : 0u;
+  const std::string e = format_name(ef);
+  const std::string yt = float_text(y);
+  const std::uint32_t rnd = ctx.random_for(index);
+  std::string why;
+  if (is_stochastic(ctx.spec.rounding) && b.lo != b.hi) {
+    char delta[32];
+    std::snprintf(delta, sizeof delta, "%.6g", b.delta);
+    why = "y = " + yt + " lies between " + code_text(ef, b.lo | sign) + " and " + code_text(ef, b.hi | sign) +
+          ", delta = " + delta + " of the way; stochastic rounding " + std::string(rounding_name(ctx.spec.rounding)) +
+          " with random integer r = " + std::to_string(rnd) + " (" + std::to_string(rc.sr_bits) + " bits, " +
+          (ctx.random.explicit_bits.empty() ? "Philox seed " + std::to_string(ctx.random.seed) : std::string("--rbits")) +
+          ") rounds " + ((golden & ~ef.sign_mask()) == b.hi ? "away from zero" : "toward zero") + " to " +
+          hex_code(ef, golden);
+  } else {
+    switch (b.where) {
+      case Bracket::Where::exact: why = "y = " + yt + " is exactly representable in " + e + ": " + hex_code(ef, golden); break;
+      case Bracket::Where::tie:
+        why = "y = " + yt + " is an exact " + e + " midpoint between " + code_text(ef, b.lo | sign) + " and " +
+              code_text(ef, b.hi | sign) + "; " +
+              (ctx.spec.rounding == Rounding::rne ? "RNE keeps the even code " : "the rounding gives ") + hex_code(ef, golden);
+        break;
+      case Bracket::Where::nearer_lo:
+      case Bracket::Where::nearer_hi:
+        why = "y = " + yt + " lies between " + code_text(ef, b.lo | sign) + " and " + code_text(ef, b.hi | sign) +
+              ", nearer " + hex_code(ef, (b.where == Bracket::Where::nearer_lo ? b.lo : b.hi) | sign) + "; " +
+              (ctx.spec.rounding == Rounding::rne ? std::string("RNE") : std::string(rounding_name(ctx.spec.rounding))) +
+              " gives " + hex_code(ef, golden);
+        break;
+      case Bracket::Where::above_max:
+        why = "|y| = " + float_text(std::fabs(y)) + " exceeds the " + e + " maximum " +
+              float_text(static_cast<float>(b.lo_value)) + ": saturates to " + hex_code(ef, golden);
+        break;
+      case Bracket::Where::nan: why = "y is NaN (a NaN in the block); the golden encoder gives " + hex_code(ef, golden); break;
+    }
+  }
+  why += "; yours is " + hex_code(ef, theirs) + " (" + relation(ef, golden, theirs, b) + ")";
+  n.details.push_back(why);
+
+  std::vector<std::string> causes;
+  if (facts.swapped) {
+    causes.push_back("the two nibbles of byte [" + std::to_string(r) + ", " + std::to_string(c / 2) +
+                     "] are exchanged: yours holds element " + std::to_string(c ^ 1) +
+                     "'s golden code here and this one's there (nibble order: --nibbles)");
+  }
+  if (their_scale != scale_code) {
+    const float their_mult = m.multiplier(their_scale);
+    const std::uint32_t with_theirs = ctx.element_code(fp32::mul_rn(x, their_mult), ctx.spec.rounding, rnd);
+    if (facts.consistent_with_their_scale) {
+      causes.push_back("with your block scale " + hex_code(sf, their_scale) + " the golden rounding gives " +
+                       hex_code(ef, with_theirs) + " = yours: this follows from the block's scale mismatch");
+    } else {
+      causes.push_back("with your block scale " + hex_code(sf, their_scale) + " the golden rounding gives " +
+                       hex_code(ef, with_theirs) + ", not yours either");
+    }
+  }
+  if (!facts.swapped && !facts.consistent_with_their_scale) {
+    struct Alt {
+      std::string label;
+      std::uint32_t code;
+    };
+    std::vector<Alt> alts;
+    const std::pair<Rounding, const char*> modes[] = {{Rounding::rne, "to nearest, ties to even (rne)"},
+                                                      {Rounding::rna, "to nearest, ties away from zero (rna)"},
+                                                      {Rounding::rtz, "toward zero (rtz)"},
+                                                      {Rounding::rup, "toward +Inf (rup)"},
+                                                      {Rounding::rdown, "toward -Inf (rdown)"}};
+    for (const auto& [alt, label] : modes) {
+      if (alt != ctx.spec.rounding) alts.push_back({std::string("y rounded ") + label, ctx.element_code(y, alt, 0)});
+    }
+    if (m.two_level()) {
+      const float ds = fp32::mul_rn(decode_to_float(sf, scale_code), m.global.decode);
+      if (ds != 0.0f) {
+        alts.push_back({"y computed by division, RN(x / RN(s * Gd)), instead of multiplying by RN(1 / RN(s * Gd))",
+                        ctx.element_code(fp32::div_rn(x, ds), ctx.spec.rounding, rnd)});
+      }
+    }
+    for (const auto& a : alts) {
+      if (a.code == theirs) {
+        causes.push_back("yours matches " + a.label);
+        break;
+      }
+    }
+    if (causes.empty()) causes.push_back("none of the modelled alternative roundings gives yours");
+  }
+  for (auto& cause : causes) n.details.push_back(std::move(cause));
+
+  n.fields = {field_text("kind", "element"),
+              field_int("row", r),
+              field_int("col", c),
+              field_int("golden", golden),
+              field_int("theirs", theirs),
+              field("golden_value", decode_to_double(ef, golden)),
+              field("theirs_value", decode_to_double(ef, theirs)),
+              field("x", x),
+              field_text("x_bits", hex_bits(x)),
+              field_int("scale", scale_code),
+              field("multiplier", mult),
+              field("scaled", y),
+              field_text("scaled_bits", hex_bits(y)),
+              field_bool("tie", b.where == Bracket::Where::tie),
+              field_int("lower_neighbour", b.lo | sign),
+              field_int("upper_neighbour", b.hi | sign),
+              field_bool("swapped_nibbles", facts.swapped),
+              field_bool("consistent_with_their_scale", facts.consistent_with_their_scale)};
+  if (is_stochastic(ctx.spec.rounding)) n.fields.push_back(field_int("random", rnd));
+  std::string all;
+  for (const auto& d : n.details) all += (all.empty() ? "" : "; ") + d;
+  n.fields.push_back(field_text("explanation", all));
+  return n;
+}
+
+// Mismatching stored scales when the user's scale bytes are read under `layout` (for hints).
+std::optional<std::uint64_t> scale_mismatches_under(ScaleLayout layout, const QuantizedTensor& q,
+                                                    const TheirQuantized& theirs) {
+  try {
+    const ScaleGrid grid{q.rows, q.cols, q.block_rows, q.block_cols};
+    const ScaleStorage s(layout, grid, theirs.scales_shape);
+    std::uint64_t bad = 0;
+    for (std::size_t r = 0; r < q.rows; ++r) {
+      for (std::size_t j = 0; j < q.scale_cols; ++j) bad += theirs.scales[s.offset(r, j)] != q.scales[(r / q.block_rows) * q.scale_cols + j];
+    }
+    return bad;
+  } catch (const DataError&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<std::uint64_t> code_mismatches_under(NibbleOrder order, const QuantizedTensor& q,
+                                                   const TheirQuantized& theirs) {
+  try {
+    check_codes_shape(order, q.rows, q.cols, theirs.codes_shape);
+  } catch (const DataError&) {
+    return std::nullopt;
+  }
+  std::uint64_t bad = 0;
+  for (std::size_t r = 0; r < q.rows; ++r) {
+    for (std::size_t c = 0; c < q.cols; ++c) bad += stored_code(theirs.codes, order, q.cols, r, c) != q.code(r, c);
+  }
+  return bad;
+}
+
+std::size_t product(const std::vector<std::size_t>& shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::string_view tensor_scale_kind_name(TensorScaleKind kind) {
+  for (const auto& [n, k] : kKinds) {
+    if (k == kind) return n;
+  }
+  return "?";
+}
+
+std::optional<TensorScaleKind> parse_tensor_scale_kind(std::string_view name) {
+  for (const auto& [n, k] : kKinds) {
+    if (n == name) return k;
+  }
+  return std::nullopt;
+}
+
+QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeRequest& request,
+                                     std::span<const float> input, std::size_t rows, std::size_t cols,
+                                     const TheirQuantized& theirs) {
+  if (recipe.element.storage_bits() != 4) {
+    throw UsageError("verify quantize: packed codes need a 4-bit element format; " + format_name(recipe.element) +
+                     " has " + std::to_string(recipe.element.bits()) + " bits");
+  }
+  if (input.size() != rows * cols) {
+    throw DataError("verify quantize: tensor holds " + std::to_string(input.size()) + " values, shape says " +
+                    std::to_string(rows * cols));
+  }
+  check_codes_shape(theirs.nibbles, rows, cols, theirs.codes_shape, "codes");
+  if (theirs.codes.size() != product(theirs.codes_shape)) {
+    throw DataError("codes: " + std::to_string(theirs.codes.size()) + " bytes, shape says " + shape_text(theirs.codes_shape));
+  }
+  const OperandSpec& spec = request.quantize.spec;
+  const QuantizedTensor q = quantize(recipe, request.quantize, input, rows, cols);
+  const ScaleGrid grid{rows, cols, q.block_rows, q.block_cols};
+  const ScaleStorage storage(theirs.layout, grid, theirs.scales_shape, "scales");
+  if (theirs.scales.size() != storage.size()) {
+    throw DataError("scales: " + std::to_string(theirs.scales.size()) + " bytes, shape says " + shape_text(theirs.scales_shape));
+  }
+
+  std::vector<float> transformed;
+  std::span<const float> x = input;
+  if (spec.rht) {
+    transformed = random_hadamard_transform(input, rows, cols);
+    x = transformed;
+  }
+  const ScaleModel model(recipe, GlobalScale{q.global_encode_scale, q.global_decode_scale});
+  const Context ctx{recipe, spec, q, model, input, x, request.quantize.random, theirs, storage, cols};
+
+  QuantizeVerifyReport rep;
+  rep.recipe = recipe.name;
+  rep.role = std::string(role_name(request.role));
+  rep.element_format = format_name(recipe.element);
+  rep.scale_format = format_name(recipe.scale);
+  rep.rounding = std::string(rounding_name(spec.rounding));
+  rep.scale_rule = std::string(scale_rule_name(recipe.scale_rule));
+  rep.rows = rows;
+  rep.cols = cols;
+  rep.block_rows = q.block_rows;
+  rep.block_cols = q.block_cols;
+  rep.layout = theirs.layout;
+  rep.nibbles = theirs.nibbles;
+  rep.rht = spec.rht;
+  rep.elements = rows * cols;
+  rep.blocks = q.scale_rows * q.scale_cols;
+  rep.tensor_scaled = q.tensor_scaled;
+  rep.tensor_amax = q.tensor_amax;
+  rep.global_encode = q.global_encode_scale;
+  rep.global_decode = q.global_decode_scale;
+  rep.tensor_scale_kind = theirs.tensor_scale_kind;
+
+  std::vector<MismatchNote>& notes = rep.explained;
+  const std::size_t budget = request.max_explained;
+
+  if (theirs.tensor_scale) {
+    const float v = *theirs.tensor_scale;
+    rep.tensor_scale_given = v;
+    const std::array<std::pair<TensorScaleKind, float>, 3> golden{
+        {{TensorScaleKind::encode, q.global_encode_scale},
+         {TensorScaleKind::decode, q.global_decode_scale},
+         {TensorScaleKind::amax, q.tensor_amax}}};
+    for (const auto& [kind, value] : golden) {
+      if ((theirs.tensor_scale_kind == TensorScaleKind::any || theirs.tensor_scale_kind == kind) &&
+          std::bit_cast<std::uint32_t>(value) == std::bit_cast<std::uint32_t>(v)) {
+        rep.tensor_scale_matched = std::string(tensor_scale_kind_name(kind));
+        break;
+      }
+    }
+    rep.tensor_scale_mismatch = rep.tensor_scale_matched.empty();
+    if (rep.tensor_scale_mismatch && notes.size() < budget) {
+      MismatchNote n;
+      n.kind = MismatchNote::Kind::tensor_scale;
+      n.golden = std::bit_cast<std::uint32_t>(theirs.tensor_scale_kind == TensorScaleKind::decode ? q.global_decode_scale
+                                              : theirs.tensor_scale_kind == TensorScaleKind::amax ? q.tensor_amax
+                                                                                                   : q.global_encode_scale);
+      n.theirs = std::bit_cast<std::uint32_t>(v);
+      n.summary = "tensor scale: yours " + with_bits(v) + " equals no golden value" +
+                  (theirs.tensor_scale_kind == TensorScaleKind::any
+                       ? std::string()
+                       : " (compared with the " + std::string(tensor_scale_kind_name(theirs.tensor_scale_kind)) + " value)");
+      const float el_max = model.element_max;
+      n.details.push_back("golden encode scale G = RN(RN(" + float_text(el_max) + " * T) / amax) = " +
+                          with_bits(q.global_encode_scale) + "; decode scale Gd = RN(1/G) = " +
+                          with_bits(q.global_decode_scale) + "; tensor amax = " + with_bits(q.tensor_amax) +
+                          (request.quantize.amax_ref ? " (held, from --amax-ref)" : " (current)") + ", T = " +
+                          float_text(q.target));
+      if (!q.tensor_scaled) n.details.push_back("this recipe has no tensor scale: G = Gd = 1");
+      // Common departures: true division for Gd, or G from the unrounded product.
+      const float div_gd = fp32::div_rn(1.0f, q.global_encode_scale);
+      const float g_from_division = q.tensor_amax != 0.0f ? fp32::div_rn(fp32::mul_rn(el_max, q.target), q.tensor_amax) : 1.0f;
+      const float inv_amax = q.tensor_amax != 0.0f ? fp32::mul_rn(fp32::mul_rn(el_max, q.target), fp32::div_rn(1.0f, q.tensor_amax)) : 1.0f;
+      if (v == inv_amax && inv_amax != g_from_division) {
+        n.details.push_back("yours matches G computed as RN(RN(F * T) * RN(1/amax)) (reciprocal instead of division)");
+      } else if (v == fp32::div_rn(q.tensor_amax, fp32::mul_rn(el_max, q.target))) {
+        n.details.push_back("yours matches amax / (F * T) computed by division, which differs from RN(1/G) in the last bit");
+      } else if (div_gd != q.global_decode_scale) {
+        n.details.push_back("none of the modelled alternatives gives yours");
+      }
+      n.fields = {field_text("kind", "tensor_scale"), field("theirs", v), field_text("theirs_bits", hex_bits(v)),
+                  field("golden_encode", q.global_encode_scale), field("golden_decode", q.global_decode_scale),
+                  field("tensor_amax", q.tensor_amax)};
+      notes.push_back(std::move(n));
+    }
+  }
+
+  const std::size_t sc_count = q.scale_cols;
+  std::vector<std::pair<std::size_t, std::size_t>> block_bad;  // (r, c) of element mismatches in a block
+  for (std::size_t sr = 0; sr < q.scale_rows; ++sr) {
+    const std::size_t r0 = sr * q.block_rows, r1 = std::min(rows, r0 + q.block_rows);
+    for (std::size_t sc = 0; sc < sc_count; ++sc) {
+      const std::size_t c0 = sc * q.block_cols, c1 = std::min(cols, c0 + q.block_cols);
+      const std::uint8_t golden_scale = q.scales[sr * sc_count + sc];
+      {
+        bool nonfinite = false;
+        const float amax = ctx.block_amax(sr, sc, &nonfinite);
+        rep.model_disagreements += model.golden_code(amax, nonfinite) != golden_scale;
+      }
+      bool scale_bad = false;
+      std::size_t bad_row = r0;
+      std::uint8_t their_scale = golden_scale;
+      const std::size_t check_end = storage.one_copy_per_block() ? r0 + 1 : r1;
+      for (std::size_t r = r0; r < check_end; ++r) {
+        const std::uint8_t v = theirs.scales[storage.offset(r, sc)];
+        if (v != golden_scale) {
+          scale_bad = true;
+          bad_row = r;
+          their_scale = v;
+          break;
+        }
+      }
+      block_bad.clear();
+      for (std::size_t r = r0; r < r1; ++r) {
+        for (std::size_t c = c0; c < c1; ++c) {
+          if (q.code(r, c) != ctx.their_code(r, c)) block_bad.emplace_back(r, c);
+        }
+      }
+      if (!scale_bad && block_bad.empty()) continue;
+      ++rep.mismatched_blocks;
+      if (scale_bad) {
+        ++rep.mismatched_scales;
+        if (notes.size() < budget) notes.push_back(explain_scale(ctx, sr, sc, bad_row, golden_scale, their_scale));
+      }
+      rep.mismatched_elements += block_bad.size();
+      const float their_mult = model.multiplier(their_scale);
+      for (const auto& [r, c] : block_bad) {
+        const std::uint32_t golden = q.code(r, c), mine = ctx.their_code(r, c);
+        ElementFacts facts;
+        const std::size_t partner = c ^ 1;
+        if (partner < cols && theirs.nibbles != NibbleOrder::unpacked) {
+          facts.swapped = mine == q.code(r, partner) && ctx.their_code(r, partner) == golden;
+          if (facts.swapped && (c & 1) == 0) ++rep.swapped_nibble_pairs;
+        }
+        if (scale_bad) {
+          const std::size_t index = r * cols + c;
+          const std::uint32_t with_theirs =
+              ctx.element_code(fp32::mul_rn(x[index], their_mult), spec.rounding, ctx.random_for(index));
+          facts.consistent_with_their_scale = with_theirs == mine;
+          rep.elements_consistent_with_their_scale += facts.consistent_with_their_scale;
+        }
+        if (notes.size() < budget) notes.push_back(explain_element(ctx, r, c, golden, mine, their_scale, facts));
+      }
+    }
+  }
+  if (cols % 2 == 1 && theirs.nibbles != NibbleOrder::unpacked) {
+    const std::size_t cc = (cols + 1) / 2;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::uint8_t byte = theirs.codes[r * cc + cc - 1];
+      rep.nonzero_padding_nibbles += (theirs.nibbles == NibbleOrder::low_first ? byte >> 4 : byte & 0xF) != 0;
+    }
+  }
+
+  // Hints: a whole-array explanation beats a thousand element ones.
+  if (rep.mismatched_scales > 0) {
+    for (ScaleLayout other : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4}) {
+      if (other == theirs.layout) continue;
+      if (auto bad = scale_mismatches_under(other, q, theirs); bad && *bad == 0) {
+        rep.hints.push_back("your scales match the golden ones exactly when read as --layout " +
+                            std::string(layout_name(other)));
+      }
+    }
+  }
+  if (rep.mismatched_elements > 0) {
+    for (NibbleOrder other : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked}) {
+      if (other == theirs.nibbles) continue;
+      if (auto bad = code_mismatches_under(other, q, theirs); bad && *bad == 0) {
+        rep.hints.push_back("your codes match the golden ones exactly when read as --nibbles " +
+                            std::string(nibble_order_name(other)));
+      }
+    }
+    if (rep.swapped_nibble_pairs > 0) {
+      rep.hints.push_back(std::to_string(rep.swapped_nibble_pairs) +
+                          " byte(s) hold their two element codes in the other nibble order");
+    }
+    if (rep.mismatched_scales > 0 && rep.elements_consistent_with_their_scale == rep.mismatched_elements) {
+      rep.hints.push_back("every element mismatch follows from your block scales: fix the scale rule first");
+    }
+  }
+  if (rep.model_disagreements > 0) {
+    rep.hints.push_back("internal: the explanations' scale model disagrees with the golden quantizer on " +
+                        std::to_string(rep.model_disagreements) + " block(s); the counts are right, the explanations may not be");
+  }
+  if (rep.nonzero_padding_nibbles > 0) {
+    rep.hints.push_back(std::to_string(rep.nonzero_padding_nibbles) +
+                        " row(s) have a nonzero padding nibble after the last element (fp4sim writes 0; not counted as a mismatch)");
+  }
+  return rep;
+}
+
+std::string to_text(const QuantizeVerifyReport& rep) {
+  std::string out;
+  const auto line = [&out](const std::string& s) { out += s + "\n"; };
+  line("verify quantize: recipe " + rep.recipe + ", role " + rep.role + ", tensor [" + std::to_string(rep.rows) + ", " +
+       std::to_string(rep.cols) + "], " + rep.element_format + " elements (" + rep.rounding + ") in " +
+       std::to_string(rep.block_rows) + "x" + std::to_string(rep.block_cols) + " blocks, " + rep.scale_format +
+       " scales (" + rep.scale_rule + ")" + (rep.rht ? ", RHT" : "") + "; layout " +
+       std::string(layout_name(rep.layout)) + ", nibbles " + std::string(nibble_order_name(rep.nibbles)));
+  line("elements: " + std::to_string(rep.elements) + ", mismatched " + std::to_string(rep.mismatched_elements) +
+       (rep.mismatched_scales > 0
+            ? " (" + std::to_string(rep.elements_consistent_with_their_scale) + " of them follow from your block scale)"
+            : ""));
+  line("blocks: " + std::to_string(rep.blocks) + ", mismatched " + std::to_string(rep.mismatched_blocks) +
+       " (scale mismatches: " + std::to_string(rep.mismatched_scales) + ")");
+  std::string ts = "tensor scale: golden G = " + with_bits(rep.global_encode) + ", Gd = " + with_bits(rep.global_decode) +
+                   ", tensor amax = " + with_bits(rep.tensor_amax);
+  if (!rep.tensor_scaled) ts += " (no tensor scale in this recipe)";
+  if (rep.tensor_scale_given) {
+    ts += "; yours " + with_bits(*rep.tensor_scale_given) +
+          (rep.tensor_scale_mismatch ? " MISMATCH" : " matches the golden " + rep.tensor_scale_matched + " value");
+  }
+  line(ts);
+  if (rep.bit_exact()) {
+    line("BIT-EXACT");
+  } else {
+    line("NOT BIT-EXACT: " + std::to_string(rep.mismatched_elements) + " element and " +
+         std::to_string(rep.mismatched_scales) + " scale mismatch(es)" + (rep.tensor_scale_mismatch ? ", tensor scale differs" : ""));
+  }
+  for (const auto& h : rep.hints) line("hint: " + h);
+  const std::uint64_t total = rep.mismatched_elements + rep.mismatched_scales + (rep.tensor_scale_mismatch ? 1 : 0);
+  if (!rep.explained.empty()) {
+    line("");
+    line("first " + std::to_string(rep.explained.size()) + " of " + std::to_string(total) + " mismatch(es), explained:");
+  }
+  for (std::size_t i = 0; i < rep.explained.size(); ++i) {
+    const auto& n = rep.explained[i];
+    std::string head = "[";  // (built step by step: GCC 12's -Wrestrict misfires on "[" + std::to_string())
+    head += std::to_string(i + 1);
+    head += "] ";
+    line(head + n.summary);
+    for (const auto& d : n.details) line("    " + d);
+  }
+  return out;
+}
+
+std::string to_json(const QuantizeVerifyReport& rep) {
+  std::vector<JsonField> f = {
+      field_text("command", "verify quantize"),
+      field_text("recipe", rep.recipe),
+      field_text("role", rep.role),
+      field_text("element_format", rep.element_format),
+      field_text("scale_format", rep.scale_format),
+      field_text("rounding", rep.rounding),
+      field_text("scale_rule", rep.scale_rule),
+      field_int("rows", rep.rows),
+      field_int("cols", rep.cols),
+      field_int("block_rows", static_cast<std::uint64_t>(rep.block_rows)),
+      field_int("block_cols", static_cast<std::uint64_t>(rep.block_cols)),
+      field_bool("rht", rep.rht),
+      field_text("layout", layout_name(rep.layout)),
+      field_text("nibbles", nibble_order_name(rep.nibbles)),
+      field_bool("bit_exact", rep.bit_exact()),
+      field_int("elements", rep.elements),
+      field_int("blocks", rep.blocks),
+      field_int("mismatched_elements", rep.mismatched_elements),
+      field_int("mismatched_blocks", rep.mismatched_blocks),
+      field_int("mismatched_scales", rep.mismatched_scales),
+      field_int("elements_consistent_with_their_scale", rep.elements_consistent_with_their_scale),
+      field_int("swapped_nibble_pairs", rep.swapped_nibble_pairs),
+      field_int("nonzero_padding_nibbles", rep.nonzero_padding_nibbles),
+      field_int("model_disagreements", rep.model_disagreements),
+      field_bool("tensor_scaled", rep.tensor_scaled),
+      field("tensor_amax", rep.tensor_amax),
+      field("global_encode_scale", rep.global_encode),
+      field("global_decode_scale", rep.global_decode),
+  };
+  if (rep.tensor_scale_given) {
+    f.push_back(field("tensor_scale", *rep.tensor_scale_given));
+    f.push_back(field_text("tensor_scale_kind", tensor_scale_kind_name(rep.tensor_scale_kind)));
+    f.push_back(rep.tensor_scale_matched.empty()
+                    ? JsonField{"tensor_scale_matched", "null", "equals no golden value"}
+                    : field_text("tensor_scale_matched", rep.tensor_scale_matched));
+  } else {
+    f.push_back({"tensor_scale", "null", "not given"});
+  }
+  std::string out = "{";
+  const auto emit = [&out](const std::vector<JsonField>& fields, const std::string& indent) {
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      out += (i ? ",\n" : "\n") + indent + detail::json_string(fields[i].key) + ": " + fields[i].value;
+      if (!fields[i].note.empty()) {
+        out += ",\n" + indent + detail::json_string(fields[i].key + "_note") + ": " + detail::json_string(fields[i].note);
+      }
+    }
+  };
+  emit(f, "  ");
+  out += ",\n  \"hints\": [";
+  for (std::size_t i = 0; i < rep.hints.size(); ++i) out += (i ? ", " : "") + detail::json_string(rep.hints[i]);
+  out += "],\n  \"mismatches\": [";
+  for (std::size_t i = 0; i < rep.explained.size(); ++i) {
+    out += i ? ",\n    {" : "\n    {";
+    emit(rep.explained[i].fields, "      ");
+    out += "\n    }";
+  }
+  out += rep.explained.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+}  // namespace fp4sim
