@@ -17,17 +17,18 @@
 #include <string>
 #include <vector>
 
-#include "../src/cli/recipe_options.hpp"
 #include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/convert_call.hpp"
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/format.hpp"
-#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/layout.hpp"
-#include "fp4sim/core/quantize.hpp"
-#include "fp4sim/core/random.hpp"
+#include "fp4sim/core/mma_call.hpp"
+#include "fp4sim/core/names.hpp"
+#include "fp4sim/core/quantize_call.hpp"
 #include "fp4sim/core/recipe.hpp"
-#include "fp4sim/verify/verify.hpp"
+#include "fp4sim/verify/verify_call.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -68,9 +69,28 @@ std::span<const typename std::remove_const_t<typename A::Scalar>> span_of(const 
   return {a.data(), a.size()};
 }
 
+// Explicit random bits as fp4sim/__init__.py hands them: NumPy's dtype name and the values widened.
+using RandomBitsIn = std::tuple<std::string, WordsIn>;
+
+std::optional<RandomBitsArray> random_bits_array(const std::optional<RandomBitsIn>& in, const char* what) {
+  if (!in) return std::nullopt;
+  const auto& [dtype, values] = *in;
+  return RandomBitsArray{what, dtype, shape_of(values), std::vector<std::uint32_t>(values.data(), values.data() + values.size())};
+}
+
+// The bits a resolved request draws from, kept alive next to it.
+std::vector<std::uint32_t> attach_random_bits(const std::optional<RandomBitsArray>& bits,
+                                              const std::vector<std::size_t>& operand_shape, int sr_bits,
+                                              QuantizeRequest& request) {
+  if (!bits) return {};
+  std::vector<std::uint32_t> values = checked_random_bits(*bits, operand_shape, sr_bits);
+  request.random.explicit_bits = values;
+  return values;
+}
+
 // Recipe overrides as keyword arguments: the CLI's flags with underscores (block=32, two_d=True, ...).
-cli::RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
-  cli::RecipeOverrides o;
+RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
+  RecipeOverrides o;
   o.recipe = recipe;
   for (auto [key, value] : d) {
     const std::string k = nb::cast<std::string>(key);
@@ -86,48 +106,14 @@ cli::RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d
     else if (k == "dequantize_order") o.dequantize_order = nb::cast<std::string>(value);
     else if (k == "sr_bits") o.sr_bits = nb::cast<int>(value);
     else if (k == "rht") o.rht = nb::cast<bool>(value);
-    else if (k == "rounding") {
-      const std::string name = nb::cast<std::string>(value);
-      const auto r = parse_rounding(name);
-      if (!r) throw UsageError("--rounding: unknown rounding '" + name + "'");
-      o.rounding = *r;
-    } else {
+    else if (k == "rounding") o.rounding = nb::cast<std::string>(value);
+    else {
       throw UsageError("unknown recipe override '" + k +
                        "' (known: block, two_d, scale_format, element_format, target, tensor_scale, scale_rule, "
                        "zero_scale, dequantize_order, rounding, sr_bits, rht)");
     }
   }
-  if (o.sr_bits && (*o.sr_bits < 1 || *o.sr_bits > 16)) throw UsageError("--sr-bits: must be between 1 and 16");
   return o;
-}
-
-Role role_from(const std::string& name) {
-  const auto r = parse_role(name);
-  if (!r) throw UsageError("--role: expected activation, weight or grad_output, got '" + name + "'");
-  return *r;
-}
-
-std::vector<std::uint32_t> checked_rbits(const std::optional<WordsIn>& rbits, std::size_t count, int sr_bits,
-                                         const char* what) {
-  if (!rbits) return {};
-  if (rbits->size() != count) {
-    throw DataError(std::string(what) + ": " + std::to_string(rbits->size()) + " values for a tensor of " +
-                    std::to_string(count));
-  }
-  std::vector<std::uint32_t> bits(rbits->data(), rbits->data() + rbits->size());
-  for (std::size_t i = 0; i < bits.size(); ++i) {
-    if (bits[i] >> sr_bits) {
-      throw DataError(std::string(what) + ": value " + std::to_string(bits[i]) + " at index " + std::to_string(i) +
-                      " does not fit in " + std::to_string(sr_bits) + " random bits");
-    }
-  }
-  return bits;
-}
-
-void check_amax(const std::optional<float>& amax, const char* flag) {
-  if (amax && !(*amax >= 0.0f && std::isfinite(*amax))) {
-    throw UsageError(std::string(flag) + " must be a finite non-negative number");
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -151,71 +137,33 @@ nb::list formats_list() {
     d["has_inf"] = f.has_inf();
     d["has_nan"] = f.has_nan();
     d["has_zero"] = f.has_zero();
-    d["specials"] = std::string(specials_name(f.specials));
+    d["specials"] = std::string(name_of(f.specials));
     d["source"] = std::string(preset.description);
     out.append(d);
   }
   return out;
 }
 
-Format format_arg(const std::string& name) {
-  if (auto f = parse_format(name)) return *f;
-  std::string known;
-  for (const auto& preset : format_presets()) known += std::string(known.empty() ? "" : " ") + std::string(preset.name);
-  throw UsageError("--format: unknown format '" + name + "' (known: " + known + ", or eXmY / ueXmY[bN][fn|fin])");
-}
-
-nb::object convert(const DoubleIn& x, const std::string& format_name_, const std::string& rounding, int sr_bits,
-                   std::uint64_t seed, const std::optional<WordsIn>& rbits, std::optional<bool> saturate,
+nb::object convert_py(const DoubleIn& x, const std::string& format, const std::string& rounding, int sr_bits,
+                   std::uint64_t seed, const std::optional<RandomBitsIn>& rbits, std::optional<bool> saturate,
                    const std::string& specials) {
-  const Format format = format_arg(format_name_);
-  EncodeOptions enc;
-  const auto r = parse_rounding(rounding);
-  if (!r) throw UsageError("--rounding: unknown rounding '" + rounding + "'");
-  enc.rounding = *r;
-  if (sr_bits < 1 || sr_bits > 16) throw UsageError("--sr-bits: must be between 1 and 16");
-  enc.sr_bits = sr_bits;
-  enc.saturate = saturate.value_or(default_saturate(format));
-  if (specials != "hardware" && specials != "te-python") throw UsageError("--specials: expected hardware or te-python");
-  enc.convention = specials == "te-python" ? SpecialConvention::te_python : SpecialConvention::hardware;
-  const std::span<const double> values(x.data(), x.size());
-  std::vector<std::uint32_t> random;
-  if (is_stochastic(enc.rounding)) {
-    if (rbits) {
-      random = checked_rbits(rbits, values.size(), sr_bits, "rbits");
-    } else {
-      random.resize(values.size());
-      for (std::size_t i = 0; i < random.size(); ++i) random[i] = random_bits(seed, 0, i, sr_bits);
-    }
-  } else if (rbits) {
-    throw UsageError("--rbits needs a stochastic --rounding");
-  }
-  std::vector<std::uint32_t> codes(values.size());
-  std::optional<std::size_t> bad;
+  const ConvertCall call{format, rounding, sr_bits, seed, saturate, specials, rbits.has_value()};
+  const ConvertCall::Resolved r = call.resolve();
+  const std::optional<RandomBitsArray> bits = random_bits_array(rbits, "rbits");
+  std::vector<std::uint32_t> codes;
   {
     nb::gil_scoped_release release;
-    bad = encode_all(format, enc, values, random, codes);
-  }
-  if (bad) {
-    const double v = values[*bad];
-    const std::string why = std::isnan(v)                              ? "NaN and the format has no NaN (try saturate=True)"
-                            : (std::signbit(v) && !format.is_signed)    ? "negative value in an unsigned format"
-                            : format.has_zero() ? "out of range and saturate=False (the format has no Inf)"
-                                                : "zero or out of range and saturate=False";
-    char text[64];
-    std::snprintf(text, sizeof text, "%.17g", v);
-    throw DataError("x: element " + std::to_string(*bad) + " = " + text + " cannot be represented in " +
-                    format_name_ + ": " + why);
+    codes = fp4sim::convert(call, r, {"x", shape_of(x)}, span_of(x), bits ? &*bits : nullptr);
   }
   const auto shape = shape_of(x);
-  const int width = format.storage_bits() <= 8 ? 1 : format.storage_bits() <= 16 ? 2 : 4;
+  const int width = r.format.storage_bits() <= 8 ? 1 : r.format.storage_bits() <= 16 ? 2 : 4;
   if (width == 1) return nb::cast(to_numpy(std::vector<std::uint8_t>(codes.begin(), codes.end()), shape));
   if (width == 2) return nb::cast(to_numpy(std::vector<std::uint16_t>(codes.begin(), codes.end()), shape));
   return nb::cast(to_numpy(std::move(codes), shape));
 }
 
 nb::ndarray<nb::numpy, double> decode_codes(const WordsIn& codes, const std::string& format_name_) {
-  const Format format = format_arg(format_name_);
+  const Format format = format_argument(format_name_, "--format");
   std::vector<double> out(codes.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (codes.data()[i] >= format.code_count()) {
@@ -229,20 +177,13 @@ nb::ndarray<nb::numpy, double> decode_codes(const WordsIn& codes, const std::str
 
 QuantizedTensor quantize_py(const FloatIn& x, const std::string& recipe_name, const nb::dict& overrides,
                             const std::string& role, std::optional<float> amax_ref, std::uint64_t seed,
-                            const std::optional<WordsIn>& rbits) {
-  const cli::RecipeOverrides o = overrides_from(recipe_name, overrides);
-  const Recipe recipe = o.resolve();
-  QuantizeRequest request;
-  request.spec = o.apply(operand_for_role(recipe, role_from(role)));
-  check_amax(amax_ref, "--amax-ref");
-  request.amax_ref = amax_ref;
-  request.random.seed = seed;
+                            const std::optional<RandomBitsIn>& rbits) {
+  QuantizeCall call{overrides_from(recipe_name, overrides), role, seed, {amax_ref, std::nullopt, rbits.has_value()}};
+  QuantizeCall::Resolved r = call.resolve();
   const auto [rows, cols] = rows_cols(x, "x");
-  if (rbits && !is_stochastic(request.spec.rounding)) throw UsageError("--rbits needs a stochastic rounding for this role");
-  const std::vector<std::uint32_t> bits = checked_rbits(rbits, x.size(), recipe.sr_bits, "rbits");
-  request.random.explicit_bits = bits;
+  const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), r.recipe.sr_bits, r.request);
   nb::gil_scoped_release release;
-  return quantize(recipe, request, span_of(x), rows, cols);
+  return quantize(r.recipe, r.request, span_of(x), rows, cols);
 }
 
 template <class T>
@@ -260,33 +201,10 @@ nb::ndarray<nb::numpy, float> dequantize_py(const QuantizedTensor& q) {
   return to_numpy(std::move(out), {q.rows, q.cols});
 }
 
-struct GemmArgs {
-  std::string gemm = "fprop", datapath, inner, out_dtype = "f32";
-  bool snap = true;
-  std::optional<float> amax_ref_a, amax_ref_b, target_a, target_b;
-  std::uint64_t seed = 0;
-};
-
-// The operands' quantize requests of one GEMM, as `fp4sim gemm` forms them.
-void operand_requests(const Recipe& recipe, const cli::RecipeOverrides& o, const GemmArgs& g, Gemm which,
-                      QuantizeRequest& ra, QuantizeRequest& rb) {
-  const GemmOperands ops = operands_for(recipe, which);
-  ra.spec = o.apply(ops.a);
-  rb.spec = o.apply(ops.b);
-  if (g.target_a) ra.spec.target = *g.target_a;
-  if (g.target_b) rb.spec.target = *g.target_b;
-  check_amax(g.amax_ref_a, "--amax-ref-a/-b");
-  check_amax(g.amax_ref_b, "--amax-ref-a/-b");
-  ra.amax_ref = g.amax_ref_a;
-  rb.amax_ref = g.amax_ref_b;
-  ra.random.seed = rb.random.seed = g.seed;
-  ra.random.stream = 0;
-  rb.random.stream = 1;
-}
-
 // gemm=, datapath=, inner=, snap=, out_dtype=, amax_ref_a/b=, target_a/b=, seed= (None: the default).
-GemmArgs gemm_args_from(const nb::dict& d) {
-  GemmArgs g;
+GemmCall gemm_call_from(const std::string& recipe_name, const nb::dict& overrides, const nb::dict& d) {
+  GemmCall g;
+  g.recipe = overrides_from(recipe_name, overrides);
   for (auto [key, value] : d) {
     const std::string k = nb::cast<std::string>(key);
     if (value.is_none()) continue;
@@ -295,213 +213,103 @@ GemmArgs gemm_args_from(const nb::dict& d) {
     else if (k == "inner") g.inner = nb::cast<std::string>(value);
     else if (k == "out_dtype") g.out_dtype = nb::cast<std::string>(value);
     else if (k == "snap") g.snap = nb::cast<bool>(value);
-    else if (k == "amax_ref_a") g.amax_ref_a = nb::cast<float>(value);
-    else if (k == "amax_ref_b") g.amax_ref_b = nb::cast<float>(value);
-    else if (k == "target_a") g.target_a = nb::cast<float>(value);
-    else if (k == "target_b") g.target_b = nb::cast<float>(value);
+    else if (k == "amax_ref_a") g.a.amax_ref = nb::cast<float>(value);
+    else if (k == "amax_ref_b") g.b.amax_ref = nb::cast<float>(value);
+    else if (k == "target_a") g.a.target = nb::cast<float>(value);
+    else if (k == "target_b") g.b.target = nb::cast<float>(value);
     else if (k == "seed") g.seed = nb::cast<std::uint64_t>(value);
     else throw UsageError("unknown GEMM option '" + k + "'");
   }
   return g;
 }
 
-Gemm gemm_from(const std::string& name) {
-  const auto g = parse_gemm(name);
-  if (!g) throw UsageError("--gemm: expected fprop, dgrad or wgrad, got '" + name + "'");
-  return *g;
-}
-
-void check_out_dtype(const std::string& d) {
-  if (d != "f32" && d != "bf16") throw UsageError("--out-dtype: expected f32 or bf16, got '" + d + "'");
-}
-
 nb::ndarray<nb::numpy, float> gemm_py(const FloatIn& a, const FloatIn& b, const std::string& recipe_name,
-                                      const nb::dict& overrides, const nb::dict& args, const std::optional<WordsIn>& rbits_a,
-                                      const std::optional<WordsIn>& rbits_b) {
-  const GemmArgs g = gemm_args_from(args);
-  const cli::RecipeOverrides o = overrides_from(recipe_name, overrides);
-  const Recipe recipe = o.resolve();
-  check_out_dtype(g.out_dtype);
-  QuantizeRequest ra, rb;
-  operand_requests(recipe, o, g, gemm_from(g.gemm), ra, rb);
-  if (a.ndim() != 2 || b.ndim() != 2) throw DataError("gemm: A and B must be 2-D arrays [rows, K]");
-  if (a.shape(1) != b.shape(1))
-    throw DataError("gemm: A is [" + std::to_string(a.shape(0)) + ", " + std::to_string(a.shape(1)) + "] and B is [" +
-                    std::to_string(b.shape(0)) + ", " + std::to_string(b.shape(1)) + "]: C = A·Bᵀ needs the same K (columns)");
-  if (rbits_a && !is_stochastic(ra.spec.rounding)) throw UsageError("--rbits-a: operand A is not stochastically rounded in this GEMM");
-  if (rbits_b && !is_stochastic(rb.spec.rounding)) throw UsageError("--rbits-b: operand B is not stochastically rounded in this GEMM");
-  const auto bits_a = checked_rbits(rbits_a, a.size(), recipe.sr_bits, "rbits_a");
-  const auto bits_b = checked_rbits(rbits_b, b.size(), recipe.sr_bits, "rbits_b");
-  ra.random.explicit_bits = bits_a;
-  rb.random.explicit_bits = bits_b;
-  GemmRequest request;
-  request.datapath = g.datapath;
-  request.inner = g.inner;
-  request.snap = g.snap;
-  request.bf16_output = g.out_dtype == "bf16";
+                                      const nb::dict& overrides, const nb::dict& args,
+                                      const std::optional<RandomBitsIn>& rbits_a, const std::optional<RandomBitsIn>& rbits_b) {
+  GemmCall call = gemm_call_from(recipe_name, overrides, args);
+  call.a.random_bits = rbits_a.has_value();
+  call.b.random_bits = rbits_b.has_value();
+  GemmCall::Resolved r = call.resolve();
+  check_gemm_shapes({"a", shape_of(a)}, {"b", shape_of(b)});
+  const auto bits_a = attach_random_bits(random_bits_array(rbits_a, "rbits_a"), shape_of(a), r.recipe.sr_bits, r.a);
+  const auto bits_b = attach_random_bits(random_bits_array(rbits_b, "rbits_b"), shape_of(b), r.recipe.sr_bits, r.b);
   std::vector<float> c;
   const std::size_t m = a.shape(0), n = b.shape(0), k = a.shape(1);
   {
     nb::gil_scoped_release release;
-    const QuantizedTensor qa = quantize(recipe, ra, span_of(a), m, k);
-    const QuantizedTensor qb = quantize(recipe, rb, span_of(b), n, k);
-    c = gemm(recipe, qa, qb, request);
+    const QuantizedTensor qa = quantize(r.recipe, r.a, span_of(a), m, k);
+    const QuantizedTensor qb = quantize(r.recipe, r.b, span_of(b), n, k);
+    c = gemm(r.recipe, qa, qb, r.request);
   }
   return to_numpy(std::move(c), {m, n});
 }
 
 nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const std::optional<DoubleIn>& c,
-                                     const std::string& datapath, const std::string& input_format_name) {
-  const Datapath* dp = find_datapath(datapath);
-  if (!dp) throw UsageError("--datapath: unknown datapath '" + datapath + "' (known: " + datapath_names() + ")");
-  if (dp->kind != DatapathKind::tfdpa) {
-    throw UsageError("--datapath " + datapath + " is a block-scaled GEMM datapath; mma takes a tensor-core row "
-                     "(block-scaled instructions are `fp4sim gemm --datapath sm100-mxf4nvf4`)");
-  }
-  std::string accepted;
-  for (const auto& in : dp->inputs) accepted += (accepted.empty() ? "" : ", ") + std::string(in.format);
-  const auto spec = find_input(*dp, input_format_name);
-  if (!spec) throw UsageError("--input-format " + input_format_name + ": " + datapath + " takes " + accepted);
-  const Format input = *input_format(input_format_name);
-  if (a.ndim() != 2 || b.ndim() != 2) throw DataError("mma: A and B must be 2-D arrays");
-  const std::size_t m = a.shape(0), k = a.shape(1), n = b.shape(1);
-  if (b.shape(0) != k)
-    throw DataError("mma: A is [" + std::to_string(m) + ", " + std::to_string(k) + "] but B is [" +
-                    std::to_string(b.shape(0)) + ", " + std::to_string(n) + "]: B must be [K, N]");
-  if (k == 0 || k % static_cast<std::size_t>(spec->instruction_k) != 0)
-    throw DataError("mma: K = " + std::to_string(k) + " is not a multiple of the instruction's K = " +
-                    std::to_string(spec->instruction_k) + " for " + input_format_name + " on " + datapath);
-  auto position = [](std::size_t i, std::size_t cols) {
-    return "[" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "]";
-  };
-  const InputCodes ca = input_codes(input, span_of(a));
-  if (ca.first_unrepresentable)
-    throw DataError("A: element " + position(*ca.first_unrepresentable, k) + " is not exactly representable in " + input_format_name);
-  const InputCodes cb = input_codes(input, span_of(b));
-  if (cb.first_unrepresentable)
-    throw DataError("B: element " + position(*cb.first_unrepresentable, n) + " is not exactly representable in " + input_format_name);
-  std::vector<std::uint32_t> c_bits;
-  if (c) {
-    if (c->ndim() != 2 || c->shape(0) != m || c->shape(1) != n)
-      throw DataError("C: C must be [" + std::to_string(m) + ", " + std::to_string(n) + "]");
-    const Format acc = dp->fused.out == formats::fp16 ? formats::fp16 : formats::fp32;
-    for (std::size_t i = 0; i < c->size(); ++i) {
-      const double v = c->data()[i];
-      const auto f = static_cast<float>(v);
-      if (static_cast<double>(f) != v && !std::isnan(v)) throw DataError("C: element " + position(i, n) + " is not a binary32 value");
-      if (acc == formats::fp16 && !std::isnan(v)) {
-        const Encoded h = encode(formats::fp16, v, EncodeOptions{Rounding::rne, false});
-        if (h.flags & (flag::inexact | flag::overflow))
-          throw DataError("C: element " + position(i, n) + " is not fp16-representable (" + datapath + " accumulates in fp16)");
-      }
-      c_bits.push_back(std::bit_cast<std::uint32_t>(f));
-    }
-  }
+                                     const std::string& datapath, const std::string& input_format) {
+  const MmaCall call{datapath, input_format};
+  const MmaCall::Resolved r = call.resolve();
+  const std::optional<MmaOperand> c_operand =
+      c ? std::optional<MmaOperand>(MmaOperand{{"C", shape_of(*c)}, span_of(*c)}) : std::nullopt;
+  const MmaOperands x = mma_operands(call, r, {{"A", shape_of(a)}, span_of(a)}, {{"B", shape_of(b)}, span_of(b)},
+                                     c_operand ? &*c_operand : nullptr);
   std::vector<std::uint32_t> d;
   {
     nb::gil_scoped_release release;
-    d = mma(*dp, input, ca.codes, cb.codes, c_bits, m, n, k);
+    d = mma(*r.row, r.input.format, x.a, x.b, x.c, x.m, x.n, x.k);
   }
   std::vector<float> out(d.size());
   for (std::size_t i = 0; i < d.size(); ++i) out[i] = std::bit_cast<float>(d[i]);
-  return to_numpy(std::move(out), {m, n});
+  return to_numpy(std::move(out), {x.m, x.n});
 }
 
 std::tuple<std::string, std::string, bool> verify_quantize_py(
     const FloatIn& x, const BytesIn& codes, const BytesIn& scales, const std::string& recipe_name, nb::dict overrides,
     const std::string& role, const std::string& layout, const std::string& nibbles, std::optional<float> tensor_scale,
-    const std::string& kind, std::optional<float> amax_ref, std::uint64_t seed, const std::optional<WordsIn>& rbits,
+    const std::string& kind, std::optional<float> amax_ref, std::uint64_t seed, const std::optional<RandomBitsIn>& rbits,
     std::size_t max_explained) {
-  const cli::RecipeOverrides o = overrides_from(recipe_name, overrides);
-  const Recipe recipe = o.resolve();
-  const Role r = role_from(role);
-  const auto l = parse_layout(layout);
-  if (!l) throw UsageError("--layout: expected rowmajor, te-rowrep or swizzled-128x4, got '" + layout + "'");
-  const auto nib = parse_nibble_order(nibbles);
-  if (!nib) throw UsageError("--nibbles: expected low-first, high-first or unpacked, got '" + nibbles + "'");
-  const auto k = parse_tensor_scale_kind(kind);
-  if (!k) throw UsageError("--tensor-scale-kind: expected any, encode, decode or amax, got '" + kind + "'");
-  check_amax(amax_ref, "--amax-ref");
-  VerifyQuantizeRequest request;
-  request.role = r;
-  request.quantize.spec = o.apply(operand_for_role(recipe, r));
-  request.quantize.amax_ref = amax_ref;
-  request.quantize.random.seed = seed;
-  request.max_explained = max_explained;
-  if (rbits && !is_stochastic(request.quantize.spec.rounding)) throw UsageError("--rbits needs a stochastic rounding for this role");
-  const auto bits = checked_rbits(rbits, x.size(), recipe.sr_bits, "rbits");
-  request.quantize.random.explicit_bits = bits;
-  TheirQuantized theirs;
-  theirs.codes = span_of(codes);
-  theirs.codes_shape = shape_of(codes);
-  theirs.scales = span_of(scales);
-  theirs.scales_shape = shape_of(scales);
-  theirs.layout = *l;
-  theirs.nibbles = *nib;
-  theirs.tensor_scale = tensor_scale;
-  theirs.tensor_scale_kind = *k;
+  VerifyQuantizeCall call;
+  call.quantize = {overrides_from(recipe_name, overrides), role, seed, {amax_ref, std::nullopt, rbits.has_value()}};
+  call.layout = layout;
+  call.nibbles = nibbles;
+  call.tensor_scale = tensor_scale;
+  call.tensor_scale_kind = kind;
+  call.max_explained = max_explained;
+  VerifyQuantizeCall::Resolved r = call.resolve();
+  const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), r.recipe.sr_bits,
+                                       r.request.quantize);
+  r.theirs.codes = span_of(codes);
+  r.theirs.codes_shape = shape_of(codes);
+  r.theirs.scales = span_of(scales);
+  r.theirs.scales_shape = shape_of(scales);
   const auto [rows, cols] = rows_cols(x, "x");
   QuantizeVerifyReport rep;
   {
     nb::gil_scoped_release release;
-    rep = verify_quantize(recipe, request, span_of(x), rows, cols, theirs);
+    rep = verify_quantize(r.recipe, r.request, span_of(x), rows, cols, r.theirs);
   }
   return {to_json(rep), to_text(rep), rep.bit_exact()};
 }
 
 std::tuple<std::string, std::string, bool> verify_gemm_py(const FloatIn& a, const FloatIn& b, const FloatIn& c,
                                                           const std::string& recipe_name, const nb::dict& overrides,
-                                                          const nb::dict& args, const std::optional<WordsIn>& rbits_a,
-                                                          const std::optional<WordsIn>& rbits_b, std::size_t worst) {
-  const GemmArgs g = gemm_args_from(args);
-  const cli::RecipeOverrides o = overrides_from(recipe_name, overrides);
-  const Recipe recipe = o.resolve();
-  check_out_dtype(g.out_dtype);
-  VerifyGemmRequest request;
-  request.gemm = gemm_from(g.gemm);
-  operand_requests(recipe, o, g, request.gemm, request.a, request.b);
-  request.worst = worst;
-  request.auto_datapath = g.datapath == "auto";
-  request.datapath.datapath = request.auto_datapath ? "" : g.datapath;
-  request.datapath.inner = g.inner;
-  request.datapath.snap = g.snap;
-  request.datapath.bf16_output = g.out_dtype == "bf16";
-  if (a.ndim() != 2 || b.ndim() != 2) throw DataError("verify gemm: A and B must be 2-D arrays [rows, K]");
-  if (a.shape(1) != b.shape(1)) throw DataError("verify gemm: A and B differ in K (columns)");
+                                                          const nb::dict& args, const std::optional<RandomBitsIn>& rbits_a,
+                                                          const std::optional<RandomBitsIn>& rbits_b, std::size_t worst) {
+  VerifyGemmCall call{gemm_call_from(recipe_name, overrides, args), worst};
+  call.gemm.a.random_bits = rbits_a.has_value();
+  call.gemm.b.random_bits = rbits_b.has_value();
+  VerifyGemmCall::Resolved r = call.resolve();
+  check_gemm_shapes({"a", shape_of(a)}, {"b", shape_of(b)});
   const std::size_t m = a.shape(0), n = b.shape(0), k = a.shape(1);
-  if (c.ndim() != 2 || c.shape(0) != m || c.shape(1) != n)
-    throw DataError("c: shape " + shape_text(shape_of(c)) + ", but C = A·Bᵀ is [" + std::to_string(m) + ", " +
-                    std::to_string(n) + "]");
-  if (rbits_a && !is_stochastic(request.a.spec.rounding)) throw UsageError("--rbits-a: operand A is not stochastically rounded in this GEMM");
-  if (rbits_b && !is_stochastic(request.b.spec.rounding)) throw UsageError("--rbits-b: operand B is not stochastically rounded in this GEMM");
-  const auto bits_a = checked_rbits(rbits_a, a.size(), recipe.sr_bits, "rbits_a");
-  const auto bits_b = checked_rbits(rbits_b, b.size(), recipe.sr_bits, "rbits_b");
-  request.a.random.explicit_bits = bits_a;
-  request.b.random.explicit_bits = bits_b;
+  check_output_shape({"c", shape_of(c)}, m, n);
+  const auto bits_a = attach_random_bits(random_bits_array(rbits_a, "rbits_a"), shape_of(a), r.recipe.sr_bits, r.request.a);
+  const auto bits_b = attach_random_bits(random_bits_array(rbits_b, "rbits_b"), shape_of(b), r.recipe.sr_bits, r.request.b);
   GemmVerifyReport rep;
   {
     nb::gil_scoped_release release;
-    rep = verify_gemm(recipe, request, span_of(a), span_of(b), m, n, k, span_of(c));
+    rep = verify_gemm(r.recipe, r.request, span_of(a), span_of(b), m, n, k, span_of(c));
   }
   const bool ok = rep.auto_mode ? !rep.explained_by.empty() : rep.bit_exact();
   return {to_json(rep), to_text(rep), ok};
-}
-
-ScaleGrid grid_of(std::size_t rows, std::size_t cols, int block_rows, int block_cols) {
-  if (block_rows < 1 || block_cols < 1) throw UsageError("block_rows and block_cols must be positive");
-  return ScaleGrid{rows, cols, block_rows, block_cols};
-}
-
-ScaleLayout layout_arg(const std::string& layout) {
-  const auto l = parse_layout(layout);
-  if (!l) throw UsageError("--layout: expected rowmajor, te-rowrep or swizzled-128x4, got '" + layout + "'");
-  return *l;
-}
-
-NibbleOrder nibbles_arg(const std::string& nibbles) {
-  const auto n = parse_nibble_order(nibbles);
-  if (!n) throw UsageError("--nibbles: expected low-first, high-first or unpacked, got '" + nibbles + "'");
-  return *n;
 }
 
 }  // namespace
@@ -514,18 +322,18 @@ NB_MODULE(_fp4sim, m) {
   m.def("formats", &formats_list, "Every known number format (the fields of `fp4sim formats --json`).");
   m.def("recipes", [] {
     std::vector<std::string> names;
-    for (const auto& p : recipe_presets()) names.emplace_back(p.name);
+    for (const Recipe& preset : recipe_presets()) names.push_back(preset.name);
     return names;
   });
   m.def("datapaths", [] {
     std::vector<std::string> names;
-    for (const auto& d : datapath_presets()) names.emplace_back(d.name);
+    for (const Datapath* d : datapath_presets()) names.emplace_back(d->name);
     return names;
   });
   m.def("_address", [](const FloatIn& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, "x"_a.noconvert(),
         "The address the extension reads a float32 array from (tests prove zero-copy with it).");
 
-  m.def("convert", &convert, "x"_a.noconvert(), "format"_a, "rounding"_a, "sr_bits"_a, "seed"_a, "rbits"_a.none(),
+  m.def("convert", &convert_py, "x"_a.noconvert(), "format"_a, "rounding"_a, "sr_bits"_a, "seed"_a, "rbits"_a.none(),
         "saturate"_a.none(), "specials"_a);
   m.def("decode", &decode_codes, "codes"_a.noconvert(), "format"_a);
 
@@ -545,9 +353,9 @@ NB_MODULE(_fp4sim, m) {
       .def_ro("seed", &QuantizedTensor::seed)
       .def_prop_ro("element_format", [](const QuantizedTensor& q) { return format_name(q.element); })
       .def_prop_ro("scale_format", [](const QuantizedTensor& q) { return format_name(q.scale); })
-      .def_prop_ro("rounding", [](const QuantizedTensor& q) { return std::string(rounding_name(q.spec.rounding)); })
+      .def_prop_ro("rounding", [](const QuantizedTensor& q) { return std::string(name_of(q.spec.rounding)); })
       .def_prop_ro("rht", [](const QuantizedTensor& q) { return q.spec.rht; })
-      .def_prop_ro("dequantize_order", [](const QuantizedTensor& q) { return std::string(dequantize_order_name(q.dequantize_order)); })
+      .def_prop_ro("dequantize_order", [](const QuantizedTensor& q) { return std::string(name_of(q.dequantize_order)); })
       .def_prop_ro(
           "codes", [](const QuantizedTensor& q) { return view(q.codes, q.rows, q.code_cols()); },
           nb::rv_policy::reference_internal, "packed codes [rows, ceil(cols/2)], element 2j in the low nibble (read-only view)")
@@ -584,30 +392,31 @@ NB_MODULE(_fp4sim, m) {
   m.def(
       "scales_to_layout",
       [](const BytesIn& scales, std::size_t rows, std::size_t cols, int block_rows, int block_cols, const std::string& layout) {
-        const ScaleGrid g = grid_of(rows, cols, block_rows, block_cols);
-        const ScaleLayout l = layout_arg(layout);
+        const ScaleGrid g = scale_grid(rows, cols, block_rows, block_cols);
+        const auto l = parse_name_or_throw<ScaleLayout>(layout, "--layout");
         return to_numpy(scales_to_layout(span_of(scales), g, l), ScaleStorage::canonical_shape(l, g));
       },
       "scales"_a.noconvert(), "rows"_a, "cols"_a, "block_rows"_a, "block_cols"_a, "layout"_a);
   m.def(
       "scales_from_layout",
       [](const BytesIn& stored, std::size_t rows, std::size_t cols, int block_rows, int block_cols, const std::string& layout) {
-        const ScaleGrid g = grid_of(rows, cols, block_rows, block_cols);
-        return to_numpy(scales_from_layout(span_of(stored), shape_of(stored), g, layout_arg(layout)),
+        const ScaleGrid g = scale_grid(rows, cols, block_rows, block_cols);
+        return to_numpy(scales_from_layout(span_of(stored), shape_of(stored), g,
+                                           parse_name_or_throw<ScaleLayout>(layout, "--layout")),
                         {g.scale_rows(), g.scale_cols()});
       },
       "stored"_a.noconvert(), "rows"_a, "cols"_a, "block_rows"_a, "block_cols"_a, "layout"_a);
   m.def(
       "codes_to_order",
       [](const BytesIn& codes, std::size_t rows, std::size_t cols, const std::string& nibbles) {
-        const NibbleOrder order = nibbles_arg(nibbles);
+        const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles");
         return to_numpy(codes_to_order(span_of(codes), rows, cols, order), codes_shape(order, rows, cols));
       },
       "codes"_a.noconvert(), "rows"_a, "cols"_a, "nibbles"_a);
   m.def(
       "codes_from_order",
       [](const BytesIn& stored, std::size_t rows, std::size_t cols, const std::string& nibbles) {
-        return to_numpy(codes_from_order(span_of(stored), rows, cols, nibbles_arg(nibbles)),
+        return to_numpy(codes_from_order(span_of(stored), rows, cols, parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles")),
                         codes_shape(NibbleOrder::low_first, rows, cols));
       },
       "stored"_a.noconvert(), "rows"_a, "cols"_a, "nibbles"_a);

@@ -256,7 +256,7 @@ struct Failures {
   }
 };
 
-const char* mode_name(Rounding r) { return rounding_name(r).data(); }
+const char* mode_name(Rounding r) { return name_of(r).data(); }
 
 // Checks every golden entry point on x; returns the number of comparisons made.
 int check_one(const Reference& R, double x, Rounding mode, bool saturate, Failures& failures,

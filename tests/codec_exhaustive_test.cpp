@@ -65,7 +65,7 @@ std::vector<Config> configs() {
       c.options.sr_bits = 8;
       c.random = random;
       c.full = full;
-      std::string rname(rounding_name(r));
+      std::string rname(name_of(r));
       std::replace(rname.begin(), rname.end(), '-', '_');
       c.name = fname + "_" + rname + (is_stochastic(r) ? "_r" + std::to_string(random) : "") + (saturate ? "" : "_nosat");
       out.push_back(c);

@@ -162,14 +162,14 @@ TEST_P(CodecRoundTrip, DecodeMatchesTheFieldFormula) {
 TEST_P(CodecRoundTrip, EveryCodeReencodesToItselfUnderEveryMode) {
   const Format& f = GetParam().format;
   std::uint64_t checked = 0;
-  for (const auto& mode : rounding_modes()) {
-    const std::vector<int> ks = is_stochastic(mode.rounding) ? std::vector<int>{1, 8, 16} : std::vector<int>{8};
+  for (const auto& mode : names(Rounding{})) {
+    const std::vector<int> ks = is_stochastic(mode.value) ? std::vector<int>{1, 8, 16} : std::vector<int>{8};
     for (const int k : ks) {
       const std::vector<std::uint32_t> randoms =
-          is_stochastic(mode.rounding) ? random_integers(k) : std::vector<std::uint32_t>{0};
+          is_stochastic(mode.value) ? random_integers(k) : std::vector<std::uint32_t>{0};
       for (const bool saturate : {true, false}) {
         EncodeOptions o;
-        o.rounding = mode.rounding;
+        o.rounding = mode.value;
         o.saturate = saturate;
         o.sr_bits = k;
         const Float32Encoder fast(f, o);
@@ -247,9 +247,9 @@ TEST_P(CodecRoundTrip, NanInputsGiveTheCanonicalNanOrTheFormatsPolicy) {
 
 TEST_P(CodecRoundTrip, NegativeZeroKeepsItsSign) {
   const Format& f = GetParam().format;
-  for (const auto& mode : rounding_modes()) {
+  for (const auto& mode : names(Rounding{})) {
     EncodeOptions o;
-    o.rounding = mode.rounding;
+    o.rounding = mode.value;
     const Encoded e = encode(f, -0.0, o, 0);
     SCOPED_TRACE(std::string(mode.name));
     if (!f.has_zero()) {
@@ -279,12 +279,12 @@ EncodeOptions opts(Rounding r, bool saturate = true) {
 // Checks golden(double), golden(float) when the input is a float, and the fast path, with hex messages.
 void expect_code(const Format& f, double x, const EncodeOptions& o, std::uint32_t want, std::uint32_t random = 0) {
   const Encoded e = encode(f, x, o, random);
-  EXPECT_EQ(e.code, want) << format_name(f) << " " << rounding_name(o.rounding) << (o.saturate ? " sat" : " nosat")
+  EXPECT_EQ(e.code, want) << format_name(f) << " " << name_of(o.rounding) << (o.saturate ? " sat" : " nosat")
                           << " input " << hexfloat(x) << " expected " << hex(want) << " got " << hex(e.code);
   const float xf = static_cast<float>(x);
   if (static_cast<double>(xf) == x || std::isnan(x)) {
     const std::uint32_t fast = Float32Encoder(f, o)(std::bit_cast<std::uint32_t>(xf), random);
-    EXPECT_EQ(fast, want) << format_name(f) << " " << rounding_name(o.rounding) << " Float32Encoder input "
+    EXPECT_EQ(fast, want) << format_name(f) << " " << name_of(o.rounding) << " Float32Encoder input "
                           << hexfloat(x) << " expected " << hex(want) << " got " << hex(fast);
     EXPECT_EQ(encode(f, xf, o, random).code, want) << "golden(float) " << hexfloat(x);
   }
@@ -503,8 +503,8 @@ TEST(CodecTraps, E8m0ZeroTinyAndNegative) {
   const auto& f = formats::e8m0;
   // No zero: a zero input is code 0 (2^-127) when saturating (ml_dtypes kSaturate: denorm_min), NaN
   // (0xFF, invalid) when not (ml_dtypes astype).
-  for (const auto& mode : rounding_modes()) {
-    EncodeOptions sat = opts(mode.rounding, true), nosat = opts(mode.rounding, false);
+  for (const auto& mode : names(Rounding{})) {
+    EncodeOptions sat = opts(mode.value, true), nosat = opts(mode.value, false);
     EXPECT_EQ(encode(f, 0.0, sat).code, 0x00u) << mode.name;
     EXPECT_EQ(encode(f, -0.0, sat).code, 0x00u) << mode.name;
     EXPECT_EQ(encode(f, 0.0, nosat).code, 0xFFu) << mode.name;

@@ -571,7 +571,7 @@ TEST(GemmCli, MatchesTheLibraryAndReportsErrors) {
                           dir);
     ASSERT_EQ(r.rc, 0) << r.out;
     GemmRequest request;
-    request.datapath = dp;
+    request.datapath = find_datapath(dp);
     const std::vector<float> expected = gemm(recipe, qa, qb, request);
     const npy::Array c = npy::read(out);
     ASSERT_EQ(c.shape, (std::vector<std::size_t>{m, n}));
@@ -582,7 +582,7 @@ TEST(GemmCli, MatchesTheLibraryAndReportsErrors) {
   // --list-datapaths names every row of the table.
   const Cli list = run_cli("gemm --list-datapaths --json", dir);
   EXPECT_EQ(list.rc, 0);
-  for (const Datapath& dp : datapath_presets()) EXPECT_NE(list.out.find("\"" + std::string(dp.name) + "\""), std::string::npos);
+  for (const Datapath* dp : datapath_presets()) EXPECT_NE(list.out.find("\"" + std::string(dp->name) + "\""), std::string::npos);
   // Usage errors: exit 2.
   const std::string ab = " --a " + (dir / "a.npy").string() + " --b " + (dir / "b.npy").string();
   EXPECT_EQ(run_cli("gemm --recipe ue5m3" + ab + " --datapath nope", dir).rc, 2);

@@ -36,7 +36,7 @@ struct Case {
   Rounding rounding;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.format_name << " " << rounding_name(c.rounding); }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.format_name << " " << name_of(c.rounding); }
 
 EncodeOptions options_of(const Case& c) {
   EncodeOptions o;
@@ -49,8 +49,8 @@ EncodeOptions options_of(const Case& c) {
 std::vector<Case> supported_cases() {
   std::vector<Case> cases;
   for (const auto& preset : format_presets()) {
-    for (const auto& mode : rounding_modes()) {
-      const Case c{std::string(preset.name), preset.format, mode.rounding};
+    for (const auto& mode : names(Rounding{})) {
+      const Case c{std::string(preset.name), preset.format, mode.value};
       if (gpu::supports(c.format, options_of(c)) == gpu::Status::success) cases.push_back(c);
     }
   }
@@ -58,7 +58,7 @@ std::vector<Case> supported_cases() {
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.format_name + "_" + std::string(rounding_name(info.param.rounding));
+  std::string name = info.param.format_name + "_" + std::string(name_of(info.param.rounding));
   for (char& ch : name) {
     if (ch == '-') ch = '_';
   }
@@ -153,7 +153,7 @@ std::size_t count_mismatches(const Case& c, const std::vector<float>& in, const 
     const std::uint32_t expected = encode(c.format, in[i], o).code;
     if (actual[i] == expected) continue;
     if (++mismatches <= 10) {
-      ADD_FAILURE() << side << " " << c.format_name << " " << rounding_name(c.rounding) << ": input 0x" << std::hex
+      ADD_FAILURE() << side << " " << c.format_name << " " << name_of(c.rounding) << ": input 0x" << std::hex
                     << std::bit_cast<std::uint32_t>(in[i]) << " (" << std::hexfloat << in[i] << ") expected 0x"
                     << expected << " got 0x" << actual[i];
     }
@@ -180,7 +180,7 @@ std::uint32_t host_emulation(const Case& c, std::uint32_t bits) {
     case Rounding::rtz: return host_emulation<emu::Round::rtz>(c, sf, bits);
     case Rounding::rup: return host_emulation<emu::Round::rup>(c, sf, bits);
     case Rounding::rdown: return host_emulation<emu::Round::rdown>(c, sf, bits);
-    default: ADD_FAILURE() << "no emulation for " << rounding_name(c.rounding); return 0;
+    default: ADD_FAILURE() << "no emulation for " << name_of(c.rounding); return 0;
   }
 }
 
@@ -229,7 +229,7 @@ TEST(Api, ExpectedFormatsAndModesAreSupported) {
     for (Rounding r : {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdown}) {
       EncodeOptions o;
       o.rounding = r;
-      EXPECT_EQ(gpu::supports(f, o), gpu::Status::success) << format_name(f) << " " << rounding_name(r);
+      EXPECT_EQ(gpu::supports(f, o), gpu::Status::success) << format_name(f) << " " << name_of(r);
     }
   }
 }

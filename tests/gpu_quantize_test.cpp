@@ -96,8 +96,7 @@ TEST(Api, NoDeviceIsAStatus) {
 
 TEST(Device, QuantizeEveryPresetAndSpec) {
   if (!gpu::device_available()) GTEST_SKIP() << "no CUDA device that can run sm_90 kernels";
-  for (const auto& p : recipe_presets()) {
-    const Recipe& r = p.get();
+  for (const Recipe& r : recipe_presets()) {
     for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
       const GemmOperands ops = operands_for(r, g);
       for (const OperandSpec& s : {ops.a, ops.b}) {
@@ -109,8 +108,8 @@ TEST(Device, QuantizeEveryPresetAndSpec) {
           const QuantizedTensor golden = quantize(r, req, x, rows, cols);
           QuantizedTensor got;
           ASSERT_EQ(gpu::quantize(r, req, x, rows, cols, got), gpu::Status::success);
-          EXPECT_EQ(got.codes, golden.codes) << r.name << " " << gemm_name(g) << " " << rows << "x" << cols;
-          EXPECT_EQ(got.scales, golden.scales) << r.name << " " << gemm_name(g);
+          EXPECT_EQ(got.codes, golden.codes) << r.name << " " << name_of(g) << " " << rows << "x" << cols;
+          EXPECT_EQ(got.scales, golden.scales) << r.name << " " << name_of(g);
           EXPECT_EQ(std::bit_cast<std::uint32_t>(got.global_encode_scale),
                     std::bit_cast<std::uint32_t>(golden.global_encode_scale));
           std::vector<float> dq(rows * cols);

@@ -79,7 +79,7 @@ TEST_P(Layouts, EveryLayoutRoundTrips) {
   for (auto layout : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4}) {
     const auto stored = scales_to_layout(scales, g, layout);
     const auto shape = ScaleStorage::canonical_shape(layout, g);
-    EXPECT_EQ(scales_from_layout(stored, shape, g, layout), scales) << layout_name(layout);
+    EXPECT_EQ(scales_from_layout(stored, shape, g, layout), scales) << name_of(layout);
   }
 }
 
@@ -161,8 +161,8 @@ TEST(Nibbles, OrdersRoundTripAndPlaceElementsWhereTheySay) {
       EXPECT_EQ(stored.size(), codes_shape(order, rows, cols)[0] * codes_shape(order, rows, cols)[1]);
       for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t c = 0; c < cols; ++c)
-          ASSERT_EQ(stored_code(stored, order, cols, r, c), element[r * cols + c]) << nibble_order_name(order);
-      EXPECT_EQ(codes_from_order(stored, rows, cols, order), codes) << nibble_order_name(order);
+          ASSERT_EQ(stored_code(stored, order, cols, r, c), element[r * cols + c]) << name_of(order);
+      EXPECT_EQ(codes_from_order(stored, rows, cols, order), codes) << name_of(order);
     }
     // high-first puts element 2j in the high nibble: byte 0 of row 0 is (e0 << 4) | e1.
     const auto high = codes_to_order(codes, rows, cols, NibbleOrder::high_first);
@@ -173,10 +173,10 @@ TEST(Nibbles, OrdersRoundTripAndPlaceElementsWhereTheySay) {
 
 TEST(Names, ParseWhatTheyPrint) {
   for (auto l : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4})
-    EXPECT_EQ(parse_layout(layout_name(l)), l);
+    EXPECT_EQ(parse_name<ScaleLayout>(name_of(l)), l);
   for (auto o : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked})
-    EXPECT_EQ(parse_nibble_order(nibble_order_name(o)), o);
-  EXPECT_FALSE(parse_layout("colmajor"));
+    EXPECT_EQ(parse_name<NibbleOrder>(name_of(o)), o);
+  EXPECT_FALSE(parse_name<ScaleLayout>("colmajor"));
 }
 
 }  // namespace

@@ -121,12 +121,12 @@ TEST(Mxfp4, ScaleRules) {
   for (const auto& [rule, amax, code] : expected) {
     r.scale_rule = rule;
     x[0] = amax;
-    EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], code) << scale_rule_name(rule) << " " << amax;
+    EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], code) << name_of(rule) << " " << amax;
   }
   x[0] = 6.0f;  // exactly representable: every rule gives scale 1
   for (const auto& [rule, amax, code] : expected) {
     r.scale_rule = rule;
-    EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 127) << scale_rule_name(rule);
+    EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 127) << name_of(rule);
   }
 }
 
@@ -172,8 +172,7 @@ TEST(RoundTrip, WorstCaseErrorBound) {
     const float s = std::exp2(log_scale(rng));
     for (std::size_t c = 0; c < cols; ++c) x[r * cols + c] = normal(rng) * s;
   }
-  for (const auto& p : recipe_presets()) {
-    const Recipe& r = p.get();
+  for (const Recipe& r : recipe_presets()) {
     for (Role role : {Role::activation, Role::weight, Role::grad_output}) {
       const auto q = quantize_with(r, role, x, rows, cols);
       const auto d = dequantize(q);
@@ -192,7 +191,7 @@ TEST(RoundTrip, WorstCaseErrorBound) {
             }
           }
           const double err = std::fabs(static_cast<double>(d[i * cols + j]) - x[i * cols + j]);
-          ASSERT_LE(err, bound * block_amax) << r.name << " role " << role_name(role) << " at " << i << "," << j;
+          ASSERT_LE(err, bound * block_amax) << r.name << " role " << name_of(role) << " at " << i << "," << j;
         }
       }
     }

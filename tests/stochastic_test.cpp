@@ -38,7 +38,7 @@ void expect_sr(const Format& f, double y, Rounding mode, std::uint32_t r, std::u
   const auto msg = [&](const char* path, std::uint32_t got) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "%s %s k=%d r=%u y=%a (0x%016llX): expected 0x%X, %s gave 0x%X",
-                  format_name(f).c_str(), rounding_name(mode).data(), k, r, y,
+                  format_name(f).c_str(), name_of(mode).data(), k, r, y,
                   static_cast<unsigned long long>(std::bit_cast<std::uint64_t>(y)), want, path, got);
     return std::string(buf);
   };
@@ -218,7 +218,7 @@ TEST(StochasticUnbiased, MeanOverAllRandomIntegersIsTheDiscretisedValue) {
           for (std::uint32_t r = 0; r < n; ++r) sum += decode_to_double(formats::e2m1, encode(formats::e2m1, y, sr(m, k), r).code);
           const double units = m == Rounding::sr_fastest ? truncated : rounded;
           const double want = sign * (b.lo * n + q * units);
-          ASSERT_EQ(sum, want) << rounding_name(m) << " k=" << k << " y=" << std::hexfloat << y;
+          ASSERT_EQ(sum, want) << name_of(m) << " k=" << k << " y=" << std::hexfloat << y;
         }
       }
     }
@@ -237,7 +237,7 @@ TEST(StochasticUnbiased, ValuesOnTheKBitGridAreExactlyUnbiased) {
           for (std::uint32_t r = 0; r < 256; ++r) {
             sum += decode_to_double(formats::e2m1, encode(formats::e2m1, y, sr(m), r).code);
           }
-          ASSERT_EQ(sum, 256 * y) << rounding_name(m) << " y=" << y;
+          ASSERT_EQ(sum, 256 * y) << name_of(m) << " y=" << y;
         }
       }
     }
@@ -281,7 +281,7 @@ TEST(StochasticUnbiased, PhiloxDrivenSamplingIsWithinSixStandardErrors) {
       const double se = q * std::sqrt(p * (1 - p) / N);
       const double expected = b.lo + q * p;
       EXPECT_LE(std::fabs(mean - expected), 6 * se + 1e-12)
-          << rounding_name(m) << " y=" << y << " mean " << mean << " expected " << expected << " se " << se;
+          << name_of(m) << " y=" << y << " mean " << mean << " expected " << expected << " se " << se;
       // The discretisation error itself is below one 2^-8 step (half a step for sr-fast).
       EXPECT_LE(std::fabs(expected - y), q / 256);
     }

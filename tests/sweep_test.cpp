@@ -103,16 +103,16 @@ TEST(SweepDistributions, MomentsAndSeeding) {
 TEST(SweepGrid, InvalidCombinationsAreSkippedWithAReason) {
   sweep::Grid g;
   std::string why;
-  const auto ts_current = *sweep::parse_tensor_scale("current");
+  const auto ts_current = *parse_tensor_scale("current");
   EXPECT_FALSE(sweep::make_recipe(g, formats::e2m1, formats::e8m0, 32, ts_current, Rounding::rne, why));
   EXPECT_NE(why.find("tensor scale"), std::string::npos) << why;
-  const auto r = sweep::make_recipe(g, formats::e2m1, formats::e8m0, 32, *sweep::parse_tensor_scale("none"),
+  const auto r = sweep::make_recipe(g, formats::e2m1, formats::e8m0, 32, *parse_tensor_scale("none"),
                                     Rounding::rne, why);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->scale_rule, ScaleRule::pow2_floor);
   EXPECT_EQ(r->name, "e2m1/e8m0/b32/none/rne");
-  EXPECT_FALSE(sweep::parse_tensor_scale("periodic:0"));
-  EXPECT_EQ(sweep::parse_tensor_scale("periodic:10")->period, 10);
+  EXPECT_FALSE(parse_tensor_scale("periodic:0"));
+  EXPECT_EQ(parse_tensor_scale("periodic:10")->period, 10);
 }
 
 // The MXFP4 preset is a grid point: the sweep's e2m1/e8m0/b32/none/rne equals preset mxfp4 on the
@@ -121,7 +121,7 @@ TEST(SweepSynthetic, GridPointEqualsPreset) {
   sweep::Options o;
   o.grid.scale_formats = {formats::e8m0};
   o.grid.blocks = {32};
-  o.grid.tensor_scales = {*sweep::parse_tensor_scale("none")};
+  o.grid.tensor_scales = {*parse_tensor_scale("none")};
   o.distributions = {*sweep::parse_distribution("laplace")};
   o.rows = 64;
   o.cols = 512;
@@ -145,7 +145,7 @@ TEST(SweepSynthetic, PeriodicRhoShowsTheHeadroom) {
   sweep::Options o;
   o.grid.scale_formats = {formats::ue4m3, formats::ue5m3};
   o.grid.blocks = {16};
-  o.grid.tensor_scales = {*sweep::parse_tensor_scale("periodic:50")};
+  o.grid.tensor_scales = {*parse_tensor_scale("periodic:50")};
   o.grid.rhos = {1, 4, 100, 300};
   o.distributions = {*sweep::parse_distribution("normal")};
   o.rows = 64;
@@ -175,7 +175,7 @@ TEST(SweepTrace, SweepsTheTraceTensorsWithReplayFields) {
   o.layers = "lm_head";
   o.grid.scale_formats = {formats::ue4m3, formats::ue5m3};
   o.grid.blocks = {16, 32};
-  o.grid.tensor_scales = {*sweep::parse_tensor_scale("current")};
+  o.grid.tensor_scales = {*parse_tensor_scale("current")};
   const auto r = sweep::run(o);
   EXPECT_EQ(r.configs.size(), 4u);
   EXPECT_EQ(r.tensors.size(), 4u * 3u);

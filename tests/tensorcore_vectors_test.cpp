@@ -119,7 +119,7 @@ TEST_P(TensorcoreVectors, EveryLineMatchesBitForBit) {
   ASSERT_NE(dp, nullptr);
   const auto spec = find_input(*dp, vc.input);
   ASSERT_TRUE(spec.has_value());
-  const Format input = *input_format(vc.input);
+  const Format input = spec->format;
 
   int matches = 0, reported = 0;
   for (std::size_t line = 0; line < 5000; ++line) {

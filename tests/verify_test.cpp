@@ -111,8 +111,8 @@ TEST_P(GoldenPasses, UnderEveryLayoutAndNibbleOrder) {
       for (auto nibbles : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked}) {
         Golden g = golden(*recipe, request, x, rows, cols, layout, nibbles);
         const auto rep = run(*recipe, request, x, rows, cols, g);
-        EXPECT_TRUE(rep.bit_exact()) << GetParam().recipe << " " << rows << "x" << cols << " " << layout_name(layout)
-                                     << " " << nibble_order_name(nibbles) << "\n"
+        EXPECT_TRUE(rep.bit_exact()) << GetParam().recipe << " " << rows << "x" << cols << " " << name_of(layout)
+                                     << " " << name_of(nibbles) << "\n"
                                      << to_text(rep);
         EXPECT_EQ(rep.model_disagreements, 0u) << GetParam().recipe << " " << rows << "x" << cols;
         EXPECT_EQ(rep.blocks, g.q.scale_rows * g.q.scale_cols);
@@ -131,7 +131,7 @@ std::vector<PresetRole> all_presets_and_roles() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, GoldenPasses, ::testing::ValuesIn(all_presets_and_roles()), [](const auto& info) {
-  std::string name = info.param.recipe + "_" + std::string(role_name(info.param.role));
+  std::string name = info.param.recipe + "_" + std::string(name_of(info.param.role));
   for (auto& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   return name;
 });
@@ -407,7 +407,7 @@ TEST_P(VerifyGemm, GoldenPassesPlantedUlpIsFoundAndTraced) {
   request.a.spec = ops.a;
   request.b.spec = ops.b;
   request.b.random.stream = 1;
-  request.datapath.datapath = gc.datapath;
+  request.datapath.datapath = find_datapath(gc.datapath);
   const auto a = smooth(gc.m * gc.k, 0.37f), b = smooth(gc.n * gc.k, 0.11f);
   const QuantizedTensor qa = quantize(recipe, request.a, a, gc.m, gc.k);
   const QuantizedTensor qb = quantize(recipe, request.b, b, gc.n, gc.k);
@@ -474,8 +474,8 @@ TEST(VerifyGemmAuto, NamesTheDatapathThatExplainsTheOutputs) {
   const QuantizedTensor qa = quantize(recipe, request.a, a, m, k);
   const QuantizedTensor qb = quantize(recipe, request.b, b, n, k);
   GemmRequest theirs_dp;
-  theirs_dp.datapath = "probe-matched";
-  theirs_dp.inner = "sm100-f16";
+  theirs_dp.datapath = &datapaths::probe_matched;
+  theirs_dp.inner = &datapaths::sm100_f16;
   theirs_dp.snap = false;
   const std::vector<float> c = gemm(recipe, qa, qb, theirs_dp);
   request.auto_datapath = true;

@@ -25,7 +25,7 @@ say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 if [ "${1:-}" = "pack" ]; then
   # Here (no GPU): collect the prebuilt binaries and their non-system shared libraries.
   rm -rf .gpu_carry && mkdir -p .gpu_carry/bin .gpu_carry/lib
-  for b in fp4sim_crosscheck fp4sim_gpu_bench gpu_quantize_test gpu_convert_test; do
+  for b in fp4sim fp4sim_gpu_bench gpu_quantize_test gpu_convert_test; do
     for d in build-gpu build-gpu/tests; do [ -x "$d/$b" ] && cp "$d/$b" .gpu_carry/bin/; done
   done
   nvcc -O2 -std=c++17 -Xcompiler -fopenmp -gencode=arch=compute_90a,code=sm_90a tools/probes/mma_probe.cu \
@@ -44,9 +44,9 @@ nproc | tee -a "$log"
 BIN=""
 cublas_pip=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$PWD/.gpu_carry/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${cublas_pip}:${LD_LIBRARY_PATH:-}"
-if [[ "$steps" != *build* ]] && ! .gpu_carry/bin/fp4sim_crosscheck --help >/dev/null 2>&1; then
+if [[ "$steps" != *build* ]] && ! .gpu_carry/bin/fp4sim crosscheck --help >/dev/null 2>&1; then
   say "carried binaries do not run here: building on the device"
-  .gpu_carry/bin/fp4sim_crosscheck --help 2>&1 | head -3 | tee -a "$log"
+  .gpu_carry/bin/fp4sim crosscheck --help 2>&1 | head -3 | tee -a "$log"
   steps="build $steps"
 fi
 if [[ "$steps" == *build* ]]; then
@@ -54,7 +54,7 @@ if [[ "$steps" == *build* ]]; then
   if cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP4SIM_CUDA=ON -DFP4SIM_BENCH=OFF \
       -DCMAKE_CUDA_COMPILER_LAUNCHER="$PWD/tools/probes/nvcc_sm90a.sh" \
       >"$OUT/build.log" 2>&1 &&
-     cmake --build build-dev -j16 --target fp4sim_crosscheck fp4sim_gpu_bench gpu_quantize_test gpu_convert_test && cp build-dev/tests/gpu_*_test build-dev/ \
+     cmake --build build-dev -j16 --target fp4sim fp4sim_gpu_bench gpu_quantize_test gpu_convert_test && cp build-dev/tests/gpu_*_test build-dev/ \
       >>"$OUT/build.log" 2>&1; then
     BIN=build-dev
     say "built on the device"
@@ -83,7 +83,7 @@ step_probes() {
 }
 step_crosscheck() {
   say "crosscheck"
-  timeout "${XC_TIMEOUT:-480}" "$BIN/fp4sim_crosscheck" crosscheck --elements "${XC_ELEMENTS:-1e8}" --gemms "${XC_GEMMS:-10000}" \
+  timeout "${XC_TIMEOUT:-480}" "$BIN/fp4sim" crosscheck --elements "${XC_ELEMENTS:-1e8}" --gemms "${XC_GEMMS:-10000}" \
     --large-gemms "${XC_LARGE:-4}" ${XC_ARGS:-} >"$OUT/crosscheck.log" 2>&1
   echo "crosscheck exit $?" | tee -a "$log"
   grep -v "^gemm .*: 0 mismatching" "$OUT/crosscheck.log" | tail -40 | tee -a "$log"

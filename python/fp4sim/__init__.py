@@ -99,6 +99,16 @@ def _bytes(x: Any, what: str) -> _np.ndarray:
     return _np.ascontiguousarray(a)
 
 
+def _rbits(x: Any, what: str) -> Optional[tuple]:
+    """Explicit random bits as given: NumPy's name of their type and the values widened to uint32 (the
+    library checks the type, the shape and the range)."""
+    if x is None:
+        return None
+    a = _as_numpy(x, what)
+    fits = a.dtype.kind == "u" and a.dtype.itemsize <= 4
+    return a.dtype.name, _np.ascontiguousarray(a.astype(_np.uint32) if fits else _np.zeros(a.shape, _np.uint32))
+
+
 def _words(x: Any, what: str) -> Optional[_np.ndarray]:
     if x is None:
         return None
@@ -202,7 +212,7 @@ def convert(x, format: str, rounding: str = "rne", *, sr_bits: int = 8, seed: in
             saturate: Optional[bool] = None, specials: str = "hardware") -> _np.ndarray:
     """Element-wise encode (``fp4sim convert``): one code per element, same shape; uint8 (uint16 for
     16-bit formats, uint32 for fp32). Stochastic modes take ``rbits`` or the Philox stream of ``seed``."""
-    return _fp4sim.convert(_float64(x, "x"), format, rounding, sr_bits, seed, _words(rbits, "rbits"), saturate, specials)
+    return _fp4sim.convert(_float64(x, "x"), format, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
 
 
 def decode(codes, format: str) -> _np.ndarray:
@@ -216,7 +226,7 @@ def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[flo
     two_d, scale_format, element_format, target, tensor_scale ("none", "current", "periodic:D"),
     scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht."""
     a = _float32(x, "x")
-    return Quantized(_fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _words(rbits, "rbits")))
+    return Quantized(_fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits")))
 
 
 def dequantize(q: Quantized) -> _np.ndarray:
@@ -238,7 +248,7 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
     that GEMM, accumulated by ``datapath`` (default: the recipe's). float32 [M, N] (``fp4sim gemm``)."""
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
     return _fp4sim.gemm(_float32(a, "a", (2,)), _float32(b, "b", (2,)), recipe, overrides, args,
-                        _words(rbits_a, "rbits_a"), _words(rbits_b, "rbits_b"))
+                        _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
 
 
 def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
@@ -262,7 +272,7 @@ def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, 
         value = float(_np.float32(tensor_scale))
     json_text, text, ok = _fp4sim.verify_quantize(
         _float32(x, "x"), _bytes(codes, "codes"), _bytes(scales, "scales"), recipe, overrides, role, layout, nibbles,
-        value, tensor_scale_kind, amax_ref, seed, _words(rbits, "rbits"), max_explained)
+        value, tensor_scale_kind, amax_ref, seed, _rbits(rbits, "rbits"), max_explained)
     return VerifyReport(json_text, text, ok)
 
 
@@ -276,7 +286,7 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
     json_text, text, ok = _fp4sim.verify_gemm(
         _float32(a, "a", (2,)), _float32(b, "b", (2,)), _float32(c, "c", (2,)), recipe, overrides, args,
-        _words(rbits_a, "rbits_a"), _words(rbits_b, "rbits_b"), worst)
+        _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"), worst)
     return VerifyReport(json_text, text, ok)
 
 

@@ -22,23 +22,15 @@
 
 namespace fp4sim::replay {
 
-std::string_view hold_rule_name(HoldRule rule) { return rule == HoldRule::window ? "window" : "previous"; }
+namespace {
+constexpr NameRow<HoldRule> kHoldRules[] = {{"window", HoldRule::window}, {"previous", HoldRule::previous}};
+}  // namespace
 
-std::optional<HoldRule> parse_hold_rule(std::string_view name) {
-  if (name == "window") return HoldRule::window;
-  if (name == "previous") return HoldRule::previous;
-  return std::nullopt;
-}
+std::span<const NameRow<HoldRule>> names(HoldRule) { return kHoldRules; }
 
 std::uint64_t stream_id(std::int64_t step, std::string_view layer, std::string_view tensor, Gemm gemm) {
-  const std::string key = std::to_string(step) + "/" + std::string(layer) + "/" + std::string(tensor) + "/" +
-                          std::string(gemm_name(gemm));
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
-  for (const unsigned char c : key) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
+  return stream_of(std::to_string(step) + "/" + std::string(layer) + "/" + std::string(tensor) + "/" +
+                   std::string(name_of(gemm)));
 }
 
 namespace {
@@ -116,15 +108,6 @@ Role recipe_role(TensorRole r) {
   }
 }
 
-std::string tensor_scale_text(const Recipe& r) {
-  switch (r.tensor_scale) {
-    case TensorScalePolicy::none: return "none";
-    case TensorScalePolicy::current: return "current";
-    case TensorScalePolicy::periodic: return "periodic:" + std::to_string(r.period);
-  }
-  return "?";
-}
-
 stats::Figure ratio(float current, float held) {
   if (held == 0.0f) {
     return stats::Figure::none(current == 0.0f ? "all-zero tensor (current and held amax are 0)" : "held amax is 0");
@@ -156,23 +139,6 @@ std::vector<double> transpose(std::span<const double> x, std::size_t rows, std::
   return t;
 }
 
-// random_bits(seed, stream, first + k, bits) for every k, one Philox block per four elements (the
-// same integers, docs/random-bits.md).
-void fill_random_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t first, int bits,
-                      std::span<std::uint32_t> out) {
-  const std::uint32_t mask = bits >= 32 ? 0xFFFFFFFFu : (std::uint32_t{1} << bits) - 1;
-  const Philox4x32::Key key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
-  std::size_t k = 0;
-  while (k < out.size()) {
-    const std::uint64_t index = first + k;
-    const std::uint64_t block = index >> 2;
-    const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                                  static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
-    const Philox4x32::Counter words = Philox4x32::generate(ctr, key);
-    for (std::uint64_t w = index & 3; w < 4 && k < out.size(); ++w, ++k) out[k] = words[w] & mask;
-  }
-}
-
 // Rows of one work chunk: a multiple of every block-row count in use, about 64 Ki elements.
 std::size_t chunk_rows_for(std::size_t cols, std::size_t multiple) {
   const std::size_t target = (std::size_t{1} << 16) / std::max<std::size_t>(cols, 1);
@@ -190,7 +156,8 @@ struct LoadedTensor {
 
 class Replayer {
  public:
-  Replayer(const trace::Reader& reader, const Options& o, Result& result) : reader_(reader), o_(o), result_(result) {
+  Replayer(const trace::Reader& reader, const Options& o, Result& result)
+      : reader_(reader), o_(o), result_(result), datapath_(find_datapath(o.datapath)) {
     for (const auto& s : reader.info().steps) captured_.insert(s.step);
   }
 
@@ -342,8 +309,8 @@ class Replayer {
       e.block_cols = r.block;
       e.element_format = format_name(r.element);
       e.scale_format = format_name(r.scale);
-      e.rounding = std::string(rounding_name(spec.rounding));
-      e.tensor_scale = tensor_scale_text(r);
+      e.rounding = std::string(name_of(spec.rounding));
+      e.tensor_scale = tensor_scale_text(r.tensor_scale, r.period);
       e.orig_dtype = t.orig_dtype;
       e.stream = stream;
       e.amax = current;
@@ -476,6 +443,7 @@ class Replayer {
     const Recipe* recipe = nullptr;
     std::size_t recipe_index = 0;
     GemmOperands ops;
+    const Datapath* datapath = nullptr;  // nullptr: f64
     std::optional<float> amax_ref_a, amax_ref_b;
     bool reuse_a = false, reuse_b = false;
     GemmEntry entry;
@@ -534,7 +502,8 @@ class Replayer {
         e.layer = layer.name;
         e.gemm = p.gemm;
         e.recipe = r.name;
-        e.datapath = datapath_for(r);
+        t.datapath = o_.datapath == kRecipeDatapath ? r.default_datapath : datapath_;
+        e.datapath = t.datapath ? std::string(t.datapath->name) : o_.datapath;
         e.m = p.m, e.n = p.n, e.k = p.k;
         e.stream_a = p.stream_a;
         e.stream_b = p.stream_b;
@@ -612,7 +581,7 @@ class Replayer {
                           p.n, p.k);
       } else {
         GemmRequest request;
-        request.datapath = e.datapath;
+        request.datapath = t.datapath;
         const std::vector<float> c = fp4sim::gemm(r, *qa, *qb, request);
         chat.assign(c.begin(), c.end());
       }
@@ -641,15 +610,12 @@ class Replayer {
     }
   }
 
-  std::string datapath_for(const Recipe& r) const {
-    return o_.datapath == kRecipeDatapath ? r.default_datapath : o_.datapath;
-  }
-
   const trace::Reader& reader_;
   const Options& o_;
   Result& result_;
   std::set<std::int64_t> captured_;
   std::map<std::tuple<std::int64_t, std::string, int, bool>, float> amax_;
+  const Datapath* datapath_;  // the row Options::datapath names (nullptr for "recipe" and "f64")
 };
 
 }  // namespace
@@ -784,7 +750,7 @@ void write_tensor_json(stats::JsonWriter& j, const TensorEntry& e) {
   j.begin_object();
   j.field("step", e.step).field("layer", e.layer).field("tensor", e.tensor);
   if (!e.distribution.empty()) j.field("distribution", e.distribution);
-  j.field("role", role_name(e.role)).field("gemm", gemm_name(e.view)).field("recipe", e.recipe);
+  j.field("role", name_of(e.role)).field("gemm", name_of(e.view)).field("recipe", e.recipe);
   j.field("rows", static_cast<std::uint64_t>(e.rows)).field("cols", static_cast<std::uint64_t>(e.cols));
   j.field("element_format", e.element_format).field("scale_format", e.scale_format);
   j.field("block_rows", e.block_rows).field("block_cols", e.block_cols);
@@ -852,7 +818,7 @@ void write_json(const Result& r, std::ostream& os) {
   j.end_array();
   j.field("datapath", r.datapath);
   if (!r.datapath_note.empty()) j.field("datapath_note", r.datapath_note);
-  j.field("hold", hold_rule_name(r.hold)).field("seed", r.seed);
+  j.field("hold", name_of(r.hold)).field("seed", r.seed);
   j.key("replayed_steps").begin_array();
   for (auto s : r.steps) j.value(s);
   j.end_array();
@@ -864,7 +830,7 @@ void write_json(const Result& r, std::ostream& os) {
   j.key("gemms").begin_array();
   for (const GemmEntry& e : r.gemms) {
     j.begin_object();
-    j.field("step", e.step).field("layer", e.layer).field("gemm", gemm_name(e.gemm)).field("recipe", e.recipe);
+    j.field("step", e.step).field("layer", e.layer).field("gemm", name_of(e.gemm)).field("recipe", e.recipe);
     j.field("datapath", e.datapath);
     j.field("m", static_cast<std::uint64_t>(e.m)).field("n", static_cast<std::uint64_t>(e.n));
     j.field("k", static_cast<std::uint64_t>(e.k));
@@ -879,7 +845,7 @@ void write_json(const Result& r, std::ostream& os) {
   j.key("headroom").begin_array();
   for (const HeadroomEntry& h : r.headroom) {
     j.begin_object();
-    j.field("step", h.step).field("layer", h.layer).field("tensor", h.tensor).field("role", role_name(h.role));
+    j.field("step", h.step).field("layer", h.layer).field("tensor", h.tensor).field("role", name_of(h.role));
     j.field("period", h.period).number_field("target", h.target);
     j.field("block_rows", h.block_rows).field("block_cols", h.block_cols);
     j.number_field("amax", h.amax);
@@ -950,8 +916,8 @@ Columns<TensorEntry> tensor_columns() {
   c.emplace_back("layer", [](const E& e) { return Cell::str(e.layer); });
   c.emplace_back("tensor", [](const E& e) { return Cell::str(e.tensor); });
   c.emplace_back("distribution", [](const E& e) { return Cell::str(e.distribution); });
-  c.emplace_back("role", [](const E& e) { return Cell::str(std::string(role_name(e.role))); });
-  c.emplace_back("gemm", [](const E& e) { return Cell::str(std::string(gemm_name(e.view))); });
+  c.emplace_back("role", [](const E& e) { return Cell::str(std::string(name_of(e.role))); });
+  c.emplace_back("gemm", [](const E& e) { return Cell::str(std::string(name_of(e.view))); });
   c.emplace_back("recipe", [](const E& e) { return Cell::str(e.recipe); });
   c.emplace_back("rows", [](const E& e) { return Cell::integ(static_cast<std::int64_t>(e.rows)); });
   c.emplace_back("cols", [](const E& e) { return Cell::integ(static_cast<std::int64_t>(e.cols)); });
@@ -991,7 +957,7 @@ Columns<GemmEntry> gemm_columns() {
   Columns<E> c;
   c.emplace_back("step", [](const E& e) { return Cell::integ(e.step); });
   c.emplace_back("layer", [](const E& e) { return Cell::str(e.layer); });
-  c.emplace_back("gemm", [](const E& e) { return Cell::str(std::string(gemm_name(e.gemm))); });
+  c.emplace_back("gemm", [](const E& e) { return Cell::str(std::string(name_of(e.gemm))); });
   c.emplace_back("recipe", [](const E& e) { return Cell::str(e.recipe); });
   c.emplace_back("datapath", [](const E& e) { return Cell::str(e.datapath); });
   c.emplace_back("m", [](const E& e) { return Cell::integ(static_cast<std::int64_t>(e.m)); });
@@ -1011,7 +977,7 @@ Columns<HeadroomEntry> headroom_columns() {
   c.emplace_back("step", [](const E& e) { return Cell::integ(e.step); });
   c.emplace_back("layer", [](const E& e) { return Cell::str(e.layer); });
   c.emplace_back("tensor", [](const E& e) { return Cell::str(e.tensor); });
-  c.emplace_back("role", [](const E& e) { return Cell::str(std::string(role_name(e.role))); });
+  c.emplace_back("role", [](const E& e) { return Cell::str(std::string(name_of(e.role))); });
   c.emplace_back("period", [](const E& e) { return Cell::integ(e.period); });
   c.emplace_back("target", [](const E& e) { return Cell::num(e.target); });
   c.emplace_back("amax", [](const E& e) { return Cell::num(e.amax); });
@@ -1143,7 +1109,7 @@ void write_h5(const Result& r, const std::filesystem::path& path) {
   for (const auto& n : r.recipe_names) recipes += (recipes.empty() ? "" : ",") + n;
   f.write_attribute("recipes", recipes);
   f.write_attribute("datapath", r.datapath);
-  f.write_attribute("hold", hold_rule_name(r.hold));
+  f.write_attribute("hold", name_of(r.hold));
   f.write_attribute("seed", static_cast<std::int64_t>(r.seed));
   const hdf5::Group t = f.create_group("tensors");
   write_columns(t, tensor_columns(), r.tensors);
@@ -1210,7 +1176,7 @@ std::string summary(const Result& r) {
   for (std::size_t i = 0; i < r.steps.size(); ++i) out << (i ? ", " : "") << r.steps[i];
   out << ") x " << layers.size() << " layer(s) x 3 tensors; recipes ";
   for (std::size_t i = 0; i < r.recipe_names.size(); ++i) out << (i ? ", " : "") << r.recipe_names[i];
-  out << "; hold " << hold_rule_name(r.hold) << "; seed " << r.seed << "\n";
+  out << "; hold " << name_of(r.hold) << "; seed " << r.seed << "\n";
 
   // Per recipe.
   out << "\nPer recipe (mean over tensor entries; SQNR in dB, higher is better)\n";
@@ -1261,7 +1227,7 @@ std::string summary(const Result& r) {
   out << "   best\n";
   for (const Role role : {Role::activation, Role::weight, Role::grad_output}) {
     const char* tensor = role == Role::activation ? " (x)" : role == Role::weight ? " (w)" : " (dy)";
-    out << "  " << pad(std::string(role_name(role)) + tensor, 18);
+    out << "  " << pad(std::string(name_of(role)) + tensor, 18);
     std::vector<std::optional<double>> means;
     std::optional<double> best;
     for (const auto& n : r.recipe_names) {
@@ -1307,7 +1273,7 @@ std::string summary(const Result& r) {
   if (!r.headroom.empty()) {
     const auto& h0 = r.headroom.front();
     out << "\nPeriodic scaling, Proposition 1 (D = " << h0.period << ", T = " << fmt("%g", h0.target) << ", hold "
-        << hold_rule_name(r.hold) << "; rho = current amax / held amax)\n";
+        << name_of(r.hold) << "; rho = current amax / held amax)\n";
     std::size_t exact = 0;
     const HeadroomEntry* worst = nullptr;
     for (const auto& h : r.headroom) {

@@ -136,30 +136,15 @@ std::vector<float> generate(const Distribution& d, std::size_t rows, std::size_t
   return out;
 }
 
-std::optional<TensorScaleChoice> parse_tensor_scale(std::string_view text) {
-  TensorScaleChoice t;
-  t.name = std::string(text);
-  if (text == "none") {
-    t.policy = TensorScalePolicy::none;
-  } else if (text == "current") {
-    t.policy = TensorScalePolicy::current;
-  } else if (text.substr(0, 9) == "periodic:" || text == "periodic") {
-    t.policy = TensorScalePolicy::periodic;
-    double d = 50;
-    if (text.size() > 9 && (!parse_double(text.substr(9), d) || d < 1 || d != std::floor(d) || d > 1e9)) {
-      return std::nullopt;
-    }
-    t.period = static_cast<int>(d);
-    t.name = "periodic:" + std::to_string(t.period);
-  } else {
-    return std::nullopt;
-  }
-  return t;
+std::string grid_point_name(const Format& element, const Format& scale, int block, const TensorScaleSetting& ts,
+                            Rounding rounding) {
+  return format_name(element) + "/" + format_name(scale) + "/b" + std::to_string(block) + "/" +
+         tensor_scale_text(ts.policy, ts.period) + "/" + std::string(name_of(rounding));
 }
 
 std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const Format& scale, int block,
-                                  const TensorScaleChoice& ts, Rounding rounding, std::string& why) {
-  auto base = find_recipe(grid.base);
+                                  const TensorScaleSetting& ts, Rounding rounding, std::string& why) {
+  const Recipe* base = find_recipe(grid.base);
   if (!base) {
     why = "unknown base recipe " + grid.base;
     return std::nullopt;
@@ -169,7 +154,7 @@ std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const
   r.scale = scale;
   r.block = block;
   r.tensor_scale = ts.policy;
-  r.period = ts.policy == TensorScalePolicy::periodic ? ts.period : 1;
+  r.period = ts.period;
   r.element_rounding = rounding;
   r.grad_rounding = rounding;
   r.rht_wgrad = false;
@@ -184,8 +169,7 @@ std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const
       r.dequantize_order = DequantizeOrder::portable;
     }
   }
-  r.name = format_name(element) + "/" + format_name(scale) + "/b" + std::to_string(block) + "/" + ts.name + "/" +
-           std::string(rounding_name(rounding));
+  r.name = grid_point_name(element, scale, block, ts, rounding);
   const auto problems = validate(r);
   if (!problems.empty()) {
     why = problems.front();
@@ -196,15 +180,6 @@ std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const
 
 namespace {
 
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 struct GridPoint {
   Recipe recipe;
   double rho = 1.0;  // synthetic periodic
@@ -212,7 +187,7 @@ struct GridPoint {
 };
 
 std::vector<GridPoint> expand(const Options& o, bool synthetic, std::vector<Skipped>& skipped) {
-  std::vector<TensorScaleChoice> scales = o.grid.tensor_scales;
+  std::vector<TensorScaleSetting> scales = o.grid.tensor_scales;
   if (scales.empty()) scales = {*parse_tensor_scale("none"), *parse_tensor_scale("current")};
   std::vector<GridPoint> points;
   for (const Format& e : o.grid.element_formats)
@@ -222,8 +197,7 @@ std::vector<GridPoint> expand(const Options& o, bool synthetic, std::vector<Skip
           for (Rounding rd : o.grid.roundings) {
             std::string why;
             auto r = make_recipe(o.grid, e, s, b, ts, rd, why);
-            const std::string name = format_name(e) + "/" + format_name(s) + "/b" + std::to_string(b) + "/" + ts.name +
-                                     "/" + std::string(rounding_name(rd));
+            const std::string name = grid_point_name(e, s, b, ts, rd);
             if (!r) {
               skipped.push_back({name, why});
               continue;
@@ -239,15 +213,6 @@ std::vector<GridPoint> expand(const Options& o, bool synthetic, std::vector<Skip
             }
           }
   return points;
-}
-
-std::string tensor_scale_text(const Recipe& r) {
-  switch (r.tensor_scale) {
-    case TensorScalePolicy::none: return "none";
-    case TensorScalePolicy::current: return "current";
-    case TensorScalePolicy::periodic: return "periodic:" + std::to_string(r.period);
-  }
-  return "?";
 }
 
 }  // namespace
@@ -288,7 +253,7 @@ Result run(const Options& o) {
     std::size_t done = 0;
     const std::size_t total = o.distributions.size() * points.size();
     for (const Distribution& d : o.distributions) {
-      const std::uint64_t stream = fnv1a(d.name);
+      const std::uint64_t stream = stream_of(d.name);
       const std::vector<float> x = generate(d, o.rows, o.cols, o.seed, stream);
       float amax = 0.0f;
       for (float v : x) amax = std::fabs(v) > amax ? std::fabs(v) : amax;
@@ -311,8 +276,8 @@ Result run(const Options& o) {
         e.block_cols = r.block;
         e.element_format = format_name(r.element);
         e.scale_format = format_name(r.scale);
-        e.rounding = std::string(rounding_name(spec.rounding));
-        e.tensor_scale = tensor_scale_text(r);
+        e.rounding = std::string(name_of(spec.rounding));
+        e.tensor_scale = tensor_scale_text(r.tensor_scale, r.period);
         e.stream = stream;
         e.amax = amax;
         QuantizeRequest q;

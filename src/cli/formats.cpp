@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli.hpp"
+#include "fp4sim/core/json.hpp"
 #include "fp4sim/core/codec.hpp"
 
 namespace fp4sim::cli {
@@ -38,16 +39,16 @@ void run_formats(const FormatsOptions& options) {
           "  {\"name\": \"%s\", \"bits\": %d, \"exponent_bits\": %d, \"mantissa_bits\": %d, \"bias\": %d, "
           "\"signed\": %s, \"subnormals\": %s, \"max_finite\": %s, \"min_normal\": %s, ",
           std::string(presets[i].name).c_str(), f.storage_bits(), f.exponent_bits, f.mantissa_bits, f.bias,
-          f.is_signed ? "true" : "false", f.has_subnormals() ? "true" : "false", json_number(l.max_finite).c_str(),
-          json_number(l.min_normal).c_str());
+          f.is_signed ? "true" : "false", f.has_subnormals() ? "true" : "false", json::number(l.max_finite).c_str(),
+          json::number(l.min_normal).c_str());
       if (f.has_subnormals()) {
-        std::printf("\"min_subnormal\": %s, ", json_number(l.min_subnormal).c_str());
+        std::printf("\"min_subnormal\": %s, ", json::number(l.min_subnormal).c_str());
       } else {
         std::printf("\"min_subnormal\": null, \"min_subnormal_note\": \"no subnormals\", ");
       }
       std::printf("\"has_inf\": %s, \"has_nan\": %s, \"has_zero\": %s, \"specials\": \"%s\", \"source\": \"%s\"}%s\n",
                   f.has_inf() ? "true" : "false", f.has_nan() ? "true" : "false", f.has_zero() ? "true" : "false",
-                  std::string(specials_name(f.specials)).c_str(), std::string(presets[i].description).c_str(),
+                  std::string(name_of(f.specials)).c_str(), std::string(presets[i].description).c_str(),
                   i + 1 < presets.size() ? "," : "");
     }
     std::printf("]\n");
@@ -62,7 +63,7 @@ void run_formats(const FormatsOptions& options) {
     if (f.has_subnormals()) std::snprintf(sub, sizeof sub, "%.6g", l.min_subnormal);
     std::printf("%-8s %4d %3d %3d %5d %6s %-12s %-14.8g %-14.6g %-14s %s\n", std::string(preset.name).c_str(),
                 f.storage_bits(), f.exponent_bits, f.mantissa_bits, f.bias, f.is_signed ? "yes" : "no",
-                std::string(specials_name(f.specials)).c_str(), l.max_finite, l.min_normal, sub,
+                std::string(name_of(f.specials)).c_str(), l.max_finite, l.min_normal, sub,
                 std::string(preset.description).c_str());
   }
 }

@@ -4,29 +4,6 @@
 #include "cli.hpp"
 #include "fp4sim/core/error.hpp"
 
-namespace fp4sim::cli {
-
-std::map<std::string, Rounding> rounding_map() {
-  std::map<std::string, Rounding> map;
-  for (const auto& mode : rounding_modes()) map.emplace(std::string(mode.name), mode.rounding);
-  return map;
-}
-
-Format format_from_flag(const std::string& text, const std::string& flag) {
-  if (auto f = parse_format(text)) return *f;
-  std::string known;
-  for (const auto& preset : format_presets()) known += std::string(known.empty() ? "" : " ") + std::string(preset.name);
-  throw UsageError(flag + ": unknown format '" + text + "' (known: " + known + ", or eXmY / ueXmY[bN][fn|fin])");
-}
-
-std::string json_number(double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", value);
-  return buf;
-}
-
-}  // namespace fp4sim::cli
-
 int main(int argc, char** argv) {
   CLI::App app{"fp4sim: bit-exact emulator of FP4 (E2M1) block-scaled formats, recipes and GEMM datapaths"};
   app.require_subcommand(1);

@@ -16,67 +16,12 @@
 #include "cli.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/output_file.hpp"
-#include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/analysis/calls.hpp"
 #include "replay_common.hpp"
 
 namespace fp4sim::cli {
 
 namespace fs = std::filesystem;
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : text + ",") {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
-  }
-  return out;
-}
-
-std::vector<Recipe> recipes_from_flag(const std::string& text) {
-  std::vector<Recipe> out;
-  for (const std::string& name : split_list(text)) {
-    auto r = find_recipe(name);
-    if (!r) {
-      std::string known;
-      for (const auto& p : recipe_presets()) known += (known.empty() ? "" : ", ") + std::string(p.name);
-      throw UsageError("--recipes: unknown recipe '" + name + "' (known: " + known + ")");
-    }
-    out.push_back(*r);
-  }
-  if (out.empty()) throw UsageError("--recipes: no recipe named");
-  return out;
-}
-
-std::vector<std::int64_t> steps_from_flag(const std::string& text) {
-  std::vector<std::int64_t> out;
-  for (const std::string& item : split_list(text)) {
-    auto parse = [&](const std::string& s) {
-      std::size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(s, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != s.size() || s.empty()) throw UsageError("--steps: '" + item + "' is not a step or a range A-B");
-      return static_cast<std::int64_t>(v);
-    };
-    const auto dash = item.find('-', 1);
-    if (dash == std::string::npos) {
-      out.push_back(parse(item));
-    } else {
-      const std::int64_t a = parse(item.substr(0, dash)), b = parse(item.substr(dash + 1));
-      if (b < a || b - a > 10'000'000) throw UsageError("--steps: bad range '" + item + "'");
-      for (std::int64_t s = a; s <= b; ++s) out.push_back(s);
-    }
-  }
-  return out;
-}
 
 ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0) {}
 
@@ -145,33 +90,6 @@ void run_plot_script(const fs::path& script, const fs::path& json, const fs::pat
   }
 }
 
-// A directory written under a temporary name and renamed (or merged) into place by commit().
-PlotDirectory::PlotDirectory(fs::path path) : path_(std::move(path)) {
-  temporary_ = path_;
-  temporary_ += ".tmp." + std::to_string(::getpid());
-  fs::create_directories(temporary_);
-}
-
-PlotDirectory::~PlotDirectory() {
-  std::error_code ec;
-  if (!committed_) fs::remove_all(temporary_, ec);
-}
-
-void PlotDirectory::commit() {
-  std::error_code ec;
-  if (!fs::exists(path_, ec)) {
-    fs::rename(temporary_, path_, ec);
-    if (ec) throw DataError(path_.string() + ": cannot rename into place: " + ec.message());
-  } else {
-    for (const auto& entry : fs::directory_iterator(temporary_)) {
-      fs::rename(entry.path(), path_ / entry.path().filename(), ec);
-      if (ec) throw DataError((path_ / entry.path().filename()).string() + ": cannot move into place: " + ec.message());
-    }
-    fs::remove_all(temporary_, ec);
-  }
-  committed_ = true;
-}
-
 void check_writable(const std::string& path, const std::string& flag) {
   if (path.empty() || path == "-") return;
   fs::path parent = fs::path(path).parent_path();
@@ -221,32 +139,14 @@ FatalSignalGuard::~FatalSignalGuard() {
 namespace {
 
 struct ReplayCliOptions {
+  replay::Call call;
   std::string trace;
-  std::string recipes = "ue5m3,nvfp4,mxfp4";
-  std::string datapath = "recipe";
-  std::string steps, layers, json, csv, h5, plots;
-  std::uint64_t seed = 0;
-  std::string hold = "window";
-  bool no_gemms = false;
+  std::string json, csv, h5, plots;
   bool quiet = false;
-  int period = 50;
-  double slab_mib = 256;
 };
 
 void run_replay(const ReplayCliOptions& o) {
-  replay::Options options;
-  options.recipes = recipes_from_flag(o.recipes);
-  options.datapath = o.datapath;
-  if (!o.steps.empty()) options.steps = steps_from_flag(o.steps);
-  options.layers = o.layers;
-  options.seed = o.seed;
-  const auto hold = replay::parse_hold_rule(o.hold);
-  if (!hold) throw UsageError("--hold: expected window or previous, got '" + o.hold + "'");
-  options.hold = *hold;
-  options.gemms = !o.no_gemms;
-  options.headroom_period = o.period;
-  if (!(o.slab_mib > 0)) throw UsageError("--slab-mib must be positive");
-  options.max_slab_bytes = static_cast<std::size_t>(o.slab_mib * 1024 * 1024);
+  replay::Options options = o.call.resolve();
   fs::path script;
   if (!o.plots.empty()) script = plot_script();
   // Output paths are checked now and written only when everything succeeded (temporaries renamed).
@@ -277,7 +177,7 @@ void write_replay_outputs(const replay::Result& result, const std::string& json_
   }
   std::unique_ptr<OutputFile> json, csv;
   std::unique_ptr<OutputPath> h5;
-  std::unique_ptr<PlotDirectory> plots;
+  std::unique_ptr<OutputDirectory> plots;
   if (!json_path.empty() && !json_stdout) {
     json = std::make_unique<OutputFile>(json_path);
     replay::write_json(result, json->stream());
@@ -293,7 +193,7 @@ void write_replay_outputs(const replay::Result& result, const std::string& json_
     replay::write_h5(result, h5->temporary_path());
   }
   if (!plots_path.empty()) {
-    plots = std::make_unique<PlotDirectory>(plots_path);
+    plots = std::make_unique<OutputDirectory>(plots_path);
     fs::path input;
     std::unique_ptr<OutputFile> scratch;
     if (json) {
@@ -325,25 +225,26 @@ void setup_replay(CLI::App& app) {
       "error, underflow/saturation and per-block statistics; per GEMM the relative Frobenius error; periodic "
       "tensor scaling carried across steps (Proposition 1 headroom).");
   app.add_option("trace", o->trace, "TRACE.h5 (docs/trace-format.md, version 1)")->required();
-  app.add_option("--recipes", o->recipes, "comma-separated recipe presets")->capture_default_str();
-  app.add_option("--datapath", o->datapath,
+  app.add_option("--recipes", o->call.recipes, "comma-separated recipe presets")->capture_default_str();
+  app.add_option("--datapath", o->call.datapath,
                  "GEMM datapath of the gemms entries: recipe = each recipe's default (fp4sim gemm "
                  "--list-datapaths), f64 = float64 product of the dequantized operands (fast), or a datapath name")
       ->capture_default_str();
-  app.add_option("--steps", o->steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
-  app.add_option("--layers", o->layers, "regular expression (ECMAScript) searched in layer names");
+  app.add_option("--steps", o->call.steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
+  app.add_option("--layers", o->call.layers, "regular expression (ECMAScript) searched in layer names");
   app.add_option("--json", o->json, "write the full results as JSON ('-' for stdout)");
   app.add_option("--csv", o->csv, "write one CSV row per tensor, gemm and headroom entry");
   app.add_option("--h5", o->h5, "write the results as HDF5 column datasets");
   app.add_option("--plots", o->plots, "write PNG plots into this directory (python3 + matplotlib)");
-  app.add_option("--seed", o->seed, "seed of the stochastic-rounding bits")->capture_default_str();
-  app.add_option("--hold", o->hold,
+  app.add_option("--seed", o->call.seed, "seed of the stochastic-rounding bits")->capture_default_str();
+  app.add_option("--hold", o->call.hold,
                  "periodic-scaling hold rule when a refresh step was not captured: window | previous")
       ->capture_default_str();
-  app.add_option("--period", o->period, "D of the Proposition 1 headroom analysis")->capture_default_str();
-  app.add_flag("--no-gemms", o->no_gemms, "skip the GEMM-level entries (per-tensor statistics only)");
+  app.add_option("--period", o->call.period, "D of the Proposition 1 headroom analysis")->capture_default_str();
+  app.add_flag_function("--no-gemms", [o](std::int64_t) { o->call.gemms = false; },
+                        "skip the GEMM-level entries (per-tensor statistics only)");
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
-  app.add_option("--slab-mib", o->slab_mib, "stream tensors larger than this many MiB of float32 in row slabs")
+  app.add_option("--slab-mib", o->call.slab_mib, "stream tensors larger than this many MiB of float32 in row slabs")
       ->capture_default_str();
   app.callback([o] { run_replay(*o); });
 }

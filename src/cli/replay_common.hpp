@@ -9,17 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "fp4sim/core/recipe.hpp"
 #include "fp4sim/analysis/replay.hpp"
 
 namespace fp4sim::cli {
-
-// "a,b, c" -> {"a", "b", "c"} (empty items dropped).
-std::vector<std::string> split_list(const std::string& text);
-// Recipe preset names -> recipes (UsageError naming the known presets).
-std::vector<Recipe> recipes_from_flag(const std::string& text);
-// "1,200,300-310" -> steps (UsageError on anything else).
-std::vector<std::int64_t> steps_from_flag(const std::string& text);
 
 // A one-line progress bar on stderr, drawn only when stderr is a terminal, at most 10 times a second.
 class ProgressBar {
@@ -56,22 +48,6 @@ class FatalSignalGuard {
  private:
   static constexpr int kSignals[4] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
   struct sigaction previous_[4];
-};
-
-// A directory written under a temporary name, renamed (or merged) into place by commit(); removed
-// when destroyed uncommitted, so a failed command leaves no partial plots.
-class PlotDirectory {
- public:
-  explicit PlotDirectory(std::filesystem::path path);
-  PlotDirectory(const PlotDirectory&) = delete;
-  PlotDirectory& operator=(const PlotDirectory&) = delete;
-  ~PlotDirectory();
-  const std::filesystem::path& temporary_path() const { return temporary_; }
-  void commit();
-
- private:
-  std::filesystem::path path_, temporary_;
-  bool committed_ = false;
 };
 
 // Prints the summary (unless quiet) and writes --json/--csv/--h5/--plots through temporaries, renamed

@@ -357,3 +357,14 @@ std::optional<std::size_t> encode_all(const Format& format, const EncodeOptions&
 }
 
 }  // namespace fp4sim
+
+namespace fp4sim {
+
+namespace {
+constexpr NameRow<SpecialConvention> kConventions[] = {{"hardware", SpecialConvention::hardware},
+                                                       {"te-python", SpecialConvention::te_python}};
+}  // namespace
+
+std::span<const NameRow<SpecialConvention>> names(SpecialConvention) { return kConventions; }
+
+}  // namespace fp4sim

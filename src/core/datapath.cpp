@@ -9,6 +9,8 @@
 #include <cstdio>
 
 #include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/json.hpp"
 
 namespace fp4sim {
 
@@ -16,15 +18,17 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------------
 // Accepted inputs per row (first = the encoded-operand format `gemm` uses).
-constexpr std::array<InputSpec, 1> kSm70In{{{"fp16", 4}}};
-constexpr std::array<InputSpec, 2> kF16In{{{"bf16", 16}, {"fp16", 16}}};
-constexpr std::array<InputSpec, 1> kF16AccIn{{{"fp16", 16}}};
-constexpr std::array<InputSpec, 2> kTf32In{{{"tf32", 8}, {"fp32", 8}}};
-constexpr std::array<InputSpec, 2> kFp8In{{{"e4m3", 32}, {"e5m2", 32}}};
-constexpr std::array<InputSpec, 5> kF8f6f4In{{{"e4m3", 32}, {"e5m2", 32}, {"e3m2", 32}, {"e2m3", 32}, {"e2m1", 32}}};
-constexpr std::array<InputSpec, 1> kMxf4In{{{"e2m1", 64}}};
-constexpr std::array<std::string_view, 2> kMxf4Scales{{"ue4m3", "e8m0"}};
-constexpr std::array<std::string_view, 1> kUe5m3Scales{{"ue5m3"}};
+constexpr InputSpec kSm70In[] = {{"fp16", formats::fp16, 4}};
+constexpr InputSpec kF16In[] = {{"bf16", formats::bf16, 16}, {"fp16", formats::fp16, 16}};
+constexpr InputSpec kF16AccIn[] = {{"fp16", formats::fp16, 16}};
+constexpr InputSpec kTf32In[] = {{"tf32", formats::tf32, 8}, {"fp32", formats::fp32, 8}};
+constexpr InputSpec kFp8In[] = {{"e4m3", formats::e4m3, 32}, {"e5m2", formats::e5m2, 32}};
+constexpr InputSpec kF8f6f4In[] = {{"e4m3", formats::e4m3, 32}, {"e5m2", formats::e5m2, 32},
+                                   {"e3m2", formats::e3m2, 32}, {"e2m3", formats::e2m3, 32},
+                                   {"e2m1", formats::e2m1, 32}};
+constexpr InputSpec kMxf4In[] = {{"e2m1", formats::e2m1, 64}};
+constexpr Format kMxf4Scales[] = {formats::ue4m3, formats::e8m0};
+constexpr Format kUe5m3Scales[] = {formats::ue5m3};
 
 constexpr FusedParams tc(int group, int frac_bits, int e_floor, Format out = formats::fp32,
                          OutputRounding rounding = OutputRounding::rz) {
@@ -51,124 +55,6 @@ constexpr FusedParams gst(int frac_bits, bool scale_sign_ignored) {
 }
 
 constexpr std::uint32_t kF16Nan = 0x7FFFE000u;  // fp16 0x7FFF widened to binary32
-
-// The table. Parameters: docs/datapaths.md §6.2 (MMA-Sim nv_ptx.py/arithmetic.py; Khattak–Mikaitis
-// models/*TC.m). Open points (§6.3) are decided here, one place, as SoftFloat keeps its choices in
-// specialize.h: O3 floor = K–M min_exp_limit; O8 zeros take no part in E_max; O4 exact zero is +0;
-// O5 overflow -> Inf (measured on H200, docs/design.md).
-const Datapath kPresets[] = {
-    {.name = "exact",
-     .kind = DatapathKind::exact,
-     .summary = "exact sum of all scaled products (wide fixed point), alpha applied exactly, one RNE rounding to FP32",
-     .source = "fp4sim golden reference (docs/semantics.md G5 without intermediate rounding); docs/datapaths.md",
-     .alpha = AlphaSource::recipe,
-     .nan_bits = 0x7FC00000u},
-    {.name = "fp32-seq",
-     .kind = DatapathKind::fp32_seq,
-     .summary = "exact per-block terms s_a*s_b*sum(q_a*q_b), sequential FP32 RNE accumulation in K-block order "
-                "from +0, then RN(y*alpha), alpha by division",
-     .source = "TransformerEngine reference_nvfp4.py::qgemm (docs/semantics.md G5, N11, M8)",
-     .alpha = AlphaSource::division,
-     .nan_bits = 0x7FC00000u},
-    {.name = "probe-matched",
-     .kind = DatapathKind::probe_matched,
-     .summary = "64-deep groups through an inner tensor-core datapath (4 chained k16 steps from +0), group "
-                "partials add.rz.f32 in order from +0, RNE(C*1024)/1024 snap, RN(C*alpha), alpha by reciprocal",
-     .source = "UE5M3 paper §6, backends/triton/gemm.py probe_matched_triton_issue_rz (docs/semantics.md P5; docs/design.md)",
-     .inner = "sm90-bf16",
-     .group_k = 64,
-     .snap = true,
-     .alpha = AlphaSource::reciprocal},
-    {.name = "sm70",
-     .summary = "V100 mma.m8n8k4 / wmma f16 -> f32: T-FDPA G=4, F=23, RZ",
-     .source = "Fasi et al. 2021; Khattak–Mikaitis V100TC.m; MMA-Sim nv_ptx.py (Volta)",
-     .fused = tc(4, 23, kNoExponent),
-     .inputs = kSm70In},
-    {.name = "sm80",
-     .summary = "A100 mma.m16n8k16 f16/bf16 -> f32: k16 split 8+8 (G=8), F=24, RZ",
-     .source = "Khattak–Mikaitis A100TC.m; MMA-Sim nv_ptx.py (Ampere, is_split_k)",
-     .fused = tc(8, 24, -132),
-     .inputs = kF16In},
-    {.name = "sm80-tf32",
-     .summary = "A100 mma.m16n8k8 tf32 -> f32: k8 split 4+4 (G=4), F=24, RZ",
-     .source = "Khattak–Mikaitis A100TC.m; MMA-Sim nv_ptx.py (Ampere)",
-     .fused = tf32_tc(4, 24, -132),
-     .inputs = kTf32In},
-    {.name = "sm90-bf16",
-     .summary = "H100/H200 mma.sync m16n8k16 / wgmma k16 bf16|f16 -> f32: T-FDPA G=16, F=25, RZ",
-     .source = "MMA-Sim nv_ptx.py (Hopper); Khattak–Mikaitis H100TC.m/H200TC.m; 5000/5000 H200/H100 vectors",
-     .fused = tc(16, 25, -133),
-     .inputs = kF16In},
-    {.name = "sm90-f16acc",
-     .summary = "H100/H200 m16n8k16 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
-     .source = "Khattak–Mikaitis H100TC.m (frmode rne, min_exp_limit -21); H200/H100 d_*_fp16 vectors",
-     .fused = tc(16, 25, -21, formats::fp16, OutputRounding::rne),
-     .inputs = kF16AccIn,
-     .nan_bits = kF16Nan},
-    {.name = "sm90-tf32",
-     .summary = "H100/H200 wgmma/wmma k8 tf32 -> f32: T-FDPA G=8, F=25, RZ",
-     .source = "MMA-Sim nv_ptx.py; Khattak–Mikaitis H100TC.m (TF32 fma 8); H200/H100 tf32 vectors",
-     .fused = tf32_tc(8, 25, -133),
-     .inputs = kTf32In},
-    {.name = "sm90-fp8",
-     .summary = "H100/H200 wgmma k32 e4m3|e5m2 -> f32: T-FDPA G=32, F=13, RZ to e8m13",
-     .source = "MMA-Sim nv_ptx.py (Hopper wgmma fp8); Khattak–Mikaitis H100TC.m (neab -10); DeepSeek-V3 §3.5.2; "
-               "H200/H100 WGMMA C=0 vectors",
-     .fused = tc(32, 13, -133, formats::e8m13),
-     .inputs = kFp8In},
-    {.name = "sm100-f16",
-     .summary = "B200 tcgen05.mma kind::f16 bf16|f16 -> f32: T-FDPA G=16, F=25, RZ",
-     .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m; B200 bf16/fp16 vectors",
-     .fused = tc(16, 25, -133),
-     .inputs = kF16In},
-    {.name = "sm100-f16acc",
-     .summary = "B200 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
-     .source = "Khattak–Mikaitis B200TC.m (min_exp_limit -21); B200 d_B200_fp16 vectors",
-     .fused = tc(16, 25, -21, formats::fp16, OutputRounding::rne),
-     .inputs = kF16AccIn,
-     .nan_bits = kF16Nan},
-    {.name = "sm100-tf32",
-     .summary = "B200 tcgen05.mma kind::tf32 -> f32: T-FDPA G=8, F=25, RZ",
-     .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m; B200 tf32 vectors",
-     .fused = tf32_tc(8, 25, -133),
-     .inputs = kTf32In},
-    {.name = "sm100-f8f6f4",
-     .summary = "B200 tcgen05.mma kind::f8f6f4 -> f32: T-FDPA G=32, F=25, RZ (FP8 no longer 13-bit)",
-     .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m (fp8 neab 2)",
-     .fused = tc(32, 25, -133),
-     .inputs = kF8f6f4In},
-    {.name = "sm100-mxf4nvf4",
-     .kind = DatapathKind::gst_fdpa,
-     .summary = "B200 tcgen05.mma kind::mxf4nvf4 (K=64): exact 16-element sub-block sums, scales applied exactly, "
-                "4 sub-block terms + C in one T-FDPA with F=35 relative to the scale-exponent sum, RZ",
-     .source = "MMA-Sim arithmetic.py nv_fused_dot_add_with_block_scale (GST-FDPA); docs/datapaths.md §1.4",
-     .fused = gst(35, true),
-     .inputs = kMxf4In,
-     .scale_formats = kMxf4Scales,
-     .instruction_k = 64},
-    {.name = "ue5m3-native",
-     .kind = DatapathKind::gst_fdpa,
-     .summary = "proposed native UE5M3 block-scaled instruction (K=64): as sm100-mxf4nvf4 with UE5M3 scales and "
-                "F=66, wide enough that every sub-block term is exact over UE5M3's whole scale range",
-     .source = "fp4sim proposal, docs/datapaths.md (\"ue5m3-native\")",
-     .fused = gst(66, false),
-     .inputs = kMxf4In,
-     .scale_formats = kUe5m3Scales,
-     .instruction_k = 64},
-};
-
-int bit_length(u128 x) {
-  const auto hi = static_cast<std::uint64_t>(x >> 64);
-  const auto lo = static_cast<std::uint64_t>(x);
-  return hi ? 128 - std::countl_zero(hi) : 64 - std::countl_zero(lo);
-}
-
-// SoftFloat's shiftRightJam on 128 bits: the bits shifted out are ORed into the LSB.
-u128 shift_right_jam(u128 x, int dist) {
-  if (dist <= 0) return x;
-  if (dist >= 128) return x != 0;
-  return (x >> dist) | (((x << (128 - dist)) != 0) ? 1 : 0);
-}
 
 // FP32 bits of a code of `f` (exact: every output format here fits binary32).
 std::uint32_t widen_to_fp32(const Format& f, std::uint32_t code) {
@@ -210,40 +96,177 @@ std::string alpha_text(AlphaSource a) {
   return "?";
 }
 
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
 }  // namespace
 
-std::span<const Datapath> datapath_presets() { return kPresets; }
+// The rows. Parameters: docs/datapaths.md §6.2 (MMA-Sim nv_ptx.py/arithmetic.py; Khattak–Mikaitis
+// models/*TC.m). Open points (§6.3) are decided here, one place, as SoftFloat keeps its choices in
+// specialize.h: O3 floor = K–M min_exp_limit; O8 zeros take no part in E_max; O4 exact zero is +0;
+// O5 overflow -> Inf (measured on H200, docs/design.md).
+namespace datapaths {
+
+constinit const Datapath exact{
+    .name = "exact",
+    .kind = DatapathKind::exact,
+    .summary = "exact sum of all scaled products (wide fixed point), alpha applied exactly, one RNE rounding to FP32",
+    .source = "fp4sim golden reference (docs/semantics.md G5 without intermediate rounding); docs/datapaths.md",
+    .alpha = AlphaSource::recipe,
+    .nan_bits = 0x7FC00000u};
+
+constinit const Datapath fp32_seq{
+    .name = "fp32-seq",
+    .kind = DatapathKind::fp32_seq,
+    .summary = "exact per-block terms s_a*s_b*sum(q_a*q_b), sequential FP32 RNE accumulation in K-block order "
+               "from +0, then RN(y*alpha), alpha by division",
+    .source = "TransformerEngine reference_nvfp4.py::qgemm (docs/semantics.md G5, N11, M8)",
+    .alpha = AlphaSource::division,
+    .nan_bits = 0x7FC00000u};
+
+constinit const Datapath probe_matched{
+    .name = "probe-matched",
+    .kind = DatapathKind::probe_matched,
+    .summary = "64-deep groups through an inner tensor-core datapath (4 chained k16 steps from +0), group "
+               "partials add.rz.f32 in order from +0, RNE(C*1024)/1024 snap, RN(C*alpha), alpha by reciprocal",
+    .source = "UE5M3 paper §6, backends/triton/gemm.py probe_matched_triton_issue_rz (docs/semantics.md P5; docs/design.md)",
+    .inner = &sm90_bf16,
+    .group_k = 64,
+    .snap = true,
+    .alpha = AlphaSource::reciprocal};
+
+constinit const Datapath sm70{
+    .name = "sm70",
+    .summary = "V100 mma.m8n8k4 / wmma f16 -> f32: T-FDPA G=4, F=23, RZ",
+    .source = "Fasi et al. 2021; Khattak–Mikaitis V100TC.m; MMA-Sim nv_ptx.py (Volta)",
+    .fused = tc(4, 23, kNoExponent),
+    .inputs = kSm70In};
+
+constinit const Datapath sm80{
+    .name = "sm80",
+    .summary = "A100 mma.m16n8k16 f16/bf16 -> f32: k16 split 8+8 (G=8), F=24, RZ",
+    .source = "Khattak–Mikaitis A100TC.m; MMA-Sim nv_ptx.py (Ampere, is_split_k)",
+    .fused = tc(8, 24, -132),
+    .inputs = kF16In};
+
+constinit const Datapath sm80_tf32{
+    .name = "sm80-tf32",
+    .summary = "A100 mma.m16n8k8 tf32 -> f32: k8 split 4+4 (G=4), F=24, RZ",
+    .source = "Khattak–Mikaitis A100TC.m; MMA-Sim nv_ptx.py (Ampere)",
+    .fused = tf32_tc(4, 24, -132),
+    .inputs = kTf32In};
+
+constinit const Datapath sm90_bf16{
+    .name = "sm90-bf16",
+    .summary = "H100/H200 mma.sync m16n8k16 / wgmma k16 bf16|f16 -> f32: T-FDPA G=16, F=25, RZ",
+    .source = "MMA-Sim nv_ptx.py (Hopper); Khattak–Mikaitis H100TC.m/H200TC.m; 5000/5000 H200/H100 vectors",
+    .fused = tc(16, 25, -133),
+    .inputs = kF16In};
+
+constinit const Datapath sm90_f16acc{
+    .name = "sm90-f16acc",
+    .summary = "H100/H200 m16n8k16 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
+    .source = "Khattak–Mikaitis H100TC.m (frmode rne, min_exp_limit -21); H200/H100 d_*_fp16 vectors",
+    .fused = tc(16, 25, -21, formats::fp16, OutputRounding::rne),
+    .inputs = kF16AccIn,
+    .nan_bits = kF16Nan};
+
+constinit const Datapath sm90_tf32{
+    .name = "sm90-tf32",
+    .summary = "H100/H200 wgmma/wmma k8 tf32 -> f32: T-FDPA G=8, F=25, RZ",
+    .source = "MMA-Sim nv_ptx.py; Khattak–Mikaitis H100TC.m (TF32 fma 8); H200/H100 tf32 vectors",
+    .fused = tf32_tc(8, 25, -133),
+    .inputs = kTf32In};
+
+constinit const Datapath sm90_fp8{
+    .name = "sm90-fp8",
+    .summary = "H100/H200 wgmma k32 e4m3|e5m2 -> f32: T-FDPA G=32, F=13, RZ to e8m13",
+    .source = "MMA-Sim nv_ptx.py (Hopper wgmma fp8); Khattak–Mikaitis H100TC.m (neab -10); DeepSeek-V3 §3.5.2; "
+              "H200/H100 WGMMA C=0 vectors",
+    .fused = tc(32, 13, -133, formats::e8m13),
+    .inputs = kFp8In};
+
+constinit const Datapath sm100_f16{
+    .name = "sm100-f16",
+    .summary = "B200 tcgen05.mma kind::f16 bf16|f16 -> f32: T-FDPA G=16, F=25, RZ",
+    .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m; B200 bf16/fp16 vectors",
+    .fused = tc(16, 25, -133),
+    .inputs = kF16In};
+
+constinit const Datapath sm100_f16acc{
+    .name = "sm100-f16acc",
+    .summary = "B200 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
+    .source = "Khattak–Mikaitis B200TC.m (min_exp_limit -21); B200 d_B200_fp16 vectors",
+    .fused = tc(16, 25, -21, formats::fp16, OutputRounding::rne),
+    .inputs = kF16AccIn,
+    .nan_bits = kF16Nan};
+
+constinit const Datapath sm100_tf32{
+    .name = "sm100-tf32",
+    .summary = "B200 tcgen05.mma kind::tf32 -> f32: T-FDPA G=8, F=25, RZ",
+    .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m; B200 tf32 vectors",
+    .fused = tf32_tc(8, 25, -133),
+    .inputs = kTf32In};
+
+constinit const Datapath sm100_f8f6f4{
+    .name = "sm100-f8f6f4",
+    .summary = "B200 tcgen05.mma kind::f8f6f4 -> f32: T-FDPA G=32, F=25, RZ (FP8 no longer 13-bit)",
+    .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m (fp8 neab 2)",
+    .fused = tc(32, 25, -133),
+    .inputs = kF8f6f4In};
+
+constinit const Datapath sm100_mxf4nvf4{
+    .name = "sm100-mxf4nvf4",
+    .kind = DatapathKind::gst_fdpa,
+    .summary = "B200 tcgen05.mma kind::mxf4nvf4 (K=64): exact 16-element sub-block sums, scales applied exactly, "
+               "4 sub-block terms + C in one T-FDPA with F=35 relative to the scale-exponent sum, RZ",
+    .source = "MMA-Sim arithmetic.py nv_fused_dot_add_with_block_scale (GST-FDPA); docs/datapaths.md §1.4",
+    .fused = gst(35, true),
+    .inputs = kMxf4In,
+    .scale_formats = kMxf4Scales,
+    .instruction_k = 64};
+
+constinit const Datapath ue5m3_native{
+    .name = "ue5m3-native",
+    .kind = DatapathKind::gst_fdpa,
+    .summary = "proposed native UE5M3 block-scaled instruction (K=64): as sm100-mxf4nvf4 with UE5M3 scales and "
+               "F=66, wide enough that every sub-block term is exact over UE5M3's whole scale range",
+    .source = "fp4sim proposal, docs/datapaths.md (\"ue5m3-native\")",
+    .fused = gst(66, false),
+    .inputs = kMxf4In,
+    .scale_formats = kUe5m3Scales,
+    .instruction_k = 64};
+
+}  // namespace datapaths
+
+namespace {
+constexpr const Datapath* kTable[] = {&datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80, &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32, &datapaths::sm90_fp8, &datapaths::sm100_f16, &datapaths::sm100_f16acc, &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native};
+}  // namespace
+
+std::span<const Datapath* const> datapath_presets() { return kTable; }
 
 const Datapath* find_datapath(std::string_view name) {
-  for (const auto& d : kPresets) {
-    if (d.name == name) return &d;
+  for (const Datapath* d : kTable) {
+    if (d->name == name) return d;
   }
   return nullptr;
 }
 
 std::string datapath_names() {
   std::string s;
-  for (const auto& d : kPresets) s += std::string(s.empty() ? "" : " ") + std::string(d.name);
+  for (const Datapath* d : kTable) s += std::string(s.empty() ? "" : " ") + std::string(d->name);
   return s;
 }
 
-std::optional<Format> input_format(std::string_view name) {
-  if (name == "tf32") return formats::tf32;
-  return parse_format(name);
+const Datapath& datapath_argument(std::string_view name, std::string_view what) {
+  const Datapath* row = find_datapath(name);
+  if (!row) {
+    throw UsageError(std::string(what) + ": unknown datapath '" + std::string(name) + "' (known: " + datapath_names() +
+                     ")");
+  }
+  return *row;
 }
 
 std::optional<InputSpec> find_input(const Datapath& dp, std::string_view name) {
   for (const auto& in : dp.inputs) {
-    if (in.format == name) return in;
+    if (in.name == name) return in;
   }
   return std::nullopt;
 }
@@ -258,7 +281,6 @@ std::vector<std::string> validate(const Datapath& dp) {
       problems.push_back("output format must be fp32, fp16 or e8m13");
     if (dp.inputs.empty()) problems.push_back("a tensor-core row needs at least one input format");
     for (const auto& in : dp.inputs) {
-      if (!input_format(in.format)) problems.push_back("unknown input format " + std::string(in.format));
       if (in.instruction_k < 1) problems.push_back("instruction K must be positive");
       if (dp.kind == DatapathKind::tfdpa && in.instruction_k % p.group != 0)
         problems.push_back("instruction K must be a multiple of G");
@@ -269,8 +291,7 @@ std::vector<std::string> validate(const Datapath& dp) {
     if (dp.scale_formats.empty()) problems.push_back("a block-scaled row needs scale formats");
   }
   if (dp.kind == DatapathKind::probe_matched) {
-    const Datapath* inner = find_datapath(dp.inner);
-    if (!inner || inner->kind != DatapathKind::tfdpa) problems.push_back("inner datapath must be a T-FDPA row");
+    if (!dp.inner || dp.inner->kind != DatapathKind::tfdpa) problems.push_back("inner datapath must be a T-FDPA row");
     if (dp.group_k < 1) problems.push_back("group K must be positive");
   }
   return problems;
@@ -298,7 +319,7 @@ std::string describe_parameters(const Datapath& dp) {
     s += " inputs=";
     for (std::size_t i = 0; i < dp.inputs.size(); ++i) {
       if (i) s += ',';
-      s.append(dp.inputs[i].format);
+      s.append(dp.inputs[i].name);
       s += "(k";
       s += std::to_string(dp.inputs[i].instruction_k);
       s += ')';
@@ -307,12 +328,12 @@ std::string describe_parameters(const Datapath& dp) {
       s += " scales=";
       for (std::size_t i = 0; i < dp.scale_formats.size(); ++i) {
         if (i) s += ',';
-        s.append(dp.scale_formats[i]);
+        s += format_name(dp.scale_formats[i]);
       }
     }
   }
   if (dp.kind == DatapathKind::probe_matched) {
-    s += " group_k=" + std::to_string(dp.group_k) + " inner=" + std::string(dp.inner) + " combine=add.rz.f32";
+    s += " group_k=" + std::to_string(dp.group_k) + " inner=" + std::string(dp.inner->name) + " combine=add.rz.f32";
     s += std::string(" snap=") + (dp.snap ? "1/1024" : "off");
   }
   if (dp.kind != DatapathKind::tfdpa) s += " alpha=" + alpha_text(dp.alpha);
@@ -327,7 +348,7 @@ std::string describe_parameters_json(const Datapath& dp) {
   std::string s = "{\"name\": \"" + std::string(dp.name) + "\", \"kind\": \"" + std::string(kind_name(dp.kind)) + "\"";
   auto num = [&](const char* key, int v) { s += std::string(", \"") + key + "\": " + std::to_string(v); };
   auto str = [&](const char* key, std::string_view v) {
-    s += std::string(", \"") + key + "\": \"" + json_escape(v) + "\"";
+    s += std::string(", \"") + key + "\": " + json::string(v);
   };
   if (dp.kind == DatapathKind::tfdpa || dp.kind == DatapathKind::gst_fdpa) {
     num("G", dp.kind == DatapathKind::tfdpa ? p.group : dp.instruction_k);
@@ -347,19 +368,19 @@ std::string describe_parameters_json(const Datapath& dp) {
     s += std::string(", \"scale_sign_ignored\": ") + (p.scale_sign_ignored ? "true" : "false");
     s += ", \"inputs\": [";
     for (std::size_t i = 0; i < dp.inputs.size(); ++i)
-      s += std::string(i ? ", " : "") + "{\"format\": \"" + std::string(dp.inputs[i].format) +
+      s += std::string(i ? ", " : "") + "{\"format\": \"" + std::string(dp.inputs[i].name) +
            "\", \"instruction_k\": " + std::to_string(dp.inputs[i].instruction_k) + "}";
     s += "]";
     if (!dp.scale_formats.empty()) {
       s += ", \"scales\": [";
       for (std::size_t i = 0; i < dp.scale_formats.size(); ++i)
-        s += std::string(i ? ", " : "") + "\"" + std::string(dp.scale_formats[i]) + "\"";
+        s += std::string(i ? ", " : "") + json::string(format_name(dp.scale_formats[i]));
       s += "]";
     }
   }
   if (dp.kind == DatapathKind::probe_matched) {
     num("group_k", dp.group_k);
-    str("inner", dp.inner);
+    str("inner", dp.inner->name);
     s += std::string(", \"snap\": ") + (dp.snap ? "true" : "false");
   }
   if (dp.kind != DatapathKind::tfdpa) str("alpha", alpha_text(dp.alpha));
@@ -484,27 +505,6 @@ u128 shifted(u128 sig, int d, bool& lost) {
   return sig >> -d;
 }
 
-// Exact signed sum of two values ±m * 2^e, rounded by `finish` (round_output / round_to_fp32). The
-// smaller is jammed below a 120-bit window of the larger, which is exact for two addends: when they
-// are far apart no cancellation can bring the jammed bits near the 24-bit result (SoftFloat addF32).
-struct Signed {
-  bool negative;
-  int lsb;
-  u128 mag;
-};
-
-Signed add_two(Signed x, Signed y) {
-  if (x.mag == 0) return y;
-  if (y.mag == 0) return x;
-  const int top = std::max(x.lsb + bit_length(x.mag), y.lsb + bit_length(y.mag));
-  const int lsb = std::max(std::min(x.lsb, y.lsb), top - 120);
-  auto align = [&](const Signed& v) { return v.lsb >= lsb ? v.mag << (v.lsb - lsb) : shift_right_jam(v.mag, lsb - v.lsb); };
-  const i128 a = x.negative ? -static_cast<i128>(align(x)) : static_cast<i128>(align(x));
-  const i128 b = y.negative ? -static_cast<i128>(align(y)) : static_cast<i128>(align(y));
-  const i128 s = a + b;
-  return Signed{s < 0, lsb, static_cast<u128>(s < 0 ? -s : s)};
-}
-
 }  // namespace
 
 std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, const Addend& c) {
@@ -538,8 +538,8 @@ std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, con
   const u128 mag = static_cast<u128>(negative ? -sum : sum);
   if (p.c_in_alignment || c.sig == 0) return any ? round_output(p, negative, e_max - p.frac_bits, mag) : 0u;
   // Late C: added exactly to the truncated product sum, one rounding.
-  const Signed s = add_two(Signed{negative, e_max - p.frac_bits, any ? mag : 0},
-                           Signed{c.negative, c.exp - c.frac, c.sig});
+  const SignedValue s = add_exact(SignedValue{negative, e_max - p.frac_bits, any ? mag : 0},
+                                  SignedValue{c.negative, c.exp - c.frac, c.sig});
   return round_output(p, s.negative, s.lsb, s.mag);
 }
 

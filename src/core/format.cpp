@@ -3,6 +3,8 @@
 #include <array>
 #include <charconv>
 
+#include "fp4sim/core/error.hpp"
+
 namespace fp4sim {
 
 namespace {
@@ -23,6 +25,12 @@ constexpr std::array kPresets{
     NamedFormat{"fp16", formats::fp16, "IEEE 754 binary16"},
     NamedFormat{"fp32", formats::fp32, "IEEE 754 binary32"},
 };
+
+constexpr NameRow<Specials> kSpecials[] = {{"ieee", Specials::ieee},
+                                            {"fn", Specials::fn},
+                                            {"finite", Specials::finite},
+                                            {"pow2_nan", Specials::pow2_nan},
+                                            {"reserved_top", Specials::reserved_top}};
 
 bool parse_int(std::string_view& text, int& value) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -84,15 +92,14 @@ std::string format_name(const Format& format) {
   return name;
 }
 
-std::string_view specials_name(Specials specials) {
-  switch (specials) {
-    case Specials::ieee: return "ieee";
-    case Specials::fn: return "fn";
-    case Specials::finite: return "finite";
-    case Specials::pow2_nan: return "pow2_nan";
-    case Specials::reserved_top: return "reserved_top";
-  }
-  return "?";
+std::span<const NameRow<Specials>> names(Specials) { return kSpecials; }
+
+Format format_argument(std::string_view text, std::string_view what) {
+  if (auto f = parse_format(text)) return *f;
+  std::string known;
+  for (const auto& preset : kPresets) known += std::string(known.empty() ? "" : " ") + std::string(preset.name);
+  throw UsageError(std::string(what) + ": unknown format '" + std::string(text) + "' (known: " + known +
+                   ", or eXmY / ueXmY[bN][fn|fin])");
 }
 
 }  // namespace fp4sim

@@ -106,24 +106,12 @@ std::string hex8(std::uint32_t v) {
   return buf;
 }
 
-const Datapath& inner_of(const GemmOptions& o) {
-  if (o.inner) return *o.inner;
-  const Datapath* inner = find_datapath(o.datapath->inner);
-  return *inner;
-}
+const Datapath& inner_of(const GemmOptions& o) { return o.inner ? *o.inner : *o.datapath->inner; }
 
 // The input format the encoded operands must fit: the T-FDPA row's (or the inner row's) first input.
 Format encoded_input(const GemmOptions& o) {
   const Datapath& dp = o.datapath->kind == DatapathKind::probe_matched ? inner_of(o) : *o.datapath;
-  return *input_format(dp.inputs.front().format);
-}
-
-bool row_takes(std::span<const std::string_view> names, const Format& f) {
-  for (auto n : names) {
-    const auto g = parse_format(n);
-    if (g && *g == f) return true;
-  }
-  return false;
+  return dp.inputs.front().format;
 }
 
 }  // namespace
@@ -157,11 +145,11 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
       throw UsageError("gemm: --inner must be a tensor-core row that takes bf16, got " + std::string(inner.name));
   }
   if (dp.kind == DatapathKind::gst_fdpa) {
-    if (!row_takes(std::span<const std::string_view>(&dp.inputs.front().format, 1), a.element))
+    if (!(dp.inputs.front().format == a.element))
       throw DataError("gemm: " + std::string(dp.name) + " takes e2m1 elements, not " + format_name(a.element));
-    if (!row_takes(dp.scale_formats, a.scale)) {
+    if (std::find(dp.scale_formats.begin(), dp.scale_formats.end(), a.scale) == dp.scale_formats.end()) {
       std::string list;
-      for (auto s : dp.scale_formats) list += (list.empty() ? "" : ", ") + std::string(s);
+      for (const Format& f : dp.scale_formats) list += (list.empty() ? "" : ", ") + format_name(f);
       throw DataError("gemm: " + std::string(dp.name) + " takes " + list + " scales, not " + format_name(a.scale));
     }
     const auto blk = static_cast<int>(a.block_cols);
@@ -431,29 +419,6 @@ std::uint32_t ReferenceContext::element(std::size_t i, std::size_t j) const {
   return output_cast(out, options.bf16_output);
 }
 
-SignedValue add_exact(SignedValue x, SignedValue y) {
-  if (x.mag == 0) return y;
-  if (y.mag == 0) return x;
-  auto width = [](u128 v) {
-    const auto hi = static_cast<std::uint64_t>(v >> 64);
-    return hi ? 128 - std::countl_zero(hi) : 64 - std::countl_zero(static_cast<std::uint64_t>(v));
-  };
-  auto jam = [](u128 v, int d) -> u128 {
-    if (d <= 0) return v;
-    if (d >= 128) return v != 0;
-    return (v >> d) | (((v << (128 - d)) != 0) ? 1 : 0);
-  };
-  // Two addends: the smaller is folded into a sticky bit below a 120-bit window of the larger, which
-  // cannot change a 24-bit rounding (far apart, no cancellation reaches it; close, nothing is folded).
-  const int top = std::max(x.lsb + width(x.mag), y.lsb + width(y.mag));
-  const int lsb = std::max(std::min(x.lsb, y.lsb), top - 120);
-  auto align = [&](const SignedValue& v) { return v.lsb >= lsb ? v.mag << (v.lsb - lsb) : jam(v.mag, lsb - v.lsb); };
-  const i128 ax = x.negative ? -static_cast<i128>(align(x)) : static_cast<i128>(align(x));
-  const i128 ay = y.negative ? -static_cast<i128>(align(y)) : static_cast<i128>(align(y));
-  const i128 s = ax + ay;
-  return SignedValue{s < 0, lsb, static_cast<u128>(s < 0 ? -s : s)};
-}
-
 }  // namespace detail
 
 float gemm_reference_element(const QuantizedTensor& a, std::size_t i, const QuantizedTensor& b, std::size_t j,
@@ -479,22 +444,36 @@ std::vector<float> gemm(const QuantizedTensor& a, const QuantizedTensor& b, cons
   return c;
 }
 
-GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const QuantizedTensor& b,
-                         const GemmRequest& request) {
+GemmOptions gemm_options(const Recipe& recipe, const GemmRequest& request) {
   GemmOptions o;
-  const std::string name = request.datapath.empty() ? recipe.default_datapath : request.datapath;
-  o.datapath = find_datapath(name);
-  if (!o.datapath) throw UsageError("unknown datapath '" + name + "' (known: " + datapath_names() + ")");
-  if (o.datapath->kind == DatapathKind::probe_matched) {
-    const std::string inner = request.inner.empty() ? std::string(o.datapath->inner) : request.inner;
-    o.inner = find_datapath(inner);
-    if (!o.inner) throw UsageError("unknown --inner datapath '" + inner + "' (known: " + datapath_names() + ")");
-  } else if (!request.inner.empty()) {
+  o.datapath = request.datapath ? request.datapath : recipe.default_datapath;
+  const bool probe_matched = o.datapath->kind == DatapathKind::probe_matched;
+  if (probe_matched) {
+    o.inner = request.inner ? request.inner : o.datapath->inner;
+  } else if (request.inner) {
     throw UsageError("--inner applies only to --datapath probe-matched");
+  }
+  if (!request.snap && !probe_matched) throw UsageError("--no-snap applies only to --datapath probe-matched");
+  if (request.frac_bits) {
+    // A what-if row: the datapath (or probe-matched's inner row) with another alignment width F.
+    Datapath modified = probe_matched ? *o.inner : *o.datapath;
+    if (modified.kind != DatapathKind::tfdpa && modified.kind != DatapathKind::gst_fdpa)
+      throw UsageError("--frac-bits applies to tensor-core datapaths (T-FDPA, GST-FDPA, or probe-matched's inner)");
+    modified.fused.frac_bits = *request.frac_bits;
+    const auto problems = validate(modified);
+    if (!problems.empty()) throw UsageError("--frac-bits " + std::to_string(*request.frac_bits) + ": " + problems.front());
+    o.what_if = std::make_shared<const Datapath>(modified);
+    (probe_matched ? o.inner : o.datapath) = o.what_if.get();
   }
   o.snap = request.snap && o.datapath->snap;
   o.bf16_output = request.bf16_output;
   o.impl = request.impl;
+  return o;
+}
+
+GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const QuantizedTensor& b,
+                         const GemmRequest& request) {
+  GemmOptions o = gemm_options(recipe, request);
   const float element_max = decode_to_float(a.element, a.element.max_finite_code());
   o.alpha = gemm_alpha(alpha_rule_for(*o.datapath, recipe), a.tensor_amax, a.target, b.tensor_amax, b.target,
                        element_max);
@@ -644,10 +623,6 @@ TileSet select_tiles(std::string_view forced) {
   if (cpu_has_avx2()) return isa_avx2::tiles();
   return isa_portable::tiles();
 }
-
-std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
-
-int bit_length_u64(std::uint64_t x) { return x ? 64 - std::countl_zero(x) : 0; }
 
 // Everything the fast kernels and their scalar fallbacks need about the two operands.
 struct FastContext {
@@ -842,7 +817,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     case DatapathKind::exact:
     case DatapathKind::fp32_seq: kb_len = a.block; break;
     case DatapathKind::tfdpa: row = &dp; break;
-    case DatapathKind::probe_matched: row = options.inner ? options.inner : find_datapath(dp.inner); break;
+    case DatapathKind::probe_matched: row = &inner_of(options); break;
     case DatapathKind::gst_fdpa:
       row = &dp;
       kb_len = static_cast<std::size_t>(dp.fused.subblock);
@@ -864,7 +839,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
       if (static_cast<std::size_t>(dp.group_k) % kb_len != 0) return false;
       group_blocks = static_cast<std::size_t>(dp.group_k) / kb_len;
     }
-    const Format input = *input_format(row->inputs.front().format);
+    const Format input = row->inputs.front().format;
     ta = std::make_unique<EncodedTable>(a, input);
     tb = std::make_unique<EncodedTable>(b, input);
   }
@@ -956,7 +931,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
         max_l = std::max(max_l, lsb);
         if (table) max_d = std::max(max_d, me - lsb);
         s.lo[r] = std::min(s.lo[r], lsb);
-        s.hi[r] = std::max(s.hi[r], lsb + bit_length_u64(static_cast<std::uint64_t>(maxn) * sc.sig));
+        s.hi[r] = std::max(s.hi[r], lsb + bit_length(static_cast<std::uint64_t>(maxn) * sc.sig));
       }
     }
     s.min_l = min_l;
@@ -968,7 +943,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
 
   // Tensor-level preconditions of the binary32 kernels (else the whole GEMM takes the reference).
   const bool any_term = sa.min_l != kPos && sb.min_l != kPos;
-  const int log2_kb = bit_length_u64(kb_len);
+  const int log2_kb = bit_length(kb_len);
   const int term_bits = 2 * 7 + log2_kb + 16;  // |P| < 2^(14 + log2 KB), sig_a * sig_b < 2^16 (8-bit scales)
   const bool f32_terms_exact = !any_term || (sa.min_l >= -149 && sb.min_l >= -149 && sa.min_l + sb.min_l >= -149 &&
                                              sa.max_l + sb.max_l + term_bits < 127 && sa.max_l + term_bits < 127);
@@ -1085,7 +1060,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     int hi_a = kNeg, hi_b = kNeg;
     for (std::size_t r = 0; r < m; ++r) hi_a = std::max(hi_a, sa.hi[r]);
     for (std::size_t r = 0; r < n; ++r) hi_b = std::max(hi_b, sb.hi[r]);
-    g.may_overflow = hi_a + hi_b + bit_length_u64(k) + 1 >= 128;
+    g.may_overflow = hi_a + hi_b + bit_length(k) + 1 >= 128;
   }
   g.group_blocks = group_blocks;
   g.fix = fix_tfdpa;
@@ -1148,7 +1123,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   const auto t_epilogue = std::chrono::steady_clock::now();
   // Epilogues, exactness fallbacks and special rows.
   const ReferenceContext ref(qa, qb, options);
-  const int log2_k = bit_length_u64(k);
+  const int log2_k = bit_length(k);
   const auto mi = static_cast<std::int64_t>(m);
   std::uint64_t reference_outputs = 0;
 #pragma omp parallel for schedule(dynamic, 8) reduction(+ : reference_outputs)

@@ -38,15 +38,6 @@ struct EncodedTable {
 
 std::optional<Unpacked> encoded_value(const OperandInfo& op, const Format& input, int n, std::uint8_t scale_code);
 
-struct SignedValue {
-  bool negative = false;
-  int lsb = 0;
-  u128 mag = 0;
-};
-// The exact sum of two values, with the smaller folded into a sticky bit when far below (safe for one
-// later rounding to <= 64 bits).
-SignedValue add_exact(SignedValue x, SignedValue y);
-
 // RN32(acc * alpha), NaN -> the row's NaN.
 std::uint32_t epilogue(const Datapath& dp, std::uint32_t acc, float alpha);
 // RNE to BF16 (as float32 bits) when asked.

@@ -1,61 +1,25 @@
 #include "fp4sim/core/layout.hpp"
 
-#include <array>
-#include <utility>
-
 #include "fp4sim/core/error.hpp"
 
 namespace fp4sim {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, ScaleLayout>, 3> kLayouts{{{"rowmajor", ScaleLayout::rowmajor},
-                                                                           {"te-rowrep", ScaleLayout::te_rowrep},
-                                                                           {"swizzled-128x4", ScaleLayout::swizzled_128x4}}};
-constexpr std::array<std::pair<std::string_view, NibbleOrder>, 3> kOrders{{{"low-first", NibbleOrder::low_first},
-                                                                          {"high-first", NibbleOrder::high_first},
-                                                                          {"unpacked", NibbleOrder::unpacked}}};
+constexpr NameRow<ScaleLayout> kLayouts[] = {{"rowmajor", ScaleLayout::rowmajor},
+                                              {"te-rowrep", ScaleLayout::te_rowrep},
+                                              {"swizzled-128x4", ScaleLayout::swizzled_128x4}};
+constexpr NameRow<NibbleOrder> kOrders[] = {{"low-first", NibbleOrder::low_first},
+                                            {"high-first", NibbleOrder::high_first},
+                                            {"unpacked", NibbleOrder::unpacked}};
 
 constexpr std::size_t kTileRows = 128, kTileCols = 4, kTileBytes = kTileRows * kTileCols;
 
-std::size_t product(const std::vector<std::size_t>& shape) {
-  std::size_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
-
 }  // namespace
 
-std::string_view layout_name(ScaleLayout layout) {
-  for (const auto& [n, l] : kLayouts) {
-    if (l == layout) return n;
-  }
-  return "?";
-}
-std::optional<ScaleLayout> parse_layout(std::string_view name) {
-  for (const auto& [n, l] : kLayouts) {
-    if (n == name) return l;
-  }
-  return std::nullopt;
-}
-std::string_view nibble_order_name(NibbleOrder order) {
-  for (const auto& [n, o] : kOrders) {
-    if (o == order) return n;
-  }
-  return "?";
-}
-std::optional<NibbleOrder> parse_nibble_order(std::string_view name) {
-  for (const auto& [n, o] : kOrders) {
-    if (n == name) return o;
-  }
-  return std::nullopt;
-}
+std::span<const NameRow<ScaleLayout>> names(ScaleLayout) { return kLayouts; }
+std::span<const NameRow<NibbleOrder>> names(NibbleOrder) { return kOrders; }
 
-std::string shape_text(const std::vector<std::size_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::vector<std::size_t> ScaleStorage::canonical_shape(ScaleLayout layout, const ScaleGrid& g) {
   switch (layout) {
@@ -66,14 +30,19 @@ std::vector<std::size_t> ScaleStorage::canonical_shape(ScaleLayout layout, const
   return {};
 }
 
+ScaleGrid scale_grid(std::size_t rows, std::size_t cols, int block_rows, int block_cols) {
+  if (block_rows < 1 || block_cols < 1) throw UsageError("block_rows and block_cols must be positive");
+  return ScaleGrid{rows, cols, block_rows, block_cols};
+}
+
 ScaleStorage::ScaleStorage(ScaleLayout layout, const ScaleGrid& grid, const std::vector<std::size_t>& shape,
                            std::string_view what)
     : layout_(layout), grid_(grid) {
-  const std::size_t n = product(shape);
+  const std::size_t n = element_count(shape);
   const std::size_t sr = grid.scale_rows(), sc = grid.scale_cols();
   const std::size_t r128 = round_up(grid.rows, kTileRows), sc4 = round_up(sc, kTileCols);
   const std::string prefix = std::string(what) + ": shape " + shape_text(shape) + " does not fit layout " +
-                             std::string(layout_name(layout)) + " of a [" + std::to_string(grid.rows) + ", " +
+                             std::string(name_of(layout)) + " of a [" + std::to_string(grid.rows) + ", " +
                              std::to_string(grid.cols) + "] tensor in " + std::to_string(grid.block_rows) + "x" +
                              std::to_string(grid.block_cols) + " blocks: expected ";
   if (shape.empty() || shape.size() > 2) throw DataError(prefix + "a 1-D or 2-D array");
@@ -167,7 +136,7 @@ void check_codes_shape(NibbleOrder order, std::size_t rows, std::size_t cols, co
   const bool ok = shape == want || (rows == 1 && shape.size() == 1 && shape[0] == want[1]);
   if (!ok) {
     throw DataError(std::string(what) + ": shape " + shape_text(shape) + " does not hold " +
-                    std::string(nibble_order_name(order)) + " codes of a [" + std::to_string(rows) + ", " +
+                    std::string(name_of(order)) + " codes of a [" + std::to_string(rows) + ", " +
                     std::to_string(cols) + "] tensor: expected " + shape_text(want));
   }
 }
@@ -195,7 +164,7 @@ std::vector<std::uint8_t> codes_from_order(std::span<const std::uint8_t> stored,
                                            NibbleOrder order) {
   const std::size_t cc = (cols + 1) / 2;
   const std::size_t want = order == NibbleOrder::unpacked ? rows * cols : rows * cc;
-  if (stored.size() != want) throw DataError("codes: size differs from the shape of " + std::string(nibble_order_name(order)) + " codes");
+  if (stored.size() != want) throw DataError("codes: size differs from the shape of " + std::string(name_of(order)) + " codes");
   std::vector<std::uint8_t> out(rows * cc, 0);
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < cols; ++c) {

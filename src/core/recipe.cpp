@@ -1,177 +1,205 @@
 #include "fp4sim/core/recipe.hpp"
 
 #include <array>
+#include <charconv>
 
 namespace fp4sim {
 
 namespace {
 
-Recipe make_ue5m3() {
-  Recipe r;
-  r.name = "ue5m3";
-  r.source =
-      "UE5M3 paper (Hu, Luschi, Balanca, arXiv:2609.02846) proposed recipe, released code formats.py / "
-      "backends/triton: E2M1 + UE5M3 (max 61440) block 16, 16x16 weight tiles, periodic tensor amax D=50, "
-      "T=448, sr-fast-f32 on dY only, no RHT, zero scale -> 1.0";
-  r.element = formats::e2m1;
-  r.scale = formats::ue5m3;
-  r.block = 16;
-  r.weight_two_d = true;
-  r.scale_rule = ScaleRule::two_level;
-  r.zero_scale = ZeroScale::one;
-  r.tensor_scale = TensorScalePolicy::periodic;
-  r.period = 50;
-  r.target = 448.0f;
-  r.wgrad_grad_target = 448.0f;
-  r.element_rounding = Rounding::rne;
-  r.grad_rounding = Rounding::sr_fast_f32;
-  r.rht_wgrad = false;
-  r.dequantize_order = DequantizeOrder::portable;
-  r.alpha = AlphaRule::reciprocal;
-  r.default_datapath = "probe-matched";
-  return r;
-}
-
-Recipe make_ue5m3_b32() {
-  Recipe r = make_ue5m3();
-  r.name = "ue5m3-b32";
-  r.source = "UE5M3 paper (arXiv:2609.02846) B=32 control run: the ue5m3 recipe with 1x32 blocks and 32x32 weight tiles";
-  r.block = 32;
-  return r;
-}
-
-Recipe make_ue5m3_te() {
-  Recipe r = make_ue5m3();
-  r.name = "ue5m3-te";
-  r.source =
-      "UE5M3 paper (arXiv:2609.02846) 'UE5M3 FP4 with Transformer Engine settings': UE5M3 scales with current "
-      "tensor scaling (D=1), RHT on both wgrad operands, sr-fast-f32 on dY, zero scale -> 1.0";
-  r.tensor_scale = TensorScalePolicy::current;
-  r.period = 1;
-  r.rht_wgrad = true;
-  return r;
-}
-
-Recipe make_nvfp4() {
-  Recipe r;
-  r.name = "nvfp4";
-  r.source =
-      "NVIDIA TransformerEngine NVFP4BlockScaling, CUDA kernels (core_nvfp4.cuh, quantize_transpose_nvfp4.cuh; "
-      "docs/semantics.md N1-N12): E2M1 + E4M3 (UE4M3) block 16, 16x16 weight tiles, current tensor amax, T=448, "
-      "sr-fastest on gradients, RHT on wgrad operands, zero scale kept (multiplier FLT_MAX)";
-  r.element = formats::e2m1;
-  r.scale = formats::ue4m3;
-  r.block = 16;
-  r.weight_two_d = true;
-  r.scale_rule = ScaleRule::two_level;
-  r.zero_scale = ZeroScale::keep;
-  r.tensor_scale = TensorScalePolicy::current;
-  r.period = 1;
-  r.target = 448.0f;
-  r.wgrad_grad_target = 448.0f;
-  r.element_rounding = Rounding::rne;
-  r.grad_rounding = Rounding::sr_fastest;
-  r.rht_wgrad = true;
-  r.dequantize_order = DequantizeOrder::te_kernel;
-  r.alpha = AlphaRule::division;
-  r.default_datapath = "fp32-seq";
-  return r;
-}
-
-Recipe make_nvfp4_norht() {
-  Recipe r = make_nvfp4();
-  r.name = "nvfp4-norht";
-  r.source = "TransformerEngine NVFP4 with disable_rht=True (docs/semantics.md N1-N12 without N8)";
-  r.rht_wgrad = false;
-  return r;
-}
-
-Recipe make_mxfp4() {
-  Recipe r;
-  r.name = "mxfp4";
-  r.source =
-      "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
-      "2^(floor(log2 amax) - 2) from the exponent field (docs/semantics.md M1-M8), RNE saturating elements, no "
-      "tensor scale";
-  r.element = formats::e2m1;
-  r.scale = formats::e8m0;
-  r.block = 32;
-  r.weight_two_d = false;
-  r.scale_rule = ScaleRule::pow2_floor;
-  r.zero_scale = ZeroScale::keep;
-  r.tensor_scale = TensorScalePolicy::none;
-  r.period = 1;
-  r.element_rounding = Rounding::rne;
-  r.grad_rounding = Rounding::rne;
-  r.rht_wgrad = false;
-  r.dequantize_order = DequantizeOrder::portable;
-  r.alpha = AlphaRule::one;
-  r.default_datapath = "fp32-seq";
-  return r;
-}
-
-template <Recipe (*make)()>
-const Recipe& preset() {
-  static const Recipe recipe = make();
-  return recipe;
-}
-
-constexpr std::array kPresets{
-    NamedRecipe{"ue5m3", &preset<make_ue5m3>},         NamedRecipe{"ue5m3-b32", &preset<make_ue5m3_b32>},
-    NamedRecipe{"ue5m3-te", &preset<make_ue5m3_te>},   NamedRecipe{"nvfp4", &preset<make_nvfp4>},
-    NamedRecipe{"nvfp4-norht", &preset<make_nvfp4_norht>}, NamedRecipe{"mxfp4", &preset<make_mxfp4>},
+// The presets. Every row states every field (Recipe's defaults are neutral); ue5m3-b32 and ue5m3-te
+// differ from ue5m3 only where their sources say, nvfp4-norht from nvfp4 only in the RHT.
+const Recipe kPresets[] = {
+    {.name = "ue5m3",
+     .source = "UE5M3 paper (Hu, Luschi, Balanca, arXiv:2609.02846) proposed recipe, released code formats.py / "
+               "backends/triton: E2M1 + UE5M3 (max 61440) block 16, 16x16 weight tiles, periodic tensor amax D=50, "
+               "T=448, sr-fast-f32 on dY only, no RHT, zero scale -> 1.0",
+     .element = formats::e2m1,
+     .scale = formats::ue5m3,
+     .block = 16,
+     .weight_two_d = true,
+     .scale_rule = ScaleRule::two_level,
+     .zero_scale = ZeroScale::one,
+     .tensor_scale = TensorScalePolicy::periodic,
+     .period = 50,
+     .target = 448.0f,
+     .wgrad_grad_target = 448.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::sr_fast_f32,
+     .sr_bits = 8,
+     .rht_wgrad = false,
+     .dequantize_order = DequantizeOrder::portable,
+     .alpha = AlphaRule::reciprocal,
+     .default_datapath = &datapaths::probe_matched},
+    {.name = "ue5m3-b32",
+     .source = "UE5M3 paper (arXiv:2609.02846) B=32 control run: the ue5m3 recipe with 1x32 blocks and 32x32 weight "
+               "tiles",
+     .element = formats::e2m1,
+     .scale = formats::ue5m3,
+     .block = 32,
+     .weight_two_d = true,
+     .scale_rule = ScaleRule::two_level,
+     .zero_scale = ZeroScale::one,
+     .tensor_scale = TensorScalePolicy::periodic,
+     .period = 50,
+     .target = 448.0f,
+     .wgrad_grad_target = 448.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::sr_fast_f32,
+     .sr_bits = 8,
+     .rht_wgrad = false,
+     .dequantize_order = DequantizeOrder::portable,
+     .alpha = AlphaRule::reciprocal,
+     .default_datapath = &datapaths::probe_matched},
+    {.name = "ue5m3-te",
+     .source = "UE5M3 paper (arXiv:2609.02846) 'UE5M3 FP4 with Transformer Engine settings': UE5M3 scales with "
+               "current tensor scaling (D=1), RHT on both wgrad operands, sr-fast-f32 on dY, zero scale -> 1.0",
+     .element = formats::e2m1,
+     .scale = formats::ue5m3,
+     .block = 16,
+     .weight_two_d = true,
+     .scale_rule = ScaleRule::two_level,
+     .zero_scale = ZeroScale::one,
+     .tensor_scale = TensorScalePolicy::current,
+     .period = 1,
+     .target = 448.0f,
+     .wgrad_grad_target = 448.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::sr_fast_f32,
+     .sr_bits = 8,
+     .rht_wgrad = true,
+     .dequantize_order = DequantizeOrder::portable,
+     .alpha = AlphaRule::reciprocal,
+     .default_datapath = &datapaths::probe_matched},
+    {.name = "nvfp4",
+     .source = "NVIDIA TransformerEngine NVFP4BlockScaling, CUDA kernels (core_nvfp4.cuh, "
+               "quantize_transpose_nvfp4.cuh; docs/semantics.md N1-N12): E2M1 + E4M3 (UE4M3) block 16, 16x16 weight "
+               "tiles, current tensor amax, T=448, sr-fastest on gradients, RHT on wgrad operands, zero scale kept "
+               "(multiplier FLT_MAX)",
+     .element = formats::e2m1,
+     .scale = formats::ue4m3,
+     .block = 16,
+     .weight_two_d = true,
+     .scale_rule = ScaleRule::two_level,
+     .zero_scale = ZeroScale::keep,
+     .tensor_scale = TensorScalePolicy::current,
+     .period = 1,
+     .target = 448.0f,
+     .wgrad_grad_target = 448.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::sr_fastest,
+     .sr_bits = 8,
+     .rht_wgrad = true,
+     .dequantize_order = DequantizeOrder::te_kernel,
+     .alpha = AlphaRule::division,
+     .default_datapath = &datapaths::fp32_seq},
+    {.name = "nvfp4-norht",
+     .source = "TransformerEngine NVFP4 with disable_rht=True (docs/semantics.md N1-N12 without N8)",
+     .element = formats::e2m1,
+     .scale = formats::ue4m3,
+     .block = 16,
+     .weight_two_d = true,
+     .scale_rule = ScaleRule::two_level,
+     .zero_scale = ZeroScale::keep,
+     .tensor_scale = TensorScalePolicy::current,
+     .period = 1,
+     .target = 448.0f,
+     .wgrad_grad_target = 448.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::sr_fastest,
+     .sr_bits = 8,
+     .rht_wgrad = false,
+     .dequantize_order = DequantizeOrder::te_kernel,
+     .alpha = AlphaRule::division,
+     .default_datapath = &datapaths::fp32_seq},
+    // No tensor scale: T takes part in no scale; 448 is the target the operand specs and files record.
+    {.name = "mxfp4",
+     .source = "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
+               "2^(floor(log2 amax) - 2) from the exponent field (docs/semantics.md M1-M8), RNE saturating "
+               "elements, no tensor scale",
+     .element = formats::e2m1,
+     .scale = formats::e8m0,
+     .block = 32,
+     .weight_two_d = false,
+     .scale_rule = ScaleRule::pow2_floor,
+     .zero_scale = ZeroScale::keep,
+     .tensor_scale = TensorScalePolicy::none,
+     .period = 1,
+     .target = 448.0f,
+     .wgrad_grad_target = 448.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::rne,
+     .sr_bits = 8,
+     .rht_wgrad = false,
+     .dequantize_order = DequantizeOrder::portable,
+     .alpha = AlphaRule::one,
+     .default_datapath = &datapaths::fp32_seq},
 };
 
-template <class E, std::size_t N>
-std::optional<E> lookup(const std::array<std::pair<std::string_view, E>, N>& table, std::string_view name) {
-  for (const auto& [n, e] : table) {
-    if (n == name) return e;
-  }
-  return std::nullopt;
-}
+constexpr NameRow<ScaleRule> kScaleRules[] = {{"two-level", ScaleRule::two_level},
+                                              {"floor", ScaleRule::pow2_floor},
+                                              {"ceil", ScaleRule::pow2_ceil},
+                                              {"even", ScaleRule::pow2_even},
+                                              {"rceil", ScaleRule::pow2_rceil}};
+constexpr NameRow<ZeroScale> kZeroScales[] = {{"keep", ZeroScale::keep}, {"one", ZeroScale::one}};
+constexpr NameRow<TensorScalePolicy> kTensorScales[] = {{"none", TensorScalePolicy::none},
+                                                        {"current", TensorScalePolicy::current},
+                                                        {"periodic", TensorScalePolicy::periodic}};
+constexpr NameRow<DequantizeOrder> kOrders[] = {{"portable", DequantizeOrder::portable},
+                                                {"kernel", DequantizeOrder::kernel},
+                                                {"te_kernel", DequantizeOrder::te_kernel}};
+constexpr NameRow<Role> kRoles[] = {{"activation", Role::activation}, {"weight", Role::weight},
+                                    {"grad_output", Role::grad_output}};
+constexpr NameRow<Gemm> kGemms[] = {{"fprop", Gemm::fprop}, {"dgrad", Gemm::dgrad}, {"wgrad", Gemm::wgrad}};
 
-template <class E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<std::string_view, E>, N>& table, E value) {
-  for (const auto& [n, e] : table) {
-    if (e == value) return n;
-  }
-  return "?";
-}
-
-constexpr std::array<std::pair<std::string_view, Role>, 3> kRoles{
-    {{"activation", Role::activation}, {"weight", Role::weight}, {"grad_output", Role::grad_output}}};
-constexpr std::array<std::pair<std::string_view, Gemm>, 3> kGemms{
-    {{"fprop", Gemm::fprop}, {"dgrad", Gemm::dgrad}, {"wgrad", Gemm::wgrad}}};
-constexpr std::array<std::pair<std::string_view, ScaleRule>, 5> kScaleRules{{{"two-level", ScaleRule::two_level},
-                                                                             {"floor", ScaleRule::pow2_floor},
-                                                                             {"ceil", ScaleRule::pow2_ceil},
-                                                                             {"even", ScaleRule::pow2_even},
-                                                                             {"rceil", ScaleRule::pow2_rceil}}};
-constexpr std::array<std::pair<std::string_view, DequantizeOrder>, 3> kOrders{
-    {{"portable", DequantizeOrder::portable}, {"kernel", DequantizeOrder::kernel}, {"te_kernel", DequantizeOrder::te_kernel}}};
+constexpr int kPaperPeriod = 50;
 
 }  // namespace
 
-std::span<const NamedRecipe> recipe_presets() { return kPresets; }
+std::span<const NameRow<ScaleRule>> names(ScaleRule) { return kScaleRules; }
+std::span<const NameRow<ZeroScale>> names(ZeroScale) { return kZeroScales; }
+std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy) { return kTensorScales; }
+std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder) { return kOrders; }
+std::span<const NameRow<Role>> names(Role) { return kRoles; }
+std::span<const NameRow<Gemm>> names(Gemm) { return kGemms; }
 
-std::optional<Recipe> find_recipe(std::string_view name) {
-  for (const auto& p : kPresets) {
-    if (p.name == name) return p.get();
-  }
-  return std::nullopt;
+std::optional<TensorScaleSetting> parse_tensor_scale(std::string_view text) {
+  if (text == "none") return TensorScaleSetting{TensorScalePolicy::none, 1};
+  if (text == "current") return TensorScaleSetting{TensorScalePolicy::current, 1};
+  if (text == "periodic") return TensorScaleSetting{TensorScalePolicy::periodic, kPaperPeriod};
+  if (!text.starts_with("periodic:")) return std::nullopt;
+  const std::string_view digits = text.substr(9);
+  int period = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), period);
+  if (ec != std::errc{} || end != digits.data() + digits.size() || period < 1) return std::nullopt;
+  return TensorScaleSetting{TensorScalePolicy::periodic, period};
 }
 
-std::string_view role_name(Role role) { return name_of(kRoles, role); }
-std::optional<Role> parse_role(std::string_view name) { return lookup(kRoles, name); }
-std::string_view gemm_name(Gemm gemm) { return name_of(kGemms, gemm); }
-std::optional<Gemm> parse_gemm(std::string_view name) { return lookup(kGemms, name); }
-std::string_view scale_rule_name(ScaleRule rule) { return name_of(kScaleRules, rule); }
-std::optional<ScaleRule> parse_scale_rule(std::string_view name) { return lookup(kScaleRules, name); }
-std::string_view dequantize_order_name(DequantizeOrder order) { return name_of(kOrders, order); }
+std::string tensor_scale_text(TensorScalePolicy policy, int period) {
+  if (policy == TensorScalePolicy::periodic) return "periodic:" + std::to_string(period);
+  return std::string(name_of(policy));
+}
+
+std::span<const Recipe> recipe_presets() { return kPresets; }
+
+const Recipe* find_recipe(std::string_view name) {
+  for (const Recipe& preset : kPresets) {
+    if (preset.name == name) return &preset;
+  }
+  return nullptr;
+}
+
+std::string recipe_names() {
+  std::string names;
+  for (const Recipe& preset : kPresets) names += (names.empty() ? "" : ", ") + preset.name;
+  return names;
+}
 
 std::vector<std::string> validate(const Recipe& r) {
   std::vector<std::string> problems;
   if (r.block < 2 || r.block > 256) problems.push_back("block size must be between 2 and 256");
+  if (r.element.exponent_bits < 1) problems.push_back("element format missing");
+  if (r.scale.exponent_bits < 1) problems.push_back("scale format missing");
   if (r.element.bits() > 8) problems.push_back("element format must have at most 8 bits");
   if (r.scale.bits() > 8) problems.push_back("scale format must have at most 8 bits (codes are stored as bytes)");
   if (r.scale.is_signed) problems.push_back("scale format must be unsigned (ueXmY)");
@@ -189,6 +217,7 @@ std::vector<std::string> validate(const Recipe& r) {
   if (!(r.target > 0.0f) || !(r.wgrad_grad_target > 0.0f)) problems.push_back("target T must be positive");
   if (r.sr_bits < 1 || r.sr_bits > 16) problems.push_back("sr_bits must be between 1 and 16");
   if (r.rht_wgrad && r.block % 16 != 0) problems.push_back("RHT needs a block size that is a multiple of 16");
+  if (!r.default_datapath) problems.push_back("default GEMM datapath missing");
   return problems;
 }
 

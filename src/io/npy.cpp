@@ -35,6 +35,17 @@ std::string dtype_descr(DType dtype) {
   return "?";
 }
 
+std::string dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f4: return "float32";
+    case DType::f8: return "float64";
+    case DType::u1: return "uint8";
+    case DType::u2: return "uint16";
+    case DType::u4: return "uint32";
+  }
+  return "?";
+}
+
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::f4: return 4;
@@ -154,6 +165,13 @@ std::vector<std::uint32_t> as_uint32(const Array& a, const std::filesystem::path
     out[i] = v;
   }
   return out;
+}
+
+RandomBitsArray read_random_bits(const std::filesystem::path& path) {
+  const Array a = read(path);
+  RandomBitsArray bits{path.string(), dtype_name(a.dtype), a.shape, {}};
+  if (a.dtype != DType::f4 && a.dtype != DType::f8) bits.values = as_uint32(a, path);
+  return bits;
 }
 
 void write(const std::filesystem::path& path, DType dtype, const std::vector<std::size_t>& shape,

@@ -94,10 +94,10 @@ int floor_log2(float x) {
   return -127 - (std::countl_zero(bits) - 9);
 }
 
-constexpr std::array<std::pair<std::string_view, TensorScaleKind>, 4> kKinds{{{"any", TensorScaleKind::any},
-                                                                            {"encode", TensorScaleKind::encode},
-                                                                            {"decode", TensorScaleKind::decode},
-                                                                            {"amax", TensorScaleKind::amax}}};
+constexpr NameRow<TensorScaleKind> kKinds[] = {{"any", TensorScaleKind::any},
+                                               {"encode", TensorScaleKind::encode},
+                                               {"decode", TensorScaleKind::decode},
+                                               {"amax", TensorScaleKind::amax}};
 
 // ---------------------------------------------------------------------------------------------------
 // Text helpers
@@ -435,7 +435,7 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
     n.fields.push_back(field_signed("scale_exponent", shared));
     for (ScaleRule rule : {ScaleRule::pow2_floor, ScaleRule::pow2_ceil, ScaleRule::pow2_even, ScaleRule::pow2_rceil}) {
       if (rule != rc.scale_rule) {
-        hypotheses.push_back({"the " + std::string(scale_rule_name(rule)) + " rule (" +
+        hypotheses.push_back({"the " + std::string(name_of(rule)) + " rule (" +
                                   std::string(pow2_rule_text(rule)) + ")",
                               m.pow2_code(rule, amax, nonfinite)});
       }
@@ -508,7 +508,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
     char delta[32];
     std::snprintf(delta, sizeof delta, "%.6g", b.delta);
     why = "y = " + yt + " lies between " + code_text(ef, b.lo | sign) + " and " + code_text(ef, b.hi | sign) +
-          ", delta = " + delta + " of the way; stochastic rounding " + std::string(rounding_name(ctx.spec.rounding)) +
+          ", delta = " + delta + " of the way; stochastic rounding " + std::string(name_of(ctx.spec.rounding)) +
           " with random integer r = " + std::to_string(rnd) + " (" + std::to_string(rc.sr_bits) + " bits, " +
           (ctx.random.explicit_bits.empty() ? "Philox seed " + std::to_string(ctx.random.seed) : std::string("--rbits")) +
           ") rounds " + ((golden & ~ef.sign_mask()) == b.hi ? "away from zero" : "toward zero") + " to " +
@@ -525,7 +525,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
       case Bracket::Where::nearer_hi:
         why = "y = " + yt + " lies between " + code_text(ef, b.lo | sign) + " and " + code_text(ef, b.hi | sign) +
               ", nearer " + hex_code(ef, (b.where == Bracket::Where::nearer_lo ? b.lo : b.hi) | sign) + "; " +
-              (ctx.spec.rounding == Rounding::rne ? std::string("RNE") : std::string(rounding_name(ctx.spec.rounding))) +
+              (ctx.spec.rounding == Rounding::rne ? std::string("RNE") : std::string(name_of(ctx.spec.rounding))) +
               " gives " + hex_code(ef, golden);
         break;
       case Bracket::Where::above_max:
@@ -649,19 +649,7 @@ std::size_t product(const std::vector<std::size_t>& shape) {
 
 }  // namespace
 
-std::string_view tensor_scale_kind_name(TensorScaleKind kind) {
-  for (const auto& [n, k] : kKinds) {
-    if (k == kind) return n;
-  }
-  return "?";
-}
-
-std::optional<TensorScaleKind> parse_tensor_scale_kind(std::string_view name) {
-  for (const auto& [n, k] : kKinds) {
-    if (n == name) return k;
-  }
-  return std::nullopt;
-}
+std::span<const NameRow<TensorScaleKind>> names(TensorScaleKind) { return kKinds; }
 
 QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeRequest& request,
                                      std::span<const float> input, std::size_t rows, std::size_t cols,
@@ -674,16 +662,18 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     throw DataError("verify quantize: tensor holds " + std::to_string(input.size()) + " values, shape says " +
                     std::to_string(rows * cols));
   }
-  check_codes_shape(theirs.nibbles, rows, cols, theirs.codes_shape, "codes");
+  check_codes_shape(theirs.nibbles, rows, cols, theirs.codes_shape, theirs.codes_source);
   if (theirs.codes.size() != product(theirs.codes_shape)) {
-    throw DataError("codes: " + std::to_string(theirs.codes.size()) + " bytes, shape says " + shape_text(theirs.codes_shape));
+    throw DataError(theirs.codes_source + ": " + std::to_string(theirs.codes.size()) + " bytes, shape says " +
+                    shape_text(theirs.codes_shape));
   }
   const OperandSpec& spec = request.quantize.spec;
   const QuantizedTensor q = quantize(recipe, request.quantize, input, rows, cols);
   const ScaleGrid grid{rows, cols, q.block_rows, q.block_cols};
-  const ScaleStorage storage(theirs.layout, grid, theirs.scales_shape, "scales");
+  const ScaleStorage storage(theirs.layout, grid, theirs.scales_shape, theirs.scales_source);
   if (theirs.scales.size() != storage.size()) {
-    throw DataError("scales: " + std::to_string(theirs.scales.size()) + " bytes, shape says " + shape_text(theirs.scales_shape));
+    throw DataError(theirs.scales_source + ": " + std::to_string(theirs.scales.size()) + " bytes, shape says " +
+                    shape_text(theirs.scales_shape));
   }
 
   std::vector<float> transformed;
@@ -697,11 +687,11 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
 
   QuantizeVerifyReport rep;
   rep.recipe = recipe.name;
-  rep.role = std::string(role_name(request.role));
+  rep.role = std::string(name_of(request.role));
   rep.element_format = format_name(recipe.element);
   rep.scale_format = format_name(recipe.scale);
-  rep.rounding = std::string(rounding_name(spec.rounding));
-  rep.scale_rule = std::string(scale_rule_name(recipe.scale_rule));
+  rep.rounding = std::string(name_of(spec.rounding));
+  rep.scale_rule = std::string(name_of(recipe.scale_rule));
   rep.rows = rows;
   rep.cols = cols;
   rep.block_rows = q.block_rows;
@@ -730,7 +720,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     for (const auto& [kind, value] : golden) {
       if ((theirs.tensor_scale_kind == TensorScaleKind::any || theirs.tensor_scale_kind == kind) &&
           std::bit_cast<std::uint32_t>(value) == std::bit_cast<std::uint32_t>(v)) {
-        rep.tensor_scale_matched = std::string(tensor_scale_kind_name(kind));
+        rep.tensor_scale_matched = std::string(name_of(kind));
         break;
       }
     }
@@ -745,7 +735,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
       n.summary = "tensor scale: yours " + with_bits(v) + " equals no golden value" +
                   (theirs.tensor_scale_kind == TensorScaleKind::any
                        ? std::string()
-                       : " (compared with the " + std::string(tensor_scale_kind_name(theirs.tensor_scale_kind)) + " value)");
+                       : " (compared with the " + std::string(name_of(theirs.tensor_scale_kind)) + " value)");
       const float el_max = model.element_max;
       n.details.push_back("golden encode scale G = RN(RN(" + float_text(el_max) + " * T) / amax) = " +
                           with_bits(q.global_encode_scale) + "; decode scale Gd = RN(1/G) = " +
@@ -843,7 +833,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
       if (other == theirs.layout) continue;
       if (auto bad = scale_mismatches_under(other, q, theirs); bad && *bad == 0) {
         rep.hints.push_back("your scales match the golden ones exactly when read as --layout " +
-                            std::string(layout_name(other)));
+                            std::string(name_of(other)));
       }
     }
   }
@@ -852,7 +842,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
       if (other == theirs.nibbles) continue;
       if (auto bad = code_mismatches_under(other, q, theirs); bad && *bad == 0) {
         rep.hints.push_back("your codes match the golden ones exactly when read as --nibbles " +
-                            std::string(nibble_order_name(other)));
+                            std::string(name_of(other)));
       }
     }
     if (rep.swapped_nibble_pairs > 0) {
@@ -881,7 +871,7 @@ std::string to_text(const QuantizeVerifyReport& rep) {
        std::to_string(rep.cols) + "], " + rep.element_format + " elements (" + rep.rounding + ") in " +
        std::to_string(rep.block_rows) + "x" + std::to_string(rep.block_cols) + " blocks, " + rep.scale_format +
        " scales (" + rep.scale_rule + ")" + (rep.rht ? ", RHT" : "") + "; layout " +
-       std::string(layout_name(rep.layout)) + ", nibbles " + std::string(nibble_order_name(rep.nibbles)));
+       std::string(name_of(rep.layout)) + ", nibbles " + std::string(name_of(rep.nibbles)));
   line("elements: " + std::to_string(rep.elements) + ", mismatched " + std::to_string(rep.mismatched_elements) +
        (rep.mismatched_scales > 0
             ? " (" + std::to_string(rep.elements_consistent_with_their_scale) + " of them follow from your block scale)"
@@ -933,8 +923,8 @@ std::string to_json(const QuantizeVerifyReport& rep) {
       field_int("block_rows", static_cast<std::uint64_t>(rep.block_rows)),
       field_int("block_cols", static_cast<std::uint64_t>(rep.block_cols)),
       field_bool("rht", rep.rht),
-      field_text("layout", layout_name(rep.layout)),
-      field_text("nibbles", nibble_order_name(rep.nibbles)),
+      field_text("layout", name_of(rep.layout)),
+      field_text("nibbles", name_of(rep.nibbles)),
       field_bool("bit_exact", rep.bit_exact()),
       field_int("elements", rep.elements),
       field_int("blocks", rep.blocks),
@@ -952,7 +942,7 @@ std::string to_json(const QuantizeVerifyReport& rep) {
   };
   if (rep.tensor_scale_given) {
     f.push_back(field("tensor_scale", *rep.tensor_scale_given));
-    f.push_back(field_text("tensor_scale_kind", tensor_scale_kind_name(rep.tensor_scale_kind)));
+    f.push_back(field_text("tensor_scale_kind", name_of(rep.tensor_scale_kind)));
     f.push_back(rep.tensor_scale_matched.empty()
                     ? JsonField{"tensor_scale_matched", "null", "equals no golden value"}
                     : field_text("tensor_scale_matched", rep.tensor_scale_matched));

@@ -16,6 +16,7 @@
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/fp32.hpp"
+#include "fp4sim/core/primitives.hpp"
 #include "fp4sim/verify/verify.hpp"
 
 namespace fp4sim {
@@ -134,7 +135,7 @@ StepTrace trace_tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std:
 std::vector<StepTrace> trace_tfdpa_chain(const Datapath& row, const QuantizedTensor& qa, std::size_t i,
                                          const QuantizedTensor& qb, std::size_t j, std::size_t k0, std::size_t k1,
                                          std::uint32_t c) {
-  const Format input = *input_format(row.inputs.front().format);
+  const Format input = row.inputs.front().format;
   const auto g = static_cast<std::size_t>(row.fused.group);
   std::vector<StepTrace> steps;
   std::vector<Unpacked> ua, ub;
@@ -303,7 +304,7 @@ std::vector<std::string> trace_output(const QuantizedTensor& qa, std::size_t i, 
     case DatapathKind::tfdpa: {
       const auto steps = trace_tfdpa_chain(dp, qa, i, qb, j, 0, qa.cols, 0u);
       lines.push_back(std::string(dp.name) + " (" + describe_parameters(dp) + ") over the encoded operands q*s in " +
-                      std::string(dp.inputs.front().format) + ":");
+                      std::string(dp.inputs.front().name) + ":");
       summarize_chain(steps, "step", 3, lines);
       acc = steps.empty() ? 0u : steps.back().out;
       lines.push_back("accumulator = " + with_bits(std::bit_cast<float>(acc)) + "; alpha = " + with_bits(o.alpha) +
@@ -311,7 +312,7 @@ std::vector<std::string> trace_output(const QuantizedTensor& qa, std::size_t i, 
       break;
     }
     case DatapathKind::probe_matched: {
-      const Datapath& inner = o.inner ? *o.inner : *find_datapath(dp.inner);
+      const Datapath& inner = o.inner ? *o.inner : *dp.inner;
       const auto gk = static_cast<std::size_t>(dp.group_k);
       float c = 0.0f;
       std::vector<StepTrace> all;
@@ -417,17 +418,23 @@ struct Config {
 
 std::vector<Config> auto_configs(const Recipe& recipe, bool bf16_too) {
   std::vector<Config> out;
-  for (const Datapath& dp : datapath_presets()) {
-    if (dp.kind == DatapathKind::probe_matched) {
-      for (const Datapath& inner : datapath_presets()) {
-        if (inner.kind != DatapathKind::tfdpa || !find_input(inner, "bf16")) continue;
+  for (const Datapath* dp : datapath_presets()) {
+    if (dp->kind == DatapathKind::probe_matched) {
+      for (const Datapath* inner : datapath_presets()) {
+        if (inner->kind != DatapathKind::tfdpa || !find_input(*inner, "bf16")) continue;
         for (bool snap : {true, false}) {
-          out.push_back({std::string(dp.name) + " (inner " + std::string(inner.name) + (snap ? ", snap" : ", no snap") + ")",
-                         GemmRequest{std::string(dp.name), std::string(inner.name), snap, false, GemmImpl::fast}});
+          GemmRequest request;
+          request.datapath = dp;
+          request.inner = inner;
+          request.snap = snap;
+          out.push_back({std::string(dp->name) + " (inner " + std::string(inner->name) + (snap ? ", snap" : ", no snap") + ")",
+                         request});
         }
       }
     } else {
-      out.push_back({std::string(dp.name), GemmRequest{std::string(dp.name), "", true, false, GemmImpl::fast}});
+      GemmRequest request;
+      request.datapath = dp;
+      out.push_back({std::string(dp->name), request});
     }
   }
   if (bf16_too) {
@@ -461,14 +468,6 @@ std::string bin_label(int key) {
 
 }  // namespace
 
-std::int64_t ulp_distance(float from, float to) {
-  auto ordered = [](float f) -> std::int64_t {
-    const std::uint32_t b = std::bit_cast<std::uint32_t>(f);
-    return (b & 0x80000000u) ? -static_cast<std::int64_t>(b & 0x7FFFFFFFu) : static_cast<std::int64_t>(b);
-  };
-  return ordered(to) - ordered(from);
-}
-
 GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& request, std::span<const float> a,
                              std::span<const float> b, std::size_t m, std::size_t n, std::size_t k,
                              std::span<const float> theirs) {
@@ -482,7 +481,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
 
   GemmVerifyReport rep;
   rep.recipe = recipe.name;
-  rep.gemm = std::string(gemm_name(request.gemm));
+  rep.gemm = std::string(name_of(request.gemm));
   rep.m = m;
   rep.n = n;
   rep.k = k;
@@ -505,7 +504,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
         cand.exact_matches = count_exact(c, theirs);
         // The best count wins; among equals, the recipe's own datapath.
         const bool own = cfg.request.datapath == recipe.default_datapath && !cfg.request.bf16_output &&
-                         cfg.request.snap && (cfg.request.inner.empty() || cfg.request.inner == std::string(o.datapath->inner));
+                         cfg.request.snap && (!cfg.request.inner || cfg.request.inner == o.datapath->inner);
         if (!have || cand.exact_matches > best || (cand.exact_matches == best && own && !best_is_own)) {
           best_is_own = own;
           best = cand.exact_matches;
@@ -530,7 +529,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
   }
   rep.datapath = std::string(options.datapath->name);
   if (options.datapath->kind == DatapathKind::probe_matched) {
-    rep.inner = std::string(options.inner ? options.inner->name : options.datapath->inner);
+    rep.inner = std::string(options.inner ? options.inner->name : options.datapath->inner->name);
   }
   rep.snap = options.snap;
   rep.bf16_output = options.bf16_output;
@@ -586,7 +585,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
     }
   }
   GemmOptions exact_options = options;
-  exact_options.datapath = find_datapath("exact");
+  exact_options.datapath = &datapaths::exact;
   exact_options.alpha = options.alpha;
   exact_options.bf16_output = false;
 

@@ -10,7 +10,7 @@ cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
 cmake -S "$source/tests/install" -B "$scratch/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_DISABLE_FIND_PACKAGE_HDF5=TRUE \
       -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE >/dev/null
-cmake --build "$scratch/build" >/dev/null
+cmake --build "$scratch/build"
 "$scratch/build/consumer"
 link=$(cd "$scratch/build" && ninja -t commands consumer | tail -n 1)
 case "$link" in *hdf5*) echo "the consumer's link line names HDF5: $link"; exit 1 ;; esac

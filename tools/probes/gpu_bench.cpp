@@ -22,8 +22,7 @@ int main(int argc, char** argv) {
   const double copy_gbs = copy.bytes / copy.ms / 1e6;
   std::printf("copy D2D %zu MB: %.3f ms, %.1f GB/s (read+write)\n", bytes >> 20, copy.ms, copy_gbs);
   std::printf("%-12s %-26s %-7s %10s %10s %8s\n", "recipe", "spec", "amax", "ms", "GB/s", "vs copy");
-  for (const auto& p : recipe_presets()) {
-    const Recipe& r = p.get();
+  for (const Recipe& r : recipe_presets()) {
     for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
       const GemmOperands ops = operands_for(r, g);
       for (int which = 0; which < 2; ++which) {
@@ -34,8 +33,8 @@ int main(int argc, char** argv) {
           if (held && r.tensor_scale == TensorScalePolicy::none) continue;
           gpu::BenchFigures q;
           const gpu::Status st = gpu::bench_quantize(r, s, held != 0, rows, cols, 10, q);
-          const std::string spec = std::string(gemm_name(g)) + ":" + std::string(role_name(s.role)) +
-                                   (s.two_d ? "/2d" : "") + "/" + std::string(rounding_name(s.rounding)) + (s.rht ? "/rht" : "");
+          const std::string spec = std::string(name_of(g)) + ":" + std::string(name_of(s.role)) +
+                                   (s.two_d ? "/2d" : "") + "/" + std::string(name_of(s.rounding)) + (s.rht ? "/rht" : "");
           if (st != gpu::Status::success) {
             std::printf("%-12s %-26s %s\n", r.name.c_str(), spec.c_str(), std::string(gpu::status_name(st)).c_str());
             continue;

@@ -32,8 +32,7 @@ enum class HoldRule : std::uint8_t {
   window,    // the refresh step's amax when captured, else the step's own amax (held_exact: false)
   previous,  // the previous captured step's amax (a stress test of staleness beyond D)
 };
-std::string_view hold_rule_name(HoldRule rule);
-std::optional<HoldRule> parse_hold_rule(std::string_view name);
+std::span<const NameRow<HoldRule>> names(HoldRule);
 
 // The GEMM-level evaluation of one quantized GEMM: returns Ĉ [M, N] (row-major, double) from the
 // quantized operands A [M, K] and B [N, K] (for tests and experiments; replay otherwise calls gemm.hpp

@@ -37,20 +37,14 @@ std::optional<Distribution> parse_distribution(std::string_view text);
 std::vector<float> generate(const Distribution& d, std::size_t rows, std::size_t cols, std::uint64_t seed,
                             std::uint64_t stream);
 
-// A tensor-scale policy of the grid: none, current, or periodic:D (on a trace: D steps, held per the
-// hold rule; on synthetic data the held amax is current amax / rho for every rho of Grid::rhos).
-struct TensorScaleChoice {
-  TensorScalePolicy policy = TensorScalePolicy::current;
-  int period = 50;
-  std::string name;
-};
-std::optional<TensorScaleChoice> parse_tensor_scale(std::string_view text);
 
 struct Grid {
   std::vector<Format> element_formats{formats::e2m1};
   std::vector<Format> scale_formats{formats::ue4m3, formats::ue5m3, formats::e8m0};
   std::vector<int> blocks{16, 32};
-  std::vector<TensorScaleChoice> tensor_scales;  // default: none, current
+  // Tensor-scale policies (parse_tensor_scale; default: none, current): periodic:D on a trace holds for
+  // D steps per the hold rule; on synthetic data the held amax is current amax / rho for every rho.
+  std::vector<TensorScaleSetting> tensor_scales;
   std::vector<Rounding> roundings{Rounding::rne};
   std::vector<double> rhos{1.0};  // synthetic periodic only
   std::string base = "ue5m3";     // the preset every other field comes from
@@ -59,7 +53,7 @@ struct Grid {
 // One grid point as a recipe; nullopt with `why` when the combination is not a valid recipe (e.g. an
 // E8M0 scale with a tensor scale). Power-of-two scale formats use the OCP floor rule.
 std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const Format& scale, int block,
-                                  const TensorScaleChoice& ts, Rounding rounding, std::string& why);
+                                  const TensorScaleSetting& ts, Rounding rounding, std::string& why);
 
 struct Options {
   Grid grid;

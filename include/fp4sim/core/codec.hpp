@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "fp4sim/core/format.hpp"
+#include "fp4sim/core/names.hpp"
 #include "fp4sim/core/rounding.hpp"
 
 namespace fp4sim {
@@ -36,6 +37,7 @@ float decode_to_float(const Format& format, std::uint32_t code);
 // Which convention maps -0 and NaN: hardware (cvt.*.satfinite; docs/semantics.md G3) or TE's Python
 // reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code).
 enum class SpecialConvention : std::uint8_t { hardware, te_python };
+std::span<const NameRow<SpecialConvention>> names(SpecialConvention);
 
 struct EncodeOptions {
   Rounding rounding = Rounding::rne;

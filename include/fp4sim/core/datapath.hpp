@@ -16,11 +16,9 @@
 #include <vector>
 
 #include "fp4sim/core/format.hpp"
+#include "fp4sim/core/primitives.hpp"
 
 namespace fp4sim {
-
-using u128 = unsigned __int128;
-using i128 = __int128;
 
 namespace formats {
 // TF32 as an input format: binary32's exponent with 10 fraction bits (wgmma/mma .tf32).
@@ -80,8 +78,9 @@ enum class AlphaSource : std::uint8_t {
 // A recipe without a tensor scale (AlphaRule::one) has alpha = 1 under every datapath.
 
 struct InputSpec {
-  std::string_view format;  // a docs/cli.md format name (or "tf32")
-  int instruction_k;        // K of one instruction for this input type
+  std::string_view name;  // as users name it: a docs/cli.md format name, or "tf32"
+  Format format;
+  int instruction_k;      // K of one instruction for this input type
 };
 
 struct Datapath {
@@ -93,19 +92,27 @@ struct Datapath {
   // T-FDPA: accepted input formats, first = the encoded-operand format `gemm` uses. GST-FDPA: the
   // element formats accepted.
   std::span<const InputSpec> inputs{};
-  std::span<const std::string_view> scale_formats{};  // GST-FDPA: accepted block-scale formats
+  std::span<const Format> scale_formats{};  // GST-FDPA: accepted block-scale formats
   int instruction_k = 0;                              // GST-FDPA: K of one instruction (64)
   // probe-matched composition
-  std::string_view inner{};  // default inner tensor-core datapath per group
+  const Datapath* inner = nullptr;  // default inner tensor-core datapath per group
   int group_k = 0;           // K of one group (64), K % group_k == 0 required
   bool snap = false;         // RNE(C*1024)/1024 before alpha (default on; --no-snap)
   AlphaSource alpha = AlphaSource::recipe;
   std::uint32_t nan_bits = 0x7FFFFFFFu;  // the NaN this datapath outputs (FP32 bits)
 };
 
-std::span<const Datapath> datapath_presets();
+// The rows, each a named object (the recipes and probe-matched's inner row point at them), and the
+// table of them in --list-datapaths order.
+namespace datapaths {
+extern const Datapath exact, fp32_seq, probe_matched, sm70, sm80, sm80_tf32, sm90_bf16, sm90_f16acc, sm90_tf32,
+    sm90_fp8, sm100_f16, sm100_f16acc, sm100_tf32, sm100_f8f6f4, sm100_mxf4nvf4, ue5m3_native;
+}  // namespace datapaths
+std::span<const Datapath* const> datapath_presets();
 const Datapath* find_datapath(std::string_view name);
 std::string datapath_names();  // "exact fp32-seq ..." for messages
+// The row a flag or keyword names; UsageError "<what>: unknown datapath ..." listing the rows.
+const Datapath& datapath_argument(std::string_view name, std::string_view what);
 
 // Problems that make a datapath row unusable (empty when valid).
 std::vector<std::string> validate(const Datapath& datapath);
@@ -117,7 +124,6 @@ std::string describe_parameters_json(const Datapath& datapath);
 
 // The input format a T-FDPA row accepts under this name, with its instruction K (nullopt if none).
 std::optional<InputSpec> find_input(const Datapath& datapath, std::string_view format_name);
-std::optional<Format> input_format(std::string_view format_name);  // docs/cli.md names plus "tf32"
 
 // ---------------------------------------------------------------------------------------------------
 // Golden arithmetic.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "fp4sim/core/host_device.hpp"
+#include "fp4sim/core/names.hpp"
 
 namespace fp4sim {
 
@@ -110,10 +111,12 @@ std::span<const NamedFormat> format_presets();
 // finite) choose the special values (default: IEEE Inf/NaN; Y = 0 unsigned gives the e8m0 policy).
 // Returns nullopt for anything else.
 std::optional<Format> parse_format(std::string_view text);
+// The format a flag or keyword names; UsageError "<what>: unknown format ..." listing the presets.
+Format format_argument(std::string_view text, std::string_view what);
 
 // The preset name when the format equals a preset, else the canonical descriptor.
 std::string format_name(const Format& format);
 
-std::string_view specials_name(Specials specials);
+std::span<const NameRow<Specials>> names(Specials);
 
 }  // namespace fp4sim

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +47,8 @@ struct GemmReport {
 struct GemmOptions {
   const Datapath* datapath = nullptr;  // required
   const Datapath* inner = nullptr;     // probe-matched: the inner T-FDPA row (nullptr: the row's default)
+  std::shared_ptr<const Datapath> what_if;  // the row with another F (GemmRequest::frac_bits) that
+                                            // datapath or inner points at, kept alive with the options
   bool snap = true;                    // probe-matched: RNE(C*1024)/1024 (--no-snap clears it)
   float alpha = 1.0f;                  // the epilogue's post-scale (gemm_alpha)
   bool bf16_output = false;            // round every output RNE to BF16 (kept as float32 values)
@@ -73,18 +77,23 @@ float gemm_alpha(AlphaRule rule, float amax_a, float target_a, float amax_b, flo
 // else the row's own rule (fp32-seq: division, probe-matched: reciprocal) or the recipe's.
 AlphaRule alpha_rule_for(const Datapath& datapath, const Recipe& recipe);
 
-// The convenience entry point for replay and the CLI: names resolved (empty datapath: the recipe's
-// default), alpha formed from the operands' tensor amaxes and targets.
+// The entry point for the front ends and replay: the recipe's defaults filled in, alpha formed from
+// the operands' tensor amaxes and targets.
 struct GemmRequest {
-  std::string datapath;  // "" = recipe.default_datapath
-  std::string inner;     // probe-matched inner row ("" = the row's default, sm90-bf16)
-  bool snap = true;
+  const Datapath* datapath = nullptr;  // nullptr: the recipe's default_datapath
+  const Datapath* inner = nullptr;     // probe-matched's inner row (nullptr: the row's own, sm90-bf16)
+  bool snap = true;                    // false (--no-snap) applies to probe-matched only
   bool bf16_output = false;
   GemmImpl impl = GemmImpl::fast;
+  std::optional<int> frac_bits;        // what-if: the tensor-core row (T-FDPA, GST-FDPA, or probe-matched's
+                                       // inner) with this alignment width F instead of its own
 };
 std::vector<float> gemm(const Recipe& recipe, const QuantizedTensor& a, const QuantizedTensor& b,
                         const GemmRequest& request = {});
-// The GemmOptions gemm(recipe, ...) would use (UsageError for unknown names).
+// The rows and settings a request selects, alpha left at 1 (UsageError for a combination the datapath
+// does not take: an inner row or --no-snap outside probe-matched, a frac_bits the row cannot hold).
+GemmOptions gemm_options(const Recipe& recipe, const GemmRequest& request);
+// gemm_options with alpha formed from the operands: what gemm(recipe, ...) runs.
 GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const QuantizedTensor& b,
                          const GemmRequest& request);
 

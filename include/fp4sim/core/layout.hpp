@@ -28,15 +28,17 @@
 #include <string_view>
 #include <vector>
 
+#include "fp4sim/core/arrays.hpp"
+#include "fp4sim/core/names.hpp"
+#include "fp4sim/core/primitives.hpp"
+
 namespace fp4sim {
 
 enum class ScaleLayout : std::uint8_t { rowmajor, te_rowrep, swizzled_128x4 };
 enum class NibbleOrder : std::uint8_t { low_first, high_first, unpacked };
 
-std::string_view layout_name(ScaleLayout layout);
-std::optional<ScaleLayout> parse_layout(std::string_view name);
-std::string_view nibble_order_name(NibbleOrder order);
-std::optional<NibbleOrder> parse_nibble_order(std::string_view name);
+std::span<const NameRow<ScaleLayout>> names(ScaleLayout);
+std::span<const NameRow<NibbleOrder>> names(NibbleOrder);
 
 // The block grid of a [rows, cols] tensor quantized in block_rows x block_cols blocks.
 struct ScaleGrid {
@@ -46,8 +48,8 @@ struct ScaleGrid {
   std::size_t scale_rows() const { return (rows + block_rows - 1) / block_rows; }
   std::size_t scale_cols() const { return (cols + block_cols - 1) / block_cols; }
 };
-
-constexpr std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
+// A grid from a user's numbers (UsageError unless both block sides are positive).
+ScaleGrid scale_grid(std::size_t rows, std::size_t cols, int block_rows, int block_cols);
 
 // A user's scale array resolved against a layout: where the scale of (row, block column) lives.
 class ScaleStorage {
@@ -101,7 +103,5 @@ std::vector<std::uint8_t> codes_to_order(std::span<const std::uint8_t> low_first
                                          NibbleOrder order);
 std::vector<std::uint8_t> codes_from_order(std::span<const std::uint8_t> stored, std::size_t rows, std::size_t cols,
                                            NibbleOrder order);
-
-std::string shape_text(const std::vector<std::size_t>& shape);
 
 }  // namespace fp4sim

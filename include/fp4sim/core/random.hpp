@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 #include "fp4sim/core/host_device.hpp"
 
@@ -41,6 +43,42 @@ FP4SIM_HOST_DEVICE std::uint32_t random_bits(std::uint64_t seed, std::uint64_t s
   const Philox4x32::Key key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
   const std::uint32_t word = Philox4x32::generate(ctr, key)[index & 3];
   return bits >= 32 ? word : word & ((std::uint32_t{1} << bits) - 1);
+}
+
+// random_bits(seed, stream, first + k, bits) for every k of `out`, one Philox block per four elements.
+inline void fill_random_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t first, int bits,
+                             std::span<std::uint32_t> out) {
+  const std::uint32_t mask = bits >= 32 ? 0xFFFFFFFFu : (std::uint32_t{1} << bits) - 1;
+  const Philox4x32::Key key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
+  std::size_t k = 0;
+  while (k < out.size()) {
+    const std::uint64_t index = first + k;
+    const std::uint64_t block = index >> 2;
+    const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+                                  static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
+    const Philox4x32::Counter words = Philox4x32::generate(ctr, key);
+    for (std::uint64_t w = index & 3; w < 4 && k < out.size(); ++w, ++k) out[k] = words[w] & mask;
+  }
+}
+
+// Which stream each caller draws (docs/random-bits.md). A tensor quantized or converted on its own draws
+// stream 0; a GEMM's operands A and B streams 0 and 1; replay and sweep name a stream by a text (replay:
+// "<step>/<layer>/<tensor>/<gemm>", e.g. "200/lm_head/dy/dgrad"; sweep: the distribution's name) and
+// draw the stream stream_of(text).
+namespace streams {
+inline constexpr std::uint64_t single_tensor = 0;
+inline constexpr std::uint64_t operand_a = 0;
+inline constexpr std::uint64_t operand_b = 1;
+}  // namespace streams
+
+// FNV-1a (64-bit) of a stream's name.
+constexpr std::uint64_t stream_of(std::string_view name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
 }
 
 }  // namespace fp4sim

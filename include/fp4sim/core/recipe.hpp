@@ -10,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/format.hpp"
+#include "fp4sim/core/names.hpp"
 #include "fp4sim/core/rounding.hpp"
 
 namespace fp4sim {
@@ -56,45 +58,53 @@ enum class AlphaRule : std::uint8_t {
 enum class Role : std::uint8_t { activation, weight, grad_output };
 enum class Gemm : std::uint8_t { fprop, dgrad, wgrad };
 
-std::string_view role_name(Role role);
-std::optional<Role> parse_role(std::string_view name);
-std::string_view gemm_name(Gemm gemm);
-std::optional<Gemm> parse_gemm(std::string_view name);
-std::string_view scale_rule_name(ScaleRule rule);
-std::optional<ScaleRule> parse_scale_rule(std::string_view name);
-std::string_view dequantize_order_name(DequantizeOrder order);
+std::span<const NameRow<ScaleRule>> names(ScaleRule);
+std::span<const NameRow<ZeroScale>> names(ZeroScale);
+std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy);
+std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder);
+std::span<const NameRow<Role>> names(Role);
+std::span<const NameRow<Gemm>> names(Gemm);
 
+// A tensor-scale policy as users write it: "none", "current", "periodic:D" (D a whole number >= 1) or
+// "periodic" (D = 50, the UE5M3 paper's). Current scaling is D = 1.
+struct TensorScaleSetting {
+  TensorScalePolicy policy = TensorScalePolicy::none;
+  int period = 1;
+};
+std::optional<TensorScaleSetting> parse_tensor_scale(std::string_view text);
+std::string tensor_scale_text(TensorScalePolicy policy, int period);  // the canonical text: "periodic:50"
+
+// Every field of a preset is stated in its row of the table (recipe.cpp); the defaults here are neutral
+// (no format, no block, no target, no datapath), so a row that forgets a field fails validate() instead
+// of silently inheriting another preset's value.
 struct Recipe {
   std::string name;
   std::string source;  // where the semantics come from, printed by --help and docs
-  Format element = formats::e2m1;
-  Format scale = formats::ue5m3;
-  int block = 16;                 // B: elements per block along the reduction dimension
-  bool weight_two_d = true;       // weights as B x B tiles shared by both orientations
+  Format element{};
+  Format scale{};
+  int block = 0;                  // B: elements per block along the reduction dimension
+  bool weight_two_d = false;      // weights as B x B tiles shared by both orientations
   ScaleRule scale_rule = ScaleRule::two_level;
-  ZeroScale zero_scale = ZeroScale::one;
-  TensorScalePolicy tensor_scale = TensorScalePolicy::periodic;
-  int period = 50;                // D, for periodic tensor scaling
-  float target = 448.0f;          // T: the scale code a block whose amax equals the tensor amax gets
-  float wgrad_grad_target = 448.0f;  // T for dY as the wgrad operand (the paper uses 2048 on chosen layers)
+  ZeroScale zero_scale = ZeroScale::keep;
+  TensorScalePolicy tensor_scale = TensorScalePolicy::none;
+  int period = 1;                 // D, for periodic tensor scaling
+  float target = 0.0f;            // T: the scale code a block whose amax equals the tensor amax gets
+  float wgrad_grad_target = 0.0f; // T for dY as the wgrad operand (the paper uses 2048 on chosen layers)
   Rounding element_rounding = Rounding::rne;  // activations, weights, and dY where no SR applies
   Rounding grad_rounding = Rounding::rne;     // dY payloads in dgrad and wgrad
-  int sr_bits = 8;
+  int sr_bits = 0;                // random bits per element of the stochastic roundings
   bool rht_wgrad = false;         // 16x16 random Hadamard transform on both wgrad operands
   DequantizeOrder dequantize_order = DequantizeOrder::portable;
-  AlphaRule alpha = AlphaRule::reciprocal;
-  std::string default_datapath = "probe-matched";
+  AlphaRule alpha = AlphaRule::one;
+  const Datapath* default_datapath = nullptr;  // the GEMM datapath `gemm` and `replay` use by default
 };
 // Every preset clamps the element multiplier, min(RN(1/RN(s*Gd)), FLT_MAX), as TE's kernel does. The
 // paper's code has no clamp; the two differ only when RN(s*Gd) < 2^-128, i.e. a held amax below about
 // 2^-100, where the paper's multiplier would be +Inf.
 
-struct NamedRecipe {
-  std::string_view name;
-  const Recipe& (*get)();
-};
-std::span<const NamedRecipe> recipe_presets();
-std::optional<Recipe> find_recipe(std::string_view name);
+std::span<const Recipe> recipe_presets();
+const Recipe* find_recipe(std::string_view name);
+std::string recipe_names();  // "ue5m3, ue5m3-b32, ..." for messages
 
 // Problems that make a recipe unusable (empty when valid), CPFloat VALIDATE_INPUT style.
 std::vector<std::string> validate(const Recipe& recipe);

@@ -2,9 +2,9 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
-#include <string_view>
+
+#include "fp4sim/core/names.hpp"
 
 namespace fp4sim {
 
@@ -24,14 +24,7 @@ constexpr bool is_stochastic(Rounding r) {
   return r == Rounding::sr_fast || r == Rounding::sr_fast_f32 || r == Rounding::sr_fastest;
 }
 
-struct NamedRounding {
-  std::string_view name;
-  Rounding rounding;
-  std::string_view description;
-};
-std::span<const NamedRounding> rounding_modes();
-std::optional<Rounding> parse_rounding(std::string_view name);
-std::string_view rounding_name(Rounding r);
+std::span<const NameRow<Rounding>> names(Rounding);
 
 // Exception flags with SoftFloat's bit values, so TestFloat-style vectors print the same bytes.
 namespace flag {

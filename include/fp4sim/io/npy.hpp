@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "fp4sim/core/arrays.hpp"
+
 namespace fp4sim::npy {
 
 enum class DType : std::uint8_t { f4, f8, u1, u2, u4 };
 
 std::string dtype_descr(DType dtype);  // "<f4", "|u1", ...
+std::string dtype_name(DType dtype);   // NumPy's name: "float32", "uint8", ...
 std::size_t dtype_size(DType dtype);
 
 // A 1-D or 2-D array; a 1-D array is one row.
@@ -31,6 +34,10 @@ Array read(const std::filesystem::path& path);
 std::vector<float> as_float32(const Array& a, const std::filesystem::path& path);
 std::vector<double> as_float64(const Array& a);                                       // f4 or f8, exact
 std::vector<std::uint32_t> as_uint32(const Array& a, const std::filesystem::path& path);  // u1/u2/u4
+
+// Explicit stochastic-rounding integers from a .npy file, as the calls check them (any stored type; the
+// values are read when it is an unsigned integer type).
+RandomBitsArray read_random_bits(const std::filesystem::path& path);
 
 // Writes through a temporary file renamed on success, so a failure leaves no partial output.
 void write(const std::filesystem::path& path, DType dtype, const std::vector<std::size_t>& shape,

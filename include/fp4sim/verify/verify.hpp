@@ -27,11 +27,11 @@ enum class TensorScaleKind : std::uint8_t {
   decode,  // Gd = RN(1/G): what multiplies the block scale on the way back
   amax,    // the tensor amax the scale was made from (TE stores this one)
 };
-std::string_view tensor_scale_kind_name(TensorScaleKind kind);
-std::optional<TensorScaleKind> parse_tensor_scale_kind(std::string_view name);
+std::span<const NameRow<TensorScaleKind>> names(TensorScaleKind);
 
 // The user's quantized tensor, as their kernel stored it.
 struct TheirQuantized {
+  std::string codes_source = "codes", scales_source = "scales";  // name the arrays in messages
   std::span<const std::uint8_t> codes;
   std::vector<std::size_t> codes_shape;
   std::span<const std::uint8_t> scales;
@@ -165,9 +165,6 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
                              std::span<const float> theirs);
 std::string to_text(const GemmVerifyReport& report);
 std::string to_json(const GemmVerifyReport& report);
-
-// Signed distance in ulps between two binary32 values on the ordered line (-0 and +0 both 0).
-std::int64_t ulp_distance(float from, float to);
 
 namespace detail {
 // Shortest decimal that reads back as the same binary32 ("0.09375", "6", "1.17549435e-38").

@@ -1,0 +1,45 @@
+// The arguments of `replay` and `sweep` as the command line gives them (lists and names as text), and the
+// one place they are checked and turned into replay::Options and sweep::Options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/analysis/sweep.hpp"
+
+namespace fp4sim::replay {
+
+struct Call {
+  std::string recipes = "ue5m3,nvfp4,mxfp4";  // comma-separated presets
+  std::string datapath = "recipe";            // recipe, f64, or a datapath name
+  std::string steps;                          // "1,200,300-310" ("": every captured step)
+  std::string layers;                         // ECMAScript regex searched in layer names
+  std::uint64_t seed = 0;
+  std::string hold = "window";
+  bool gemms = true;
+  int period = 50;                            // D of the Proposition 1 headroom analysis
+  double slab_mib = 256;                      // stream tensors larger than this in row slabs
+
+  Options resolve() const;  // UsageError
+};
+
+}  // namespace fp4sim::replay
+
+namespace fp4sim::sweep {
+
+struct Call {
+  std::string trace;  // "": synthetic distributions
+  std::string synthetic = "normal,laplace,student-t:3,lognormal:1,normal+outliers:0.001:100";
+  std::size_t rows = 256, cols = 4096;
+  std::string role = "activation";
+  std::string element_formats = "e2m1", scale_formats = "ue4m3,ue5m3,e8m0", blocks = "16,32";
+  std::string tensor_scales = "none,current", roundings = "rne", rhos = "1";
+  std::string base = "ue5m3";
+  std::string steps, layers, hold = "window";
+  std::uint64_t seed = 0;
+
+  Options resolve() const;  // UsageError
+};
+
+}  // namespace fp4sim::sweep

@@ -1,0 +1,43 @@
+// The arguments of a quantize call as the front ends receive them (CLI flags, Python keywords), and the
+// one place they are checked and turned into a recipe and a QuantizeRequest. The front ends bind
+// arguments to these fields and read files; every rule about the arguments lives here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fp4sim/core/arrays.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/recipe_overrides.hpp"
+
+namespace fp4sim {
+
+// One operand's own arguments.
+struct OperandArguments {
+  std::optional<float> amax_ref;  // held tensor amax (periodic scaling); finite, >= 0
+  std::optional<float> target;    // the operand's scale target T (GEMM operands)
+  bool random_bits = false;       // explicit random bits will be given: the operand must round stochastically
+
+  // `request` with these arguments applied (UsageError naming the flag, whose suffix `flag` is "" for
+  // quantize: --amax-ref, --rbits; "-a" / "-b" for the operands of a GEMM: --amax-ref-a, --rbits-b).
+  void apply_to(QuantizeRequest& request, const std::string& flag) const;
+};
+
+struct QuantizeCall {
+  RecipeOverrides recipe;
+  std::string role = "activation";
+  std::uint64_t seed = 0;  // Philox seed of the stochastic-rounding bits (stream 0)
+  OperandArguments operand;
+
+  struct Resolved {
+    Recipe recipe;
+    Role role = Role::activation;
+    QuantizeRequest request;
+  };
+  // Everything that needs no data, checked (UsageError): the recipe, the role, the operand's arguments.
+  Resolved resolve() const;
+};
+
+}  // namespace fp4sim

@@ -1,0 +1,35 @@
+// A recipe preset with a user's overrides, as `quantize`, `gemm`, `verify` and the Python module take them
+// (docs/cli.md): --block, --two-d/--one-d, --scale-format, --element-format, --target, --tensor-scale,
+// --scale-rule, --zero-scale, --dequantize-order, --rounding, --sr-bits, --rht/--no-rht. The front ends
+// bind their flags or keywords to these fields, as typed; this is the one place they are checked.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "fp4sim/core/recipe.hpp"
+
+namespace fp4sim {
+
+struct RecipeOverrides {
+  std::string recipe;  // preset name
+  std::optional<int> block;
+  std::optional<bool> two_d;
+  std::string scale_format, element_format;  // format names or descriptors ("" = the preset's)
+  std::optional<float> target;
+  std::string tensor_scale;  // none | current | periodic:D
+  std::string scale_rule, zero_scale, dequantize_order, rounding;
+  std::optional<int> sr_bits;
+  std::optional<bool> rht;
+
+  // The preset with the overrides applied (UsageError naming the flag for an unknown name, or listing
+  // what makes the combination invalid).
+  Recipe resolve() const;
+  // An operand spec of that recipe with the per-operand overrides (--two-d, --rounding, --rht, --target).
+  OperandSpec apply(OperandSpec spec) const;
+};
+
+// "recipe preset:" and one line per preset with its source (the --recipe help).
+std::string recipe_help();
+
+}  // namespace fp4sim

@@ -1,0 +1,30 @@
+// The CUDA kernels of emu/ against the golden model on the same inputs (`fp4sim crosscheck`, docs/gpu.md):
+// quantize and dequantize per recipe preset over mixed shapes and adversarial values, and the GEMM paths
+// against their golden datapaths (bf16-tc vs the sm90-bf16 chain, probe-matched, exact).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace fp4sim::crosscheck {
+
+struct Options {
+  std::vector<std::string> recipes;  // preset names; empty or {"all"}: every preset
+  std::vector<std::string> paths{"quantize", "dequantize", "bf16-tc", "probe-matched", "exact"};
+  double elements = 1e8;             // quantize elements per preset (at least)
+  int gemms = 10000;                 // GEMMs in total, spread over the presets
+  int max_gemm = 1024;               // largest M = N of the few large GEMMs (K up to 4 * max_gemm)
+  int large_gemms = 4;               // how many of the GEMMs are large
+  std::vector<std::string> shapes;   // extra GEMMs "MxNxK", checked with the first recipe
+  std::uint64_t seed = 1;
+  bool verbose = false;              // a line for every case, not only the mismatching ones
+};
+
+// Runs every case, writing one line per mismatching case (every case when verbose) and a summary table
+// to `log`; returns the number of mismatches. DataError when no GPU can run the kernels (nothing can be
+// checked: never a success without one); UsageError for an unknown preset or a bad shape.
+std::uint64_t run(const Options& options, std::FILE* log);
+
+}  // namespace fp4sim::crosscheck

@@ -1,0 +1,139 @@
+#include "fp4sim/analysis/calls.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/names.hpp"
+
+namespace fp4sim {
+
+namespace {
+
+// "a,b, c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+std::vector<Recipe> recipes_from(const std::string& text) {
+  std::vector<Recipe> out;
+  for (const std::string& name : split_list(text)) {
+    const Recipe* r = find_recipe(name);
+    if (!r) throw UsageError("--recipes: unknown recipe '" + name + "' (known: " + recipe_names() + ")");
+    out.push_back(*r);
+  }
+  if (out.empty()) throw UsageError("--recipes: no recipe named");
+  return out;
+}
+
+// "1,200,300-310" -> steps.
+std::vector<std::int64_t> steps_from(const std::string& text) {
+  std::vector<std::int64_t> out;
+  for (const std::string& item : split_list(text)) {
+    auto parse = [&](const std::string& s) {
+      std::size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != s.size() || s.empty()) throw UsageError("--steps: '" + item + "' is not a step or a range A-B");
+      return static_cast<std::int64_t>(v);
+    };
+    const auto dash = item.find('-', 1);
+    if (dash == std::string::npos) {
+      out.push_back(parse(item));
+    } else {
+      const std::int64_t a = parse(item.substr(0, dash)), b = parse(item.substr(dash + 1));
+      if (b < a || b - a > 10'000'000) throw UsageError("--steps: bad range '" + item + "'");
+      for (std::int64_t s = a; s <= b; ++s) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+replay::Options replay::Call::resolve() const {
+  Options options;
+  options.recipes = recipes_from(recipes);
+  options.datapath = datapath;
+  if (!steps.empty()) options.steps = steps_from(steps);
+  options.layers = layers;
+  options.seed = seed;
+  options.hold = parse_name_or_throw<HoldRule>(hold, "--hold");
+  options.gemms = gemms;
+  options.headroom_period = period;
+  if (!(slab_mib > 0)) throw UsageError("--slab-mib must be positive");
+  options.max_slab_bytes = static_cast<std::size_t>(slab_mib * 1024 * 1024);
+  return options;
+}
+
+sweep::Options sweep::Call::resolve() const {
+  Options s;
+  if (!find_recipe(base)) throw UsageError("--base: unknown recipe '" + base + "' (known: " + recipe_names() + ")");
+  s.grid.base = base;
+  s.grid.element_formats.clear();
+  for (const auto& f : split_list(element_formats)) s.grid.element_formats.push_back(format_argument(f, "--element-formats"));
+  s.grid.scale_formats.clear();
+  for (const auto& f : split_list(scale_formats)) s.grid.scale_formats.push_back(format_argument(f, "--scale-formats"));
+  s.grid.blocks.clear();
+  for (const auto& b : split_list(blocks)) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(b, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != b.size() || v < 2 || v > 256) throw UsageError("--blocks: '" + b + "' is not a block size in 2..256");
+    s.grid.blocks.push_back(v);
+  }
+  for (const auto& t : split_list(tensor_scales)) {
+    const auto ts = parse_tensor_scale(t);
+    if (!ts) throw UsageError("--tensor-scales: expected none, current or periodic:D, got '" + t + "'");
+    s.grid.tensor_scales.push_back(*ts);
+  }
+  s.grid.roundings.clear();
+  for (const auto& r : split_list(roundings)) s.grid.roundings.push_back(parse_name_or_throw<Rounding>(r, "--roundings"));
+  s.grid.rhos.clear();
+  for (const auto& r : split_list(rhos)) {
+    char* end = nullptr;
+    const double v = std::strtod(r.c_str(), &end);
+    if (end != r.c_str() + r.size() || !(v > 0) || !std::isfinite(v)) throw UsageError("--rho: bad value '" + r + "'");
+    s.grid.rhos.push_back(v);
+  }
+  s.role = parse_name_or_throw<Role>(role, "--role");
+  s.rows = rows;
+  s.cols = cols;
+  s.seed = seed;
+  if (!trace.empty()) {
+    s.trace = trace;
+    if (!steps.empty()) s.steps = steps_from(steps);
+    s.layers = layers;
+    s.hold = parse_name_or_throw<replay::HoldRule>(hold, "--hold");
+  } else {
+    for (const auto& d : split_list(synthetic)) {
+      const auto dist = parse_distribution(d);
+      if (!dist) {
+        throw UsageError("--synthetic: unknown distribution '" + d +
+                         "' (normal, laplace, student-t:NU, lognormal:SIGMA, each with optional +outliers:P:K)");
+      }
+      s.distributions.push_back(*dist);
+    }
+  }
+  return s;
+}
+
+}  // namespace fp4sim

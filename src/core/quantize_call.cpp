@@ -1,0 +1,33 @@
+#include "fp4sim/core/quantize_call.hpp"
+
+#include <cmath>
+
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/names.hpp"
+
+namespace fp4sim {
+
+void OperandArguments::apply_to(QuantizeRequest& request, const std::string& flag) const {
+  if (amax_ref && !(*amax_ref >= 0.0f && std::isfinite(*amax_ref))) {
+    throw UsageError("--amax-ref" + flag + " must be a finite non-negative number");
+  }
+  request.amax_ref = amax_ref;
+  if (target) request.spec.target = *target;
+  if (random_bits && !is_stochastic(request.spec.rounding)) {
+    throw UsageError("--rbits" + flag + ": the operand is not stochastically rounded (rounding " +
+                     std::string(name_of(request.spec.rounding)) + ")");
+  }
+}
+
+QuantizeCall::Resolved QuantizeCall::resolve() const {
+  Resolved r;
+  r.recipe = recipe.resolve();
+  r.role = parse_name_or_throw<Role>(role, "--role");
+  r.request.spec = recipe.apply(operand_for_role(r.recipe, r.role));
+  r.request.random.seed = seed;
+  r.request.random.stream = 0;
+  operand.apply_to(r.request, "");
+  return r;
+}
+
+}  // namespace fp4sim

@@ -1,0 +1,55 @@
+#include "fp4sim/core/recipe_overrides.hpp"
+
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/names.hpp"
+
+namespace fp4sim {
+
+std::string recipe_help() {
+  std::string help = "recipe preset:";
+  for (const Recipe& preset : recipe_presets()) help += "\n  " + preset.name + ": " + preset.source;
+  return help;
+}
+
+Recipe RecipeOverrides::resolve() const {
+  const Recipe* preset = find_recipe(recipe);
+  if (!preset) throw UsageError("--recipe: unknown recipe '" + recipe + "' (known: " + recipe_names() + ")");
+  Recipe r = *preset;
+  if (block) r.block = *block;
+  if (!scale_format.empty()) r.scale = format_argument(scale_format, "--scale-format");
+  if (!element_format.empty()) r.element = format_argument(element_format, "--element-format");
+  if (target) r.target = r.wgrad_grad_target = *target;
+  if (sr_bits) {
+    if (*sr_bits < 1 || *sr_bits > 16) throw UsageError("--sr-bits: must be between 1 and 16");
+    r.sr_bits = *sr_bits;
+  }
+  if (!tensor_scale.empty()) {
+    const auto setting = parse_tensor_scale(tensor_scale);
+    if (!setting) throw UsageError("--tensor-scale: expected none, current or periodic:D, got '" + tensor_scale + "'");
+    r.tensor_scale = setting->policy;
+    r.period = setting->period;
+  }
+  if (!scale_rule.empty()) r.scale_rule = parse_name_or_throw<ScaleRule>(scale_rule, "--scale-rule");
+  if (!zero_scale.empty()) r.zero_scale = parse_name_or_throw<ZeroScale>(zero_scale, "--zero-scale");
+  if (!dequantize_order.empty()) {
+    r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "--dequantize-order");
+  }
+  if (!rounding.empty()) parse_name_or_throw<Rounding>(rounding, "--rounding");
+  const auto problems = validate(r);
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+    throw UsageError("invalid recipe: " + all);
+  }
+  return r;
+}
+
+OperandSpec RecipeOverrides::apply(OperandSpec spec) const {
+  if (two_d) spec.two_d = *two_d;
+  if (!rounding.empty()) spec.rounding = parse_name_or_throw<Rounding>(rounding, "--rounding");
+  if (rht) spec.rht = *rht;
+  if (target) spec.target = *target;
+  return spec;
+}
+
+}  // namespace fp4sim

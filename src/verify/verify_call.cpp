@@ -1,0 +1,86 @@
+#include "fp4sim/verify/verify_call.hpp"
+
+#include <cstdlib>
+
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/layout.hpp"
+#include "fp4sim/core/names.hpp"
+
+namespace fp4sim {
+
+namespace {
+
+// A number as a flag gives it: the whole text must parse (strtof rounds a decimal to nearest even).
+std::optional<float> parse_float(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const float v = std::strtof(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
+  // --tensor-scale: a policy name is the recipe override, a number the user's tensor scale value.
+  QuantizeCall q = quantize;
+  std::string value_text = tensor_scale_text;
+  const std::string& t = q.recipe.tensor_scale;
+  if (!t.empty() && !parse_tensor_scale(t)) {
+    if (!parse_float(t)) {
+      throw UsageError("--tensor-scale: expected none, current, periodic:D (the policy) or a number (your FP32 "
+                       "tensor scale), got '" + t + "'");
+    }
+    if (!value_text.empty()) throw UsageError("--tensor-scale V and --tensor-scale-value both give your tensor scale");
+    value_text = t;
+    q.recipe.tensor_scale.clear();
+  }
+  if (!tensor_scale_policy.empty()) {
+    if (!q.recipe.tensor_scale.empty()) throw UsageError("--tensor-scale P and --tensor-scale-policy both set the policy");
+    q.recipe.tensor_scale = tensor_scale_policy;
+  }
+  const QuantizeCall::Resolved base = q.resolve();
+  Resolved r;
+  r.recipe = base.recipe;
+  r.request.quantize = base.request;
+  r.request.role = base.role;
+  r.request.max_explained = max_explained;
+  r.theirs.layout = parse_name_or_throw<ScaleLayout>(layout, "--layout");
+  r.theirs.nibbles = parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles");
+  r.theirs.tensor_scale_kind = parse_name_or_throw<TensorScaleKind>(tensor_scale_kind, "--tensor-scale-kind");
+  r.theirs.tensor_scale = tensor_scale;
+  if (!value_text.empty()) {
+    const auto v = parse_float(value_text);
+    if (!v) throw UsageError("--tensor-scale-value: expected a number, got '" + value_text + "'");
+    r.theirs.tensor_scale = *v;
+  }
+  return r;
+}
+
+VerifyGemmCall::Resolved VerifyGemmCall::resolve() const {
+  const bool automatic = gemm.datapath == "auto";
+  if (automatic && (!gemm.inner.empty() || !gemm.snap)) {
+    throw UsageError("--datapath auto tries every inner datapath and snap setting itself: drop --inner/--no-snap");
+  }
+  GemmCall g = gemm;
+  if (automatic) g.datapath.clear();
+  const GemmCall::Resolved base = g.resolve();
+  Resolved r;
+  r.recipe = base.recipe;
+  r.request.gemm = base.gemm;
+  r.request.a = base.a;
+  r.request.b = base.b;
+  r.request.datapath = base.request;
+  r.request.auto_datapath = automatic;
+  r.request.worst = worst;
+  return r;
+}
+
+void check_output_shape(const ArrayShape& c, std::size_t m, std::size_t n) {
+  if (c.shape.size() != 2 || c.shape[0] != m || c.shape[1] != n) {
+    throw DataError(c.source + ": shape " + shape_text(c.shape) + ", but C = A·Bᵀ is [" + std::to_string(m) + ", " +
+                    std::to_string(n) + "]");
+  }
+}
+
+}  // namespace fp4sim
