@@ -10,21 +10,12 @@
 #include <vector>
 
 #include "device.hpp"
+#include "device_buffer.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
 namespace {
 
-struct Dev {
-  void* p = nullptr;
-  Dev() = default;
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  ~Dev() {
-    if (p != nullptr) cudaFree(p);
-  }
-  bool alloc(std::size_t bytes) { return cudaMalloc(&p, bytes) == cudaSuccess; }
-};
 
 __device__ __forceinline__ std::uint32_t hash32(std::uint64_t x) {
   x ^= x >> 33;
@@ -96,14 +87,14 @@ Status time_median(int reps, F&& call, double& ms) {
 
 Status bench_copy(std::size_t size, int reps, BenchFigures& out) {
   if (!device_available()) return Status::no_device;
-  Dev a, b;
-  if (!a.alloc(size) || !b.alloc(size)) return Status::cuda_error;
-  fill_float<<<1024, 256>>>(static_cast<float*>(a.p), size / 4, 1);
+  detail::DeviceBuffer a, b;
+  if (!a.allocate(size) || !b.allocate(size)) return Status::cuda_error;
+  fill_float<<<1024, 256>>>(a.as<float>(), size / 4, 1);
   out.bytes = 2.0 * static_cast<double>(size);
   return time_median(
       reps,
       [&] {
-        return cudaMemcpyAsync(b.p, a.p, size, cudaMemcpyDeviceToDevice) == cudaSuccess ? Status::success
+        return cudaMemcpyAsync(b.as<void>(), a.as<void>(), size, cudaMemcpyDeviceToDevice) == cudaSuccess ? Status::success
                                                                                         : Status::cuda_error;
       },
       out.ms);
@@ -118,12 +109,12 @@ Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_a
   request.random.seed = 7;
   detail::QuantizePlan plan;
   if (const Status s = detail::make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
-  Dev x, codes, scales, amax;
+  detail::DeviceBuffer x, codes, scales, amax;
   const std::size_t n = rows * cols;
-  if (!x.alloc(n * 4) || !codes.alloc(rows * plan.code_cols) || !scales.alloc(plan.scale_rows * plan.scale_cols) ||
-      !amax.alloc(4))
+  if (!x.allocate(n * 4) || !codes.allocate(rows * plan.code_cols) || !scales.allocate(plan.scale_rows * plan.scale_cols) ||
+      !amax.allocate(4))
     return Status::cuda_error;
-  fill_float<<<4096, 256>>>(static_cast<float*>(x.p), n, 3);
+  fill_float<<<4096, 256>>>(x.as<float>(), n, 3);
   if (cudaDeviceSynchronize() != cudaSuccess) return Status::cuda_error;
   const bool two_pass = !(plan.tensor_scaled && plan.amax_ref);
   out.bytes = static_cast<double>(n) * 4.0 + static_cast<double>(rows * plan.code_cols) +
@@ -135,13 +126,13 @@ Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_a
         if (two_pass) {
           // The amax pass stays on the device; the scalars for the timed quantize are the held ones
           // (the host round trip of 4 bytes is not what is being measured).
-          if (const Status s = detail::launch_amax(plan, static_cast<float*>(x.p), static_cast<float*>(amax.p),
+          if (const Status s = detail::launch_amax(plan, x.as<float>(), amax.as<float>(),
                                                    nullptr);
               s != Status::success)
             return s;
         }
-        return detail::launch_quantize(plan, fixed, static_cast<const float*>(x.p), nullptr,
-                                       static_cast<std::uint8_t*>(codes.p), static_cast<std::uint8_t*>(scales.p),
+        return detail::launch_quantize(plan, fixed, x.as<const float>(), nullptr,
+                                       codes.as<std::uint8_t>(), scales.as<std::uint8_t>(),
                                        nullptr);
       },
       out.ms);
@@ -150,11 +141,11 @@ Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_a
 Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, int reps, BenchFigures& ours,
                   BenchFigures& cublas) {
   if (!device_available()) return Status::no_device;
-  Dev a, b, c, c2;
-  if (!a.alloc(m * k * 2) || !b.alloc(n * k * 2) || !c.alloc(m * n * 4) || !c2.alloc(m * n * 4))
+  detail::DeviceBuffer a, b, c, c2;
+  if (!a.allocate(m * k * 2) || !b.allocate(n * k * 2) || !c.allocate(m * n * 4) || !c2.allocate(m * n * 4))
     return Status::cuda_error;
-  fill_bf16<<<4096, 256>>>(static_cast<std::uint16_t*>(a.p), m * k, 11);
-  fill_bf16<<<4096, 256>>>(static_cast<std::uint16_t*>(b.p), n * k, 12);
+  fill_bf16<<<4096, 256>>>(a.as<std::uint16_t>(), m * k, 11);
+  fill_bf16<<<4096, 256>>>(b.as<std::uint16_t>(), n * k, 12);
   if (cudaDeviceSynchronize() != cudaSuccess) return Status::cuda_error;
   ours.flops = cublas.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   Status st = Status::success;
@@ -169,8 +160,8 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
     st = time_median(
         reps,
         [&] {
-          return detail::launch_gemm_bf16_variant(v, static_cast<const std::uint16_t*>(a.p),
-                                                  static_cast<const std::uint16_t*>(b.p), static_cast<float*>(c.p), m,
+          return detail::launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(),
+                                                  b.as<const std::uint16_t>(), c.as<float>(), m,
                                                   n, k, nullptr);
         },
         t);
@@ -181,18 +172,18 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
     best = std::min(best, t);
   }
   if (variants.size() == 4) {
-    Dev flag;
-    if (!flag.alloc(sizeof(unsigned long long))) return Status::cuda_error;
-    cudaMemset(flag.p, 0, sizeof(unsigned long long));
-    if (detail::launch_gemm_bf16_variant(1, static_cast<const std::uint16_t*>(a.p), static_cast<const std::uint16_t*>(b.p),
-                                         static_cast<float*>(c.p), m, n, k, nullptr) != Status::success ||
-        detail::launch_gemm_bf16_variant(4, static_cast<const std::uint16_t*>(a.p), static_cast<const std::uint16_t*>(b.p),
-                                         static_cast<float*>(c2.p), m, n, k, nullptr) != Status::success)
+    detail::DeviceBuffer flag;
+    if (!flag.allocate(sizeof(unsigned long long))) return Status::cuda_error;
+    cudaMemset(flag.as<void>(), 0, sizeof(unsigned long long));
+    if (detail::launch_gemm_bf16_variant(1, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(),
+                                         c.as<float>(), m, n, k, nullptr) != Status::success ||
+        detail::launch_gemm_bf16_variant(4, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(),
+                                         c2.as<float>(), m, n, k, nullptr) != Status::success)
       return Status::cuda_error;
-    count_diff<<<4096, 256>>>(static_cast<const std::uint32_t*>(c.p), static_cast<const std::uint32_t*>(c2.p), m * n,
-                              static_cast<unsigned long long*>(flag.p));
+    count_diff<<<4096, 256>>>(c.as<const std::uint32_t>(), c2.as<const std::uint32_t>(), m * n,
+                              flag.as<unsigned long long>());
     unsigned long long diff = 0;
-    if (cudaMemcpy(&diff, flag.p, sizeof diff, cudaMemcpyDeviceToHost) != cudaSuccess) return Status::cuda_error;
+    if (cudaMemcpy(&diff, flag.as<void>(), sizeof diff, cudaMemcpyDeviceToHost) != cudaSuccess) return Status::cuda_error;
     std::printf("  wgmma vs mma.sync (variant 4 vs 1), %zux%zux%zu: %llu differing output words of %zu\n", m, n, k, diff,
                 m * n);
   }
@@ -207,8 +198,8 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
       reps,
       [&] {
         const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                                              static_cast<int>(k), &one, b.p, CUDA_R_16BF, static_cast<int>(k), a.p,
-                                              CUDA_R_16BF, static_cast<int>(k), &zero, c2.p, CUDA_R_32F,
+                                              static_cast<int>(k), &one, b.as<void>(), CUDA_R_16BF, static_cast<int>(k), a.as<void>(),
+                                              CUDA_R_16BF, static_cast<int>(k), &zero, c2.as<void>(), CUDA_R_32F,
                                               static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         return s == CUBLAS_STATUS_SUCCESS ? Status::success : Status::cuda_error;
       },

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "device_buffer.hpp"
 #include "emu.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
@@ -42,23 +43,6 @@ __global__ void convert_kernel(emu::SmallFormat f, const float* __restrict__ in,
   const std::size_t tail = quads * 4 + static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tail < n) out[tail] = static_cast<std::uint8_t>(convert_one<K, R>(f, __float_as_uint(in[tail])));
 }
-
-// Owns one cudaMalloc'd buffer; frees it without checking (a failed free cannot be reported usefully
-// from a destructor, and the Status of the call was already decided).
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  cudaError_t allocate(std::size_t bytes) { return cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes); }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
 
 std::optional<emu::Round> round_of(Rounding r) {
   switch (r) {
@@ -154,17 +138,10 @@ Status convert(const Format& format, const EncodeOptions& options, std::span<con
   const std::size_t n = in.size();
   if (n == 0) return Status::success;
 
-  DeviceBuffer d_in, d_out;
-  if (d_in.allocate(n * sizeof(float)) != cudaSuccess || d_out.allocate(n) != cudaSuccess) {
-    cudaGetLastError();
-    return Status::cuda_error;
-  }
-  auto* din = static_cast<float*>(d_in.get());
-  auto* dout = static_cast<std::uint8_t*>(d_out.get());
-  if (cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
-    cudaGetLastError();
-    return Status::cuda_error;
-  }
+  detail::DeviceBuffer d_in, d_out;
+  if (!detail::upload(d_in, in) || !d_out.allocate(n)) return detail::cuda_failed();
+  auto* din = d_in.as<float>();
+  auto* dout = d_out.as<std::uint8_t>();
 
   constexpr int kThreads = 256;
   int device = 0, sms = 1;

@@ -91,7 +91,16 @@ Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes
                          const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
                          float* d_c, float alpha, void* stream);
 
-// Value of a code of an 8-bit-or-less unsigned/signed small format with a mantissa, or e8m0 (host).
-float decode_small_host(const Format& f, std::uint32_t code);
+// A quantized tensor as the kernels that read it take it: device codes and scales, its shape and block
+// grid, and the decoded value of every element and scale code (host arithmetic, exact).
+struct PackedOperand {
+  const std::uint8_t* codes = nullptr;
+  const std::uint8_t* scales = nullptr;
+  std::uint64_t rows = 0, cols = 0, code_cols = 0, scale_cols = 0;
+  std::int32_t block_rows = 1, block_cols = 16;
+  float element[16];
+  float scale[256];
+};
+PackedOperand packed_operand(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales);
 
 }  // namespace fp4sim::gpu::detail

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "device.hpp"
+#include "device_buffer.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
@@ -84,24 +85,20 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int KT = (K + kBK - 1) / kBK;
 
+  // One operand's tile of `rows` rows from global row `row0` (of `limit`) into shared memory at `base`:
+  // 16-byte chunks, zero-filled past the matrix.
+  auto load_tile = [&](std::uint32_t base, const std::uint16_t* src, int rows, int row0, int limit, int k0) {
+#pragma unroll
+    for (int i = tid; i < rows * 4; i += kGemmThreads) {
+      const int row = i >> 2, chunk = i & 3;
+      const int g = row0 + row, gk = k0 + chunk * 8;
+      const bool ok = g < limit && gk < K;
+      cp_async16(base + tile_offset(row, chunk), ok ? src + static_cast<std::size_t>(g) * K + gk : src, ok);
+    }
+  };
   auto load_stage = [&](int stage, int kt) {
-    const int k0 = kt * kBK;
-    const std::uint32_t a_base = smem_u32(sA + stage * BM * 64);
-    const std::uint32_t b_base = smem_u32(sB + stage * BN * 64);
-#pragma unroll
-    for (int i = tid; i < BM * 4; i += kGemmThreads) {
-      const int row = i >> 2, chunk = i & 3;
-      const int gm = m0 + row, gk = k0 + chunk * 8;
-      const bool ok = gm < M && gk < K;
-      cp_async16(a_base + tile_offset(row, chunk), ok ? A + static_cast<std::size_t>(gm) * K + gk : A, ok);
-    }
-#pragma unroll
-    for (int i = tid; i < BN * 4; i += kGemmThreads) {
-      const int row = i >> 2, chunk = i & 3;
-      const int gn = n0 + row, gk = k0 + chunk * 8;
-      const bool ok = gn < N && gk < K;
-      cp_async16(b_base + tile_offset(row, chunk), ok ? B + static_cast<std::size_t>(gn) * K + gk : B, ok);
-    }
+    load_tile(smem_u32(sA + stage * BM * 64), A, BM, m0, M, kt * kBK);
+    load_tile(smem_u32(sB + stage * BN * 64), B, BN, n0, N, kt * kBK);
   };
 
   float acc[MT][NT][4];
@@ -211,24 +208,21 @@ cudaError_t launch_gemm_cfg(const std::uint16_t* a, const std::uint16_t* b, floa
 // ---- encoded-domain operand ----
 
 struct EncodeArgs {
-  const std::uint8_t* codes;
-  const std::uint8_t* scales;
+  PackedOperand in;
   std::uint16_t* out;
-  std::uint64_t rows, cols, code_cols, scale_cols, kp;
-  std::int32_t block_rows, block_cols;
-  float element[16];
-  float scale[256];
+  std::uint64_t kp;
 };
 
 __global__ void encode_bf16_kernel(EncodeArgs a) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= a.rows * a.kp) return;
+  const PackedOperand& q = a.in;
+  if (t >= q.rows * a.kp) return;
   const std::uint64_t r = t / a.kp, k = t % a.kp;
   std::uint16_t bits = 0;
-  if (k < a.cols) {
-    const std::uint8_t byte = a.codes[r * a.code_cols + k / 2];
-    const float e = a.element[(k & 1) ? byte >> 4 : byte & 0xF];
-    const float s = a.scale[a.scales[(r / a.block_rows) * a.scale_cols + k / a.block_cols]];
+  if (k < q.cols) {
+    const std::uint8_t byte = q.codes[r * q.code_cols + k / 2];
+    const float e = q.element[(k & 1) ? byte >> 4 : byte & 0xF];
+    const float s = q.scale[q.scales[(r / q.block_rows) * q.scale_cols + k / q.block_cols]];
     bits = __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(e, s)));
   }
   a.out[t] = bits;
@@ -414,28 +408,13 @@ Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std
   return e == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-namespace {
-void fill_tables(const QuantizedTensor& q, float* element, float* scale) {
-  for (std::uint32_t c = 0; c < 16; ++c) element[c] = decode_small_host(q.element, c);
-  for (std::uint32_t c = 0; c < 256; ++c) scale[c] = decode_small_host(q.scale, c);
-}
-}  // namespace
-
 Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                           std::uint16_t* d_out, std::size_t kp, void* stream) {
   if (q.element != formats::e2m1) return Status::unsupported_format;
   EncodeArgs a{};
-  a.codes = d_codes;
-  a.scales = d_scales;
+  a.in = packed_operand(q, d_codes, d_scales);
   a.out = d_out;
-  a.rows = q.rows;
-  a.cols = q.cols;
-  a.code_cols = q.code_cols();
-  a.scale_cols = q.scale_cols;
   a.kp = kp;
-  a.block_rows = q.block_rows;
-  a.block_cols = q.block_cols;
-  fill_tables(q, a.element, a.scale);
   const std::uint64_t n = q.rows * kp;
   if (n == 0) return Status::success;
   encode_bf16_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(a);
@@ -500,51 +479,25 @@ float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor
   return amax * inv;
 }
 
-namespace {
-class Buf {
- public:
-  Buf() = default;
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  ~Buf() {
-    if (p_ != nullptr) cudaFree(p_);
-  }
-  bool allocate(std::size_t bytes) { return cudaMalloc(&p_, bytes == 0 ? 16 : bytes) == cudaSuccess; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-
- private:
-  void* p_ = nullptr;
-};
-Status failed() {
-  cudaGetLastError();
-  return Status::cuda_error;
-}
-bool upload(Buf& buf, const std::vector<std::uint8_t>& v) {
-  return buf.allocate(v.size()) &&
-         cudaMemcpy(buf.as<void>(), v.data(), v.size(), cudaMemcpyHostToDevice) == cudaSuccess;
-}
-}  // namespace
 
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o, std::span<float> c) {
   if (a.cols != b.cols || c.size() < a.rows * b.rows) return Status::invalid_argument;
   if (a.element != formats::e2m1 || b.element != formats::e2m1) return Status::unsupported_format;
   if (o.path == GemmPath::probe_matched && a.cols % 64 != 0) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;
-  Buf ac, as, bc, bs, dc;
-  if (!upload(ac, a.codes) || !upload(as, a.scales) || !upload(bc, b.codes) || !upload(bs, b.scales) ||
+  detail::DeviceBuffer ac, as, bc, bs, dc;
+  if (!detail::upload<std::uint8_t>(ac, a.codes) || !detail::upload<std::uint8_t>(as, a.scales) ||
+      !detail::upload<std::uint8_t>(bc, b.codes) || !detail::upload<std::uint8_t>(bs, b.scales) ||
       !dc.allocate(a.rows * b.rows * sizeof(float)))
-    return failed();
+    return detail::cuda_failed();
   Status st;
   if (o.path == GemmPath::exact) {
     st = detail::launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
                                    bs.as<std::uint8_t>(), dc.as<float>(), o.alpha, nullptr);
   } else {
     const std::size_t kp = (a.cols + 15) / 16 * 16;
-    Buf ea, eb;
-    if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return failed();
+    detail::DeviceBuffer ea, eb;
+    if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return detail::cuda_failed();
     st = detail::launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp,
                                     nullptr);
     if (st == Status::success)
@@ -556,7 +509,7 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
-    return failed();
+    return detail::cuda_failed();
   return Status::success;
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "device.hpp"
+#include "device_buffer.hpp"
 #include "emu.hpp"
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/emu/gpu.hpp"
@@ -146,6 +147,27 @@ __device__ __forceinline__ std::uint32_t e2m1_stochastic_int(std::uint32_t bits,
   return emu::f32_to_e2m1_sr<kMode>(bits, r, k);
 }
 
+// Elements c0 .. c0 + N - 1 of one row (zeros past `cols`): as N/4 streaming float4 loads when `vector`
+// (the row holds whole groups of N, so they are aligned), element by element otherwise.
+template <int N>
+__device__ __forceinline__ void load_block(const float* row, std::uint64_t c0, std::uint64_t cols, bool vector,
+                                           float (&v)[N]) {
+  if (vector) {
+    const float4* p = reinterpret_cast<const float4*>(row + c0);
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+      const float4 q = __ldcs(p + i);
+      v[4 * i] = q.x;
+      v[4 * i + 1] = q.y;
+      v[4 * i + 2] = q.z;
+      v[4 * i + 3] = q.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = c0 + i < cols ? row[c0 + i] : 0.0f;
+  }
+}
+
 template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -170,21 +192,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   float v[BC];
   std::uint32_t rpack[R != ElementRound::rne ? BC / 2 : 1];
   if (valid) {
-    const float* row = a.x + r * a.cols;
-    if (vector_path) {
-      const float4* p = reinterpret_cast<const float4*>(row + c0);
-#pragma unroll
-      for (int i = 0; i < BC / 4; ++i) {
-        const float4 q = __ldcs(p + i);
-        v[4 * i] = q.x;
-        v[4 * i + 1] = q.y;
-        v[4 * i + 2] = q.z;
-        v[4 * i + 3] = q.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < BC; ++i) v[i] = c0 + i < a.cols ? row[c0 + i] : 0.0f;
-    }
+    load_block<BC>(a.x + r * a.cols, c0, a.cols, vector_path, v);
     if constexpr (R != ElementRound::rne) {
       // Philox words for the stochastic rounding, drawn while the loads are in flight (they do not
       // depend on x): two k-bit integers (k <= 16) per register.
@@ -345,20 +353,7 @@ __global__ void amax_rht_kernel(const float* __restrict__ x, std::uint64_t rows,
   if (t < rows * groups) {
     const std::uint64_t r = t / groups, c0 = (t % groups) * 16;
     float v[16];
-    if (cols % 16 == 0) {
-      const float4* p = reinterpret_cast<const float4*>(x + r * cols + c0);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 q = __ldcs(p + i);
-        v[4 * i] = q.x;
-        v[4 * i + 1] = q.y;
-        v[4 * i + 2] = q.z;
-        v[4 * i + 3] = q.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = c0 + i < cols ? x[r * cols + c0 + i] : 0.0f;
-    }
+    load_block<16>(x + r * cols, c0, cols, cols % 16 == 0, v);
     rht16(v);
 #pragma unroll
     for (int i = 0; i < 16; ++i)
@@ -370,20 +365,15 @@ __global__ void amax_rht_kernel(const float* __restrict__ x, std::uint64_t rows,
 }
 
 struct DequantArgs {
-  const std::uint8_t* codes;
-  const std::uint8_t* scales;
+  PackedOperand in;
   float* out;
-  std::uint64_t rows, cols, code_cols, scale_cols;
-  std::int32_t block_rows, block_cols;
   std::int32_t order;  // 0 portable, 1 kernel, 2 te_kernel, 3 single-level q*s
   float gd, amax, te_factor;
-  float element[16];
-  float scale[256];
 };
 
 __device__ __forceinline__ float dequant_one(const DequantArgs& a, std::uint32_t code, std::uint32_t scode) {
-  const float e = a.element[code];
-  const float s = a.scale[scode];
+  const float e = a.in.element[code];
+  const float s = a.in.scale[scode];
   switch (a.order) {
     case 0: return __fmul_rn(e, __fmul_rn(s, a.gd));
     case 1: return __fmul_rn(__fmul_rn(e, s), a.gd);
@@ -396,22 +386,23 @@ __device__ __forceinline__ float dequant_one(const DequantArgs& a, std::uint32_t
 __global__ void dequantize_kernel(DequantArgs a, std::uint64_t units) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= units) return;
-  if (a.cols % 8 == 0) {
-    const std::uint64_t per_row = a.cols / 8;
+  const PackedOperand& q = a.in;
+  if (q.cols % 8 == 0) {
+    const std::uint64_t per_row = q.cols / 8;
     const std::uint64_t r = t / per_row, c0 = (t % per_row) * 8;
-    const std::uint32_t word = *reinterpret_cast<const std::uint32_t*>(a.codes + r * a.code_cols + c0 / 2);
-    const std::uint8_t* srow = a.scales + (r / a.block_rows) * a.scale_cols;
+    const std::uint32_t word = *reinterpret_cast<const std::uint32_t*>(q.codes + r * q.code_cols + c0 / 2);
+    const std::uint8_t* srow = q.scales + (r / q.block_rows) * q.scale_cols;
     float o[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) o[j] = dequant_one(a, (word >> (4 * j)) & 0xFu, srow[(c0 + j) / a.block_cols]);
-    float4* dst = reinterpret_cast<float4*>(a.out + r * a.cols + c0);
+    for (int j = 0; j < 8; ++j) o[j] = dequant_one(a, (word >> (4 * j)) & 0xFu, srow[(c0 + j) / q.block_cols]);
+    float4* dst = reinterpret_cast<float4*>(a.out + r * q.cols + c0);
     __stcs(dst, make_float4(o[0], o[1], o[2], o[3]));
     __stcs(dst + 1, make_float4(o[4], o[5], o[6], o[7]));
   } else {
-    const std::uint64_t r = t / a.cols, c = t % a.cols;
-    const std::uint8_t byte = a.codes[r * a.code_cols + c / 2];
+    const std::uint64_t r = t / q.cols, c = t % q.cols;
+    const std::uint8_t byte = q.codes[r * q.code_cols + c / 2];
     const std::uint32_t code = (c & 1) ? byte >> 4 : byte & 0xFu;
-    a.out[t] = dequant_one(a, code, a.scales[(r / a.block_rows) * a.scale_cols + c / a.block_cols]);
+    a.out[t] = dequant_one(a, code, q.scales[(r / q.block_rows) * q.scale_cols + c / q.block_cols]);
   }
 }
 
@@ -447,8 +438,7 @@ cudaError_t dispatch_round(const QuantizePlan& p, const QuantArgs& args, cudaStr
   return cudaErrorInvalidValue;
 }
 
-}  // namespace
-
+// Value of a code of an 8-bit-or-less unsigned/signed small format with a mantissa, or e8m0 (host).
 float decode_small_host(const Format& f, std::uint32_t code) {
   if (f.specials == Specials::pow2_nan) {
     if (code == 0xFFu) return NAN;
@@ -463,6 +453,23 @@ float decode_small_host(const Format& f, std::uint32_t code) {
                                     static_cast<int>(field) - f.bias - f.mantissa_bits);
   if (f.specials == Specials::fn && mag == f.nan_code()) v = NAN;
   return sign ? -v : v;
+}
+
+}  // namespace
+
+PackedOperand packed_operand(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales) {
+  PackedOperand p;
+  p.codes = d_codes;
+  p.scales = d_scales;
+  p.rows = q.rows;
+  p.cols = q.cols;
+  p.code_cols = q.code_cols();
+  p.scale_cols = q.scale_cols;
+  p.block_rows = q.block_rows;
+  p.block_cols = q.block_cols;
+  for (std::uint32_t c = 0; c < 16; ++c) p.element[c] = decode_small_host(q.element, c);
+  for (std::uint32_t c = 0; c < 256; ++c) p.scale[c] = decode_small_host(q.scale, c);
+  return p;
 }
 
 Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows, std::size_t cols,
@@ -599,17 +606,8 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
                          float* d_out, void* stream) {
   if (q.element != formats::e2m1) return Status::unsupported_format;
   DequantArgs a{};
-  a.codes = d_codes;
-  a.scales = d_scales;
+  a.in = packed_operand(q, d_codes, d_scales);
   a.out = d_out;
-  a.rows = q.rows;
-  a.cols = q.cols;
-  a.code_cols = q.code_cols();
-  a.scale_cols = q.scale_cols;
-  a.block_rows = q.block_rows;
-  a.block_cols = q.block_cols;
-  for (std::uint32_t c = 0; c < 16; ++c) a.element[c] = decode_small_host(q.element, c);
-  for (std::uint32_t c = 0; c < 256; ++c) a.scale[c] = decode_small_host(q.scale, c);
   a.gd = q.global_decode_scale;
   a.amax = q.tensor_amax;
   {
@@ -636,32 +634,6 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
 
 // ---- host-memory API ----
 
-namespace {
-
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  bool allocate(std::size_t bytes) { return cudaMalloc(&ptr_, bytes == 0 ? 16 : bytes) == cudaSuccess; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-
- private:
-  void* ptr_ = nullptr;
-};
-
-Status fail() {
-  cudaGetLastError();
-  return Status::cuda_error;
-}
-
-}  // namespace
 
 Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
                 std::size_t cols, QuantizedTensor& q) {
@@ -674,41 +646,23 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
   }
   if (!device_available()) return Status::no_device;
 
-  q = QuantizedTensor{};
-  q.rows = rows;
-  q.cols = cols;
-  q.element = recipe.element;
-  q.scale = recipe.scale;
-  q.recipe = recipe.name;
-  q.spec = request.spec;
-  q.target = request.spec.target;
-  q.dequantize_order = recipe.dequantize_order;
-  q.seed = request.random.seed;
-  q.block_cols = plan.block_cols;
-  q.block_rows = plan.block_rows;
-  q.scale_rows = plan.scale_rows;
-  q.scale_cols = plan.scale_cols;
-  q.codes.assign(rows * plan.code_cols, 0);
-  q.scales.assign(plan.scale_rows * plan.scale_cols, 0);
+  q = blank_quantized(recipe, request, rows, cols);
 
-  Buffer dx, dcodes, dscales, damax, dbits;
-  if (!dx.allocate(x.size_bytes()) || !dcodes.allocate(q.codes.size()) || !dscales.allocate(q.scales.size()) ||
+  detail::DeviceBuffer dx, dcodes, dscales, damax, dbits;
+  if (!detail::upload(dx, x) || !dcodes.allocate(q.codes.size()) || !dscales.allocate(q.scales.size()) ||
       !damax.allocate(sizeof(float)))
-    return fail();
-  if (cudaMemcpy(dx.as<float>(), x.data(), x.size_bytes(), cudaMemcpyHostToDevice) != cudaSuccess) return fail();
+    return detail::cuda_failed();
   const std::uint32_t* bits = nullptr;
   if (stochastic && !request.random.explicit_bits.empty()) {
-    if (!dbits.allocate(x.size() * 4)) return fail();
-    if (cudaMemcpy(dbits.as<std::uint32_t>(), request.random.explicit_bits.data(), x.size() * 4,
-                   cudaMemcpyHostToDevice) != cudaSuccess)
-      return fail();
+    if (!detail::upload(dbits, request.random.explicit_bits)) return detail::cuda_failed();
     bits = dbits.as<std::uint32_t>();
   }
   float amax = 0.0f;
   if (!(plan.tensor_scaled && plan.amax_ref)) {  // a held amax needs no pass over the tensor
     if (const Status s = detail::launch_amax(plan, dx.as<float>(), damax.as<float>(), nullptr); s != Status::success)
       return s;
-    if (cudaMemcpy(&amax, damax.as<float>(), sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) return fail();
+    if (cudaMemcpy(&amax, damax.as<float>(), sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+      return detail::cuda_failed();
   }
   const detail::TensorScalars sc = detail::tensor_scalars(plan, amax);
   if (const Status s = detail::launch_quantize(plan, sc, dx.as<float>(), bits, dcodes.as<std::uint8_t>(),
@@ -717,7 +671,7 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
     return s;
   if (cudaMemcpy(q.codes.data(), dcodes.as<std::uint8_t>(), q.codes.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
       cudaMemcpy(q.scales.data(), dscales.as<std::uint8_t>(), q.scales.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
-    return fail();
+    return detail::cuda_failed();
   q.tensor_amax = sc.tensor_amax;
   q.tensor_scaled = plan.tensor_scaled;
   q.global_encode_scale = sc.encode;
@@ -731,18 +685,16 @@ Status dequantize(const QuantizedTensor& q, std::span<float> out) {
   if (out.size() < q.rows * q.cols) return Status::invalid_argument;
   if (q.element != formats::e2m1) return Status::unsupported_format;
   if (!device_available()) return Status::no_device;
-  Buffer dcodes, dscales, dout;
-  if (!dcodes.allocate(q.codes.size()) || !dscales.allocate(q.scales.size()) || !dout.allocate(q.rows * q.cols * 4))
-    return fail();
-  if (cudaMemcpy(dcodes.as<std::uint8_t>(), q.codes.data(), q.codes.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
-      cudaMemcpy(dscales.as<std::uint8_t>(), q.scales.data(), q.scales.size(), cudaMemcpyHostToDevice) != cudaSuccess)
-    return fail();
+  detail::DeviceBuffer dcodes, dscales, dout;
+  if (!detail::upload<std::uint8_t>(dcodes, q.codes) || !detail::upload<std::uint8_t>(dscales, q.scales) ||
+      !dout.allocate(q.rows * q.cols * 4))
+    return detail::cuda_failed();
   if (const Status s = detail::launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(),
                                                  dout.as<float>(), nullptr);
       s != Status::success)
     return s;
   if (cudaMemcpy(out.data(), dout.as<float>(), q.rows * q.cols * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
-    return fail();
+    return detail::cuda_failed();
   return Status::success;
 }
 

@@ -78,16 +78,6 @@ std::optional<RandomBitsArray> random_bits_array(const std::optional<RandomBitsI
   return RandomBitsArray{what, dtype, shape_of(values), std::vector<std::uint32_t>(values.data(), values.data() + values.size())};
 }
 
-// The bits a resolved request draws from, kept alive next to it.
-std::vector<std::uint32_t> attach_random_bits(const std::optional<RandomBitsArray>& bits,
-                                              const std::vector<std::size_t>& operand_shape, int sr_bits,
-                                              QuantizeRequest& request) {
-  if (!bits) return {};
-  std::vector<std::uint32_t> values = checked_random_bits(*bits, operand_shape, sr_bits);
-  request.random.explicit_bits = values;
-  return values;
-}
-
 // Recipe overrides as keyword arguments: the CLI's flags with underscores (block=32, two_d=True, ...).
 RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
   RecipeOverrides o;

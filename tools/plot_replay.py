@@ -32,6 +32,16 @@ ROLE_ORDER = ["x", "w", "dy"]
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
+
+def save(fig, out, name, title=None, tight=True):
+    """Title, lay out, write OUT/NAME and close one figure."""
+    if title:
+        fig.suptitle(title)
+    if tight:
+        fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+
 def short_layer(name):
     """'model.layers.3.self_attn.q_proj' -> 'L3.q_proj'."""
     parts = name.replace("/", ".").split(".")
@@ -104,10 +114,8 @@ def plot_sqnr(data, out):
     axes[0].legend(ncol=len(recipes), loc="lower right", bbox_to_anchor=(1.0, 1.08), fontsize=9, frameon=False)
     axes[-1].set_xticks(positions)
     axes[-1].set_xticklabels(labels, rotation=70, ha="right", fontsize=8)
-    fig.suptitle("SQNR per layer and recipe (higher is better): %s" % os.path.basename(data["trace"]["path"]))
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "sqnr_per_layer.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "sqnr_per_layer.png",
+         title="SQNR per layer and recipe (higher is better): %s" % os.path.basename(data["trace"]["path"]))
 
 
 def plot_scale_codes(data, out):
@@ -145,10 +153,7 @@ def plot_scale_codes(data, out):
         ax.set_title("%s: scale codes" % r)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Block-scale code histograms (all steps and layers)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "scale_codes.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "scale_codes.png", title="Block-scale code histograms (all steps and layers)")
 
 
 def plot_heatmaps(data, out):
@@ -200,9 +205,7 @@ def plot_heatmaps(data, out):
                         ax.text(j, i, "%.2g" % g[i, j], ha="center", va="center", fontsize=6,
                                 color="white" if g[i, j] > 0.6 * vmax else "black")
         fig.colorbar(im, ax=axes[qi].tolist(), shrink=0.9, label=title)
-    fig.suptitle("Underflow and saturation per layer, tensor and step")
-    fig.savefig(os.path.join(out, "underflow_saturation.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "underflow_saturation.png", title="Underflow and saturation per layer, tensor and step", tight=False)
 
 
 def plot_headroom(data, out):
@@ -264,9 +267,7 @@ def plot_headroom(data, out):
              fontsize=7, va="top")
     ax2.legend(fontsize=7)
     ax2.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "headroom_rho.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "headroom_rho.png")
 
 
 def plot_gemms(data, out):
@@ -289,10 +290,7 @@ def plot_gemms(data, out):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("||C_hat - C||_F / ||C||_F")
     axes[0].legend(fontsize=8)
-    fig.suptitle("GEMM relative Frobenius error against the float64 product")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "gemm_error.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "gemm_error.png", title="GEMM relative Frobenius error against the float64 product")
 
 
 def plot_block_sqnr(data, out):
@@ -316,9 +314,7 @@ def plot_block_sqnr(data, out):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("fraction of inexact blocks")
     axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "block_sqnr.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "block_sqnr.png")
 
 
 def plot_sweep(data, out):
@@ -364,9 +360,7 @@ def plot_sweep(data, out):
     ax.grid(axis="y", alpha=0.3)
     ax.set_xticks(xs)
     ax.set_xticklabels(configs, rotation=70, ha="right", fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "sqnr_sweep.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "sqnr_sweep.png")
 
 
 def main(argv=None):

@@ -16,6 +16,7 @@
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/json.hpp"
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/random.hpp"
 #include "fp4sim/core/tensor_scale.hpp"
@@ -68,6 +69,23 @@ double dot_1(const double* a, const double* b, std::size_t k) {
 
 }  // namespace
 
+TensorEntry tensor_entry(const Recipe& r, Role role, Gemm view, std::size_t rows, std::size_t cols) {
+  const OperandSpec spec = operand_for_role(r, role);
+  TensorEntry e;
+  e.role = role;
+  e.view = view;
+  e.recipe = r.name;
+  e.rows = rows;
+  e.cols = cols;
+  e.block_rows = spec.two_d ? r.block : 1;
+  e.block_cols = r.block;
+  e.element_format = format_name(r.element);
+  e.scale_format = format_name(r.scale);
+  e.rounding = std::string(name_of(spec.rounding));
+  e.tensor_scale = tensor_scale_text(r.tensor_scale, r.period);
+  return e;
+}
+
 std::vector<double> matmul_abt(std::span<const double> a, std::span<const double> b, std::size_t m, std::size_t n,
                                std::size_t k) {
   std::vector<double> c(m * n, 0.0);
@@ -113,17 +131,6 @@ stats::Figure ratio(float current, float held) {
     return stats::Figure::none(current == 0.0f ? "all-zero tensor (current and held amax are 0)" : "held amax is 0");
   }
   return stats::Figure::of(static_cast<double>(current) / static_cast<double>(held));
-}
-
-// NaN-ignoring max |x| (a NaN never compares greater), as the quantizer's tensor amax.
-float abs_max(std::span<const float> x) {
-  float m = 0.0f;
-#pragma omp parallel for simd reduction(max : m) schedule(static) if (x.size() > (std::size_t{1} << 18))
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const float a = std::fabs(x[i]);
-    m = a > m ? a : m;
-  }
-  return m;
 }
 
 std::vector<float> transpose(std::span<const float> x, std::size_t rows, std::size_t cols) {
@@ -295,28 +302,16 @@ class Replayer {
     const std::size_t first = result_.tensors.size();
     std::vector<QuantizeRequest> requests;
     for (const Recipe& r : o_.recipes) {
-      TensorEntry e;
+      TensorEntry e = tensor_entry(r, role, view, t.rows, t.cols);
       e.step = step;
       e.layer = layer.name;
       e.tensor = t.name;
-      e.role = role;
-      e.view = view;
-      e.recipe = r.name;
-      e.rows = t.rows;
-      e.cols = t.cols;
-      const OperandSpec spec = operand_for_role(r, role);
-      e.block_rows = spec.two_d ? r.block : 1;
-      e.block_cols = r.block;
-      e.element_format = format_name(r.element);
-      e.scale_format = format_name(r.scale);
-      e.rounding = std::string(name_of(spec.rounding));
-      e.tensor_scale = tensor_scale_text(r.tensor_scale, r.period);
       e.orig_dtype = t.orig_dtype;
       e.stream = stream;
       e.amax = current;
       e.hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
       QuantizeRequest q;
-      q.spec = spec;
+      q.spec = operand_for_role(r, role);
       q.amax_ref = amax_ref(r, e.hold, current);
       q.random.seed = o_.seed;
       q.random.stream = stream;
@@ -1009,7 +1004,7 @@ std::string csv_escape(const std::string& s) {
 
 std::string cell_text(const Cell& c) {
   switch (c.kind) {
-    case Cell::number: return stats::JsonWriter::number(c.d);
+    case Cell::number: return json::number(c.d);
     case Cell::integer: return std::to_string(c.i);
     case Cell::text: return csv_escape(c.s);
     case Cell::missing: return "";

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/json.hpp"
+#include "fp4sim/core/primitives.hpp"
 #include "fp4sim/core/fp32.hpp"
 
 namespace fp4sim::stats {
@@ -70,18 +72,6 @@ Figure ErrorAccumulator::dynamic_range_log2() const {
 
 // ---------------------------------------------------------------------------------------------
 // BlockAccumulator
-
-namespace {
-
-// floor(log2 |x|) of a finite nonzero binary32, from the exponent field (subnormals included).
-int floor_log2(float x) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu;
-  const int field = static_cast<int>(bits >> 23);
-  if (field != 0) return field - 127;
-  return -127 - (std::countl_zero(bits) - 9);
-}
-
-}  // namespace
 
 double BlockAccumulator::scale_log2(std::uint8_t code, float value) {
   if (log2_cache_value_[code] != value) {
@@ -361,35 +351,6 @@ void accumulate_headroom(std::span<const float> x, std::size_t rows, std::size_t
 // ---------------------------------------------------------------------------------------------
 // JsonWriter
 
-std::string JsonWriter::number(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
-std::string JsonWriter::escape(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 void JsonWriter::separator() {
   if (after_key_) {
     after_key_ = false;
@@ -430,14 +391,14 @@ JsonWriter& JsonWriter::end_array() {
 }
 JsonWriter& JsonWriter::key(std::string_view k) {
   separator();
-  os_ << escape(k) << (pretty_ ? ": " : ":");
+  os_ << json::string(k) << (pretty_ ? ": " : ":");
   after_key_ = true;
   return *this;
 }
 JsonWriter& JsonWriter::value(double v) {
   separator();
   if (std::isfinite(v)) {
-    os_ << number(v);
+    os_ << json::number(v);
   } else {
     os_ << "null";
   }
@@ -460,7 +421,7 @@ JsonWriter& JsonWriter::value(bool v) {
 }
 JsonWriter& JsonWriter::value(std::string_view v) {
   separator();
-  os_ << escape(v);
+  os_ << json::string(v);
   return *this;
 }
 JsonWriter& JsonWriter::null() {

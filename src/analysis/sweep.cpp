@@ -255,33 +255,20 @@ Result run(const Options& o) {
     for (const Distribution& d : o.distributions) {
       const std::uint64_t stream = stream_of(d.name);
       const std::vector<float> x = generate(d, o.rows, o.cols, o.seed, stream);
-      float amax = 0.0f;
-      for (float v : x) amax = std::fabs(v) > amax ? std::fabs(v) : amax;
+      const float amax = abs_max(x);
       for (const GridPoint& p : points) {
         if (o.progress) o.progress(static_cast<double>(done) / total, d.name + " " + p.name);
         ++done;
         const Recipe& r = p.recipe;
-        replay::TensorEntry e;
+        replay::TensorEntry e = replay::tensor_entry(r, o.role, view, o.rows, o.cols);
         e.step = 0;
         e.layer = "synthetic";
         e.tensor = d.name;
         e.distribution = d.name;
-        e.role = o.role;
-        e.view = view;
-        e.recipe = p.name;
-        e.rows = o.rows;
-        e.cols = o.cols;
-        const OperandSpec spec = operand_for_role(r, o.role);
-        e.block_rows = spec.two_d ? r.block : 1;
-        e.block_cols = r.block;
-        e.element_format = format_name(r.element);
-        e.scale_format = format_name(r.scale);
-        e.rounding = std::string(name_of(spec.rounding));
-        e.tensor_scale = tensor_scale_text(r.tensor_scale, r.period);
         e.stream = stream;
         e.amax = amax;
         QuantizeRequest q;
-        q.spec = spec;
+        q.spec = operand_for_role(r, o.role);
         q.random.seed = o.seed;
         q.random.stream = stream;
         switch (r.tensor_scale) {

@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/core/convert_call.hpp"
-#include "fp4sim/core/error.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/io/npy.hpp"
 
@@ -25,12 +25,8 @@ void run_convert(const ConvertOptions& o) {
   const ConvertCall::Resolved r = call.resolve();
   const Format& format = r.format;
   const npy::Array input = npy::read(o.in);
-  if (input.dtype != npy::DType::f4 && input.dtype != npy::DType::f8) {
-    throw DataError(o.in + ": expected float32 or float64 values, got " + npy::dtype_descr(input.dtype));
-  }
-  const std::vector<double> values = npy::as_float64(input);
-  std::optional<RandomBitsArray> bits;
-  if (call.random_bits) bits = npy::read_random_bits(o.rbits);
+  const std::vector<double> values = npy::as_float64(input, o.in);
+  const std::optional<RandomBitsArray> bits = random_bits_file(o.rbits);
   const std::vector<std::uint32_t> codes = convert(call, r, {o.in, input.shape}, values, bits ? &*bits : nullptr);
 
   const int width = format.storage_bits() <= 8 ? 1 : format.storage_bits() <= 16 ? 2 : 4;

@@ -8,7 +8,7 @@
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/io/npy.hpp"
-#include "recipe_options.hpp"
+#include "arguments.hpp"
 
 namespace fp4sim::cli {
 
@@ -52,15 +52,8 @@ void run_gemm(const GemmCliOptions& o) {
   const npy::Array arr_a = npy::read(o.a), arr_b = npy::read(o.b);
   check_gemm_shapes({o.a, arr_a.shape}, {o.b, arr_b.shape});
   const std::vector<float> a = npy::as_float32(arr_a, o.a), b = npy::as_float32(arr_b, o.b);
-  std::vector<std::uint32_t> bits_a, bits_b;
-  if (!o.rbits_a.empty()) {
-    bits_a = checked_random_bits(npy::read_random_bits(o.rbits_a), arr_a.shape, r.recipe.sr_bits);
-    r.a.random.explicit_bits = bits_a;
-  }
-  if (!o.rbits_b.empty()) {
-    bits_b = checked_random_bits(npy::read_random_bits(o.rbits_b), arr_b.shape, r.recipe.sr_bits);
-    r.b.random.explicit_bits = bits_b;
-  }
+  const auto bits_a = attach_random_bits(random_bits_file(o.rbits_a), arr_a.shape, r.recipe.sr_bits, r.a);
+  const auto bits_b = attach_random_bits(random_bits_file(o.rbits_b), arr_b.shape, r.recipe.sr_bits, r.b);
 
   const QuantizedTensor qa = quantize(r.recipe, r.a, a, arr_a.rows(), arr_a.cols());
   const QuantizedTensor qb = quantize(r.recipe, r.b, b, arr_b.rows(), arr_b.cols());
@@ -86,26 +79,8 @@ void setup_gemm(CLI::App& app) {
   app.add_flag("--json", o->json, "with --list-datapaths: a JSON array");
   app.add_option("--a", o->a, "operand A [M, K] (.npy float32)")->check(CLI::ExistingFile);
   app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ")->check(CLI::ExistingFile);
-  app.add_option("--gemm", c.gemm, "which GEMM of a linear layer: fprop (A=x, B=w), dgrad (A=dy, B=wᵀ), wgrad (A=dyᵀ, B=xᵀ)")
-      ->check(CLI::IsMember(name_strings<Gemm>()))
-      ->default_val("fprop");
+  add_gemm_options(app, c, o->rbits_a, o->rbits_b);
   app.add_option("--datapath", c.datapath, "accumulation datapath (default: the recipe's); see --list-datapaths");
-  app.add_option("--inner", c.inner, "probe-matched: the inner tensor-core datapath per 64-group (default sm90-bf16; "
-                                      "sm100-f16 for Blackwell tcgen05)");
-  app.add_flag_function("--no-snap", [&c](std::int64_t) { c.snap = false; },
-                        "probe-matched: skip the RNE(C*1024)/1024 lattice snap");
-  app.add_option("--out-dtype", c.out_dtype, "f32, or bf16 (RNE, as the training code casts next)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->default_val("f32");
-  app.add_option("--amax-ref-a", c.a.amax_ref, "held tensor amax of operand A (periodic scaling)");
-  app.add_option("--amax-ref-b", c.b.amax_ref, "held tensor amax of operand B");
-  app.add_option("--target-a", c.a.target, "scale target T of operand A");
-  app.add_option("--target-b", c.b.target, "scale target T of operand B");
-  app.add_option("--rbits-a", o->rbits_a, "explicit stochastic-rounding integers for A (.npy uint8, shape of A)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--rbits-b", o->rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--seed", c.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
   app.add_option("--frac-bits", c.frac_bits,
                  "what-if: replace the tensor-core row's alignment width F (e.g. ue5m3-native with F=35)");
   app.add_flag("--reference", c.reference, "run the plain scalar golden loop instead of the fast kernels (slow)");

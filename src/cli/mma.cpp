@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/core/error.hpp"
 #include "fp4sim/core/mma_call.hpp"
 #include "fp4sim/io/npy.hpp"
 
@@ -16,12 +15,9 @@ struct MmaOptions {
   std::string a, b, c, out;
 };
 
-// A .npy of values (float32, or float64) for mma.
 std::vector<double> read_values(const std::string& path, npy::Array& array) {
   array = npy::read(path);
-  if (array.dtype != npy::DType::f4 && array.dtype != npy::DType::f8)
-    throw DataError(path + ": expected float32 or float64, got " + npy::dtype_descr(array.dtype));
-  return npy::as_float64(array);
+  return npy::as_float64(array, path);
 }
 
 void run_mma(const MmaOptions& o) {

@@ -7,7 +7,7 @@
 #include "fp4sim/core/quantize_call.hpp"
 #include "fp4sim/io/hdf5.hpp"
 #include "fp4sim/io/npy.hpp"
-#include "recipe_options.hpp"
+#include "arguments.hpp"
 
 namespace fp4sim::cli {
 
@@ -24,11 +24,7 @@ void run_quantize(const QuantizeOptions& o) {
   QuantizeCall::Resolved r = call.resolve();
   const npy::Array input = npy::read(o.in);
   const std::vector<float> x = npy::as_float32(input, o.in);
-  std::vector<std::uint32_t> random;
-  if (!o.rbits.empty()) {
-    random = checked_random_bits(npy::read_random_bits(o.rbits), input.shape, r.recipe.sr_bits);
-    r.request.random.explicit_bits = random;
-  }
+  const auto random = attach_random_bits(random_bits_file(o.rbits), input.shape, r.recipe.sr_bits, r.request);
   const Recipe& recipe = r.recipe;
   const QuantizedTensor q = quantize(recipe, r.request, x, input.rows(), input.cols());
   const std::vector<float> dequantized = dequantize(q);

@@ -1,21 +1,10 @@
-// `fp4sim replay TRACE.h5 ...` (docs/cli.md): parse, validate, call fp4sim::replay::run, print the summary,
-// write the requested outputs (all through temporaries, renamed only when everything succeeded).
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+// `fp4sim replay TRACE.h5 ...` (docs/cli.md): the flags of fp4sim::replay::Call, fp4sim::replay::run, the
+// summary printed and the requested outputs written (all through temporaries, renamed only when
+// everything succeeded).
 #include <filesystem>
-#include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "cli.hpp"
-#include "fp4sim/core/error.hpp"
-#include "fp4sim/io/output_file.hpp"
 #include "fp4sim/analysis/calls.hpp"
 #include "replay_common.hpp"
 
@@ -23,137 +12,21 @@ namespace fp4sim::cli {
 
 namespace fs = std::filesystem;
 
-ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0) {}
-
-ProgressBar::~ProgressBar() { finish(); }
-
-void ProgressBar::update(double fraction, const std::string& what) {
-  if (!enabled_) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (fraction < 1.0 && now - last_ < std::chrono::milliseconds(100)) return;
-  last_ = now;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(fraction * kWidth + 0.5);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(kWidth, ' ');
-  std::string label = what.size() > 40 ? what.substr(0, 37) + "..." : what;
-  std::fprintf(stderr, "\r\033[K[%s] %3d%% %s", bar.c_str(), static_cast<int>(fraction * 100 + 0.5), label.c_str());
-  std::fflush(stderr);
-  shown_ = true;
-}
-
-void ProgressBar::finish() {
-  if (enabled_ && shown_) {
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-    shown_ = false;
-  }
-}
-
-fs::path plot_script() {
-  if (const char* env = std::getenv("FP4SIM_PLOT_SCRIPT")) return env;
-  std::vector<fs::path> candidates;
-  // The source tree this binary was built from (CMake passes absolute source paths), then paths
-  // relative to the executable (a build directory inside the source tree, or an install prefix).
-  candidates.push_back(fs::path(__FILE__).parent_path().parent_path().parent_path() / "tools" / "plot_replay.py");
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back(exe.parent_path().parent_path() / "tools" / "plot_replay.py");
-    candidates.push_back(exe.parent_path().parent_path() / "share" / "fp4sim" / "plot_replay.py");
-  }
-  for (const auto& c : candidates) {
-    if (fs::exists(c, ec)) return c;
-  }
-  throw UsageError("--plots: cannot find tools/plot_replay.py (set FP4SIM_PLOT_SCRIPT to its path)");
-}
-
-void run_plot_script(const fs::path& script, const fs::path& json, const fs::path& out_dir) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw DataError("--plots: cannot start python3");
-  if (pid == 0) {
-    const std::string s = script.string(), j = json.string(), o = out_dir.string();
-    ::execlp("python3", "python3", s.c_str(), j.c_str(), "--out", o.c_str(), static_cast<char*>(nullptr));
-    std::fprintf(stderr, "fp4sim: cannot run python3\n");
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw DataError("--plots: waitpid failed");
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw DataError("--plots: " + script.string() + " failed (exit " +
-                    std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                    "); it needs python3 with matplotlib");
-  }
-}
-
-void check_writable(const std::string& path, const std::string& flag) {
-  if (path.empty() || path == "-") return;
-  fs::path parent = fs::path(path).parent_path();
-  if (parent.empty()) parent = ".";
-  std::error_code ec;
-  if (!fs::is_directory(parent, ec)) throw UsageError(flag + " " + path + ": directory " + parent.string() + " does not exist");
-  if (::access(parent.c_str(), W_OK) != 0) throw UsageError(flag + " " + path + ": directory " + parent.string() + " is not writable");
-  if (fs::is_directory(path, ec) && flag != "--plots") throw UsageError(flag + " " + path + ": is a directory");
-}
-
-namespace {
-
-// The HDF5 1.10 C library can fault on some corrupted files (e.g. a damaged global heap under a
-// variable-length string). While a trace is read, such a fault ends the command with the message and
-// exit code of bad input (3) instead of a crash; no output exists yet at that point.
-char g_fatal_message[1024];
-
-extern "C" void on_fatal_signal(int) {
-  const ssize_t n = static_cast<ssize_t>(std::strlen(g_fatal_message));
-  if (::write(STDERR_FILENO, g_fatal_message, static_cast<std::size_t>(n)) < 0) {
-    // nothing more can be done in a signal handler
-  }
-  ::_exit(3);
-}
-
-}  // namespace
-
-FatalSignalGuard::FatalSignalGuard(const std::string& input) {
-  std::snprintf(g_fatal_message, sizeof g_fatal_message,
-                "\nfp4sim: error: %s: the HDF5 library faulted while reading this file (corrupted or malicious "
-                "HDF5?); no output was written\n",
-                input.c_str());
-  struct sigaction action {};
-  action.sa_handler = on_fatal_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;
-  for (int i = 0; i < 4; ++i) {
-    const int sig = kSignals[i];
-    sigaction(sig, &action, &previous_[i]);
-  }
-}
-
-FatalSignalGuard::~FatalSignalGuard() {
-  for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
-}
-
 namespace {
 
 struct ReplayCliOptions {
   replay::Call call;
   std::string trace;
-  std::string json, csv, h5, plots;
+  OutputFlags outputs;
   bool quiet = false;
 };
 
 void run_replay(const ReplayCliOptions& o) {
   replay::Options options = o.call.resolve();
   fs::path script;
-  if (!o.plots.empty()) script = plot_script();
+  if (!o.outputs.plots.empty()) script = plot_script();
   // Output paths are checked now and written only when everything succeeded (temporaries renamed).
-  check_writable(o.json, "--json");
-  check_writable(o.csv, "--csv");
-  check_writable(o.h5, "--h5");
-  check_writable(o.plots, "--plots");
+  check_outputs(o.outputs);
 
   replay::Result result;
   {
@@ -162,61 +35,14 @@ void run_replay(const ReplayCliOptions& o) {
     options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
     result = replay::run(o.trace, options);
   }
-  write_replay_outputs(result, o.json, o.csv, o.h5, o.plots, script, o.quiet);
+  const ResultWriters writers{[&] { return replay::summary(result); },
+                              [&](std::ostream& os) { replay::write_json(result, os); },
+                              [&](std::ostream& os) { replay::write_csv(result, os); },
+                              [&](const fs::path& path) { replay::write_h5(result, path); }, "replay.json"};
+  write_outputs(writers, o.outputs, script, o.quiet);
 }
 
 }  // namespace
-
-void write_replay_outputs(const replay::Result& result, const std::string& json_path, const std::string& csv_path,
-                          const std::string& h5_path, const std::string& plots_path, const fs::path& script,
-                          bool quiet) {
-  const bool json_stdout = json_path == "-";
-  if (!quiet) {
-    const std::string text = replay::summary(result);
-    std::fputs(text.c_str(), json_stdout ? stderr : stdout);
-  }
-  std::unique_ptr<OutputFile> json, csv;
-  std::unique_ptr<OutputPath> h5;
-  std::unique_ptr<OutputDirectory> plots;
-  if (!json_path.empty() && !json_stdout) {
-    json = std::make_unique<OutputFile>(json_path);
-    replay::write_json(result, json->stream());
-    json->stream().flush();
-  }
-  if (!csv_path.empty()) {
-    csv = std::make_unique<OutputFile>(csv_path);
-    replay::write_csv(result, csv->stream());
-  }
-  if (!h5_path.empty()) {
-    // Written to a scratch name of its own, renamed with the others below.
-    h5 = std::make_unique<OutputPath>(h5_path);
-    replay::write_h5(result, h5->temporary_path());
-  }
-  if (!plots_path.empty()) {
-    plots = std::make_unique<OutputDirectory>(plots_path);
-    fs::path input;
-    std::unique_ptr<OutputFile> scratch;
-    if (json) {
-      input = json->temporary_path();
-    } else {
-      scratch = std::make_unique<OutputFile>(plots->temporary_path() / "replay.json");
-      replay::write_json(result, scratch->stream());
-      scratch->stream().flush();
-      input = scratch->temporary_path();
-    }
-    run_plot_script(script, input, plots->temporary_path());
-    if (scratch) {
-      // Keep the JSON the plots were drawn from next to them.
-      scratch->commit();
-    }
-  }
-  if (json_stdout) replay::write_json(result, std::cout);
-  if (json) json->commit();
-  if (csv) csv->commit();
-  if (h5) h5->commit();
-  if (plots) plots->commit();
-}
-
 
 void setup_replay(CLI::App& app) {
   auto o = std::make_shared<ReplayCliOptions>();
@@ -232,10 +58,10 @@ void setup_replay(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--steps", o->call.steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
   app.add_option("--layers", o->call.layers, "regular expression (ECMAScript) searched in layer names");
-  app.add_option("--json", o->json, "write the full results as JSON ('-' for stdout)");
-  app.add_option("--csv", o->csv, "write one CSV row per tensor, gemm and headroom entry");
-  app.add_option("--h5", o->h5, "write the results as HDF5 column datasets");
-  app.add_option("--plots", o->plots, "write PNG plots into this directory (python3 + matplotlib)");
+  app.add_option("--json", o->outputs.json, "write the full results as JSON ('-' for stdout)");
+  app.add_option("--csv", o->outputs.csv, "write one CSV row per tensor, gemm and headroom entry");
+  app.add_option("--h5", o->outputs.h5, "write the results as HDF5 column datasets");
+  app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)");
   app.add_option("--seed", o->call.seed, "seed of the stochastic-rounding bits")->capture_default_str();
   app.add_option("--hold", o->call.hold,
                  "periodic-scaling hold rule when a refresh step was not captured: window | previous")

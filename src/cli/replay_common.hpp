@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -33,9 +35,6 @@ std::filesystem::path plot_script();
 void run_plot_script(const std::filesystem::path& script, const std::filesystem::path& json,
                      const std::filesystem::path& out_dir);
 
-// Fails with a usage error when an output could not be created (missing or read-only directory).
-void check_writable(const std::string& path, const std::string& flag);
-
 // While alive, SIGSEGV/SIGBUS/SIGFPE/SIGILL (the HDF5 1.10 library faulting on a corrupted file) end the
 // process with a message naming `input` and exit code 3 instead of a crash.
 class FatalSignalGuard {
@@ -50,10 +49,25 @@ class FatalSignalGuard {
   struct sigaction previous_[4];
 };
 
-// Prints the summary (unless quiet) and writes --json/--csv/--h5/--plots through temporaries, renamed
-// into place only when every one of them succeeded.
-void write_replay_outputs(const replay::Result& result, const std::string& json_path, const std::string& csv_path,
-                          const std::string& h5_path, const std::string& plots_path,
-                          const std::filesystem::path& script, bool quiet);
+// The output flags of `replay` and `sweep` (empty: not asked for; --json "-": standard output).
+struct OutputFlags {
+  std::string json, csv, h5, plots;
+};
+// Fails with a usage error, before any work, when an asked-for output cannot be created.
+void check_outputs(const OutputFlags& flags);
+
+// What a result can be written as: the terminal summary, JSON, CSV, HDF5 (empty: the command has no
+// --h5), and the name of the JSON kept next to the plots when --json is not given.
+struct ResultWriters {
+  std::function<std::string()> summary;
+  std::function<void(std::ostream&)> json, csv;
+  std::function<void(const std::filesystem::path&)> h5;
+  std::string plots_json;
+};
+
+// Prints the summary (unless quiet) and writes the asked-for outputs through temporaries, renamed into
+// place only when every one of them succeeded; the plots are drawn by `script` from the JSON.
+void write_outputs(const ResultWriters& writers, const OutputFlags& flags, const std::filesystem::path& script,
+                   bool quiet);
 
 }  // namespace fp4sim::cli

@@ -1,13 +1,8 @@
 // `fp4sim sweep [TRACE.h5] ...` (docs/cli.md): a grid of recipe parameters over a trace or synthetic
 // distributions, with the fields of replay's tensors entries.
-#include <cmath>
-#include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include "cli.hpp"
-#include "fp4sim/core/error.hpp"
-#include "fp4sim/io/output_file.hpp"
 #include "fp4sim/analysis/calls.hpp"
 #include "replay_common.hpp"
 
@@ -17,17 +12,15 @@ namespace {
 
 struct SweepCliOptions {
   sweep::Call call;
-  std::string json, csv, plots;
+  OutputFlags outputs;
   bool quiet = false;
 };
 
 void run_sweep(const SweepCliOptions& o) {
   sweep::Options s = o.call.resolve();
   std::filesystem::path script;
-  if (!o.plots.empty()) script = plot_script();
-  check_writable(o.json, "--json");
-  check_writable(o.csv, "--csv");
-  check_writable(o.plots, "--plots");
+  if (!o.outputs.plots.empty()) script = plot_script();
+  check_outputs(o.outputs);
 
   sweep::Result result;
   {
@@ -36,31 +29,10 @@ void run_sweep(const SweepCliOptions& o) {
     s.progress = [&](double f, const std::string& what) { bar.update(f, what); };
     result = sweep::run(s);
   }
-  const bool json_stdout = o.json == "-";
-  if (!o.quiet) std::fputs(sweep::summary(result).c_str(), json_stdout ? stderr : stdout);
-  std::unique_ptr<OutputFile> json, csv;
-  std::unique_ptr<OutputDirectory> plots;
-  if (!o.json.empty() && !json_stdout) {
-    json = std::make_unique<OutputFile>(o.json);
-    sweep::write_json(result, json->stream());
-    json->stream().flush();
-  }
-  if (!o.csv.empty()) {
-    csv = std::make_unique<OutputFile>(o.csv);
-    sweep::write_csv(result, csv->stream());
-  }
-  if (!o.plots.empty()) {
-    plots = std::make_unique<OutputDirectory>(o.plots);
-    OutputFile scratch(plots->temporary_path() / "sweep.json");
-    sweep::write_json(result, scratch.stream());
-    scratch.stream().flush();
-    run_plot_script(script, scratch.temporary_path(), plots->temporary_path());
-    scratch.commit();
-  }
-  if (json_stdout) sweep::write_json(result, std::cout);
-  if (json) json->commit();
-  if (csv) csv->commit();
-  if (plots) plots->commit();
+  const ResultWriters writers{[&] { return sweep::summary(result); },
+                              [&](std::ostream& os) { sweep::write_json(result, os); },
+                              [&](std::ostream& os) { sweep::write_csv(result, os); }, {}, "sweep.json"};
+  write_outputs(writers, o.outputs, script, o.quiet);
 }
 
 }  // namespace
@@ -93,9 +65,9 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--layers", o->call.layers, "trace layers: regular expression");
   app.add_option("--hold", o->call.hold, "trace periodic scaling hold rule: window | previous")->capture_default_str();
   app.add_option("--seed", o->call.seed, "seed of the synthetic data and of stochastic rounding")->capture_default_str();
-  app.add_option("--json", o->json, "write the results as JSON ('-' for stdout)");
-  app.add_option("--csv", o->csv, "write one CSV row per (input, configuration)");
-  app.add_option("--plots", o->plots, "write PNG plots into this directory (python3 + matplotlib)");
+  app.add_option("--json", o->outputs.json, "write the results as JSON ('-' for stdout)");
+  app.add_option("--csv", o->outputs.csv, "write one CSV row per (input, configuration)");
+  app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)");
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
   app.callback([o] { run_sweep(*o); });
 }

@@ -14,7 +14,7 @@
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/io/npy.hpp"
 #include "fp4sim/verify/verify_call.hpp"
-#include "recipe_options.hpp"
+#include "arguments.hpp"
 
 namespace fp4sim::cli {
 
@@ -44,11 +44,8 @@ void run_verify_quantize(const VerifyQuantizeOptions& o) {
   VerifyQuantizeCall::Resolved r = call.resolve();
   const npy::Array input = npy::read(o.in);
   const std::vector<float> x = npy::as_float32(input, o.in);
-  std::vector<std::uint32_t> random;
-  if (!o.rbits.empty()) {
-    random = checked_random_bits(npy::read_random_bits(o.rbits), input.shape, r.recipe.sr_bits);
-    r.request.quantize.random.explicit_bits = random;
-  }
+  const auto random =
+      attach_random_bits(random_bits_file(o.rbits), input.shape, r.recipe.sr_bits, r.request.quantize);
   const std::vector<std::uint8_t> codes = read_bytes(o.codes, &r.theirs.codes_shape);
   const std::vector<std::uint8_t> scales = read_bytes(o.scales, &r.theirs.scales_shape);
   r.theirs.codes = codes;
@@ -121,15 +118,8 @@ void run_verify_gemm(const VerifyGemmOptions& o) {
   check_output_shape({o.c, arr_c.shape}, arr_a.rows(), arr_b.rows());
   const std::vector<float> a = npy::as_float32(arr_a, o.a), b = npy::as_float32(arr_b, o.b);
   const std::vector<float> c = npy::as_float32(arr_c, o.c);
-  std::vector<std::uint32_t> bits_a, bits_b;
-  if (!o.rbits_a.empty()) {
-    bits_a = checked_random_bits(npy::read_random_bits(o.rbits_a), arr_a.shape, r.recipe.sr_bits);
-    r.request.a.random.explicit_bits = bits_a;
-  }
-  if (!o.rbits_b.empty()) {
-    bits_b = checked_random_bits(npy::read_random_bits(o.rbits_b), arr_b.shape, r.recipe.sr_bits);
-    r.request.b.random.explicit_bits = bits_b;
-  }
+  const auto bits_a = attach_random_bits(random_bits_file(o.rbits_a), arr_a.shape, r.recipe.sr_bits, r.request.a);
+  const auto bits_b = attach_random_bits(random_bits_file(o.rbits_b), arr_b.shape, r.recipe.sr_bits, r.request.b);
   const GemmVerifyReport report = verify_gemm(r.recipe, r.request, a, b, arr_a.rows(), arr_b.rows(), arr_a.cols(), c);
   print(o.json ? to_json(report) : to_text(report));
   const bool ok = report.auto_mode ? !report.explained_by.empty() : report.bit_exact();
@@ -147,26 +137,9 @@ void setup_verify_gemm(CLI::App& app) {
   app.add_option("--a", o->a, "operand A [M, K] (.npy float32)")->required()->check(CLI::ExistingFile);
   app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ")->required()->check(CLI::ExistingFile);
   app.add_option("--c", o->c, "your output C [M, N] (.npy float32)")->required()->check(CLI::ExistingFile);
-  app.add_option("--gemm", g.gemm, "which GEMM of a linear layer: fprop, dgrad or wgrad (operand roles, as `gemm`)")
-      ->check(CLI::IsMember(name_strings<Gemm>()))
-      ->default_val("fprop");
+  add_gemm_options(app, g, o->rbits_a, o->rbits_b);
   app.add_option("--datapath", g.datapath,
                  "golden datapath (default: the recipe's), or auto: try every preset and report which explains yours");
-  app.add_option("--inner", g.inner, "probe-matched: the inner tensor-core datapath per 64-group");
-  app.add_flag_function("--no-snap", [&g](std::int64_t) { g.snap = false; },
-                        "probe-matched: skip the RNE(C*1024)/1024 lattice snap");
-  app.add_option("--out-dtype", g.out_dtype, "f32, or bf16 (your C was rounded RNE to BF16)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->default_val("f32");
-  app.add_option("--amax-ref-a", g.a.amax_ref, "held tensor amax of operand A (periodic scaling)");
-  app.add_option("--amax-ref-b", g.b.amax_ref, "held tensor amax of operand B");
-  app.add_option("--target-a", g.a.target, "scale target T of operand A");
-  app.add_option("--target-b", g.b.target, "scale target T of operand B");
-  app.add_option("--rbits-a", o->rbits_a, "explicit stochastic-rounding integers for A (.npy uint8, shape of A)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--rbits-b", o->rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--seed", g.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
   app.add_flag("--json", o->json, "print one JSON object instead of text");
   app.add_option("--worst", o->call.worst, "trace the N worst outputs through the datapath")->default_val(3);
   app.callback([o] { run_verify_gemm(*o); });

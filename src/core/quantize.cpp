@@ -9,6 +9,7 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/fp32.hpp"
 #include "fp4sim/core/hadamard.hpp"
+#include "fp4sim/core/primitives.hpp"
 #include "fp4sim/core/random.hpp"
 
 namespace fp4sim {
@@ -40,17 +41,6 @@ GlobalScale global_scale(float amax_ref, float target, float element_max) {
 namespace {
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
-
-// NaN-ignoring |x| max, as the NVFP4 kernels' fmaxf / max.xorsign.abs do (docs/semantics.md N2).
-float abs_max(float acc, float x) { return std::fabs(x) > acc ? std::fabs(x) : acc; }
-
-// The exponent e of 2^e <= |x| < 2^(e+1) for finite nonzero binary32, subnormals included.
-int floor_log2(float x) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu;
-  const int field = static_cast<int>(bits >> 23);
-  if (field != 0) return field - 127;
-  return -127 - (std::countl_zero(bits) - 9);
-}
 
 struct BlockScale {
   std::uint8_t code = 0;
@@ -169,6 +159,50 @@ class ScaleChooser {
 
 }  // namespace
 
+QuantizedTensor blank_quantized(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows,
+                                std::size_t cols) {
+  QuantizedTensor q;
+  q.rows = rows;
+  q.cols = cols;
+  q.element = recipe.element;
+  q.scale = recipe.scale;
+  q.recipe = recipe.name;
+  q.spec = request.spec;
+  q.target = request.spec.target;
+  q.dequantize_order = recipe.dequantize_order;
+  q.seed = request.random.seed;
+  q.block_cols = recipe.block;
+  q.block_rows = request.spec.two_d ? recipe.block : 1;
+  q.scale_rows = (rows + q.block_rows - 1) / q.block_rows;
+  q.scale_cols = (cols + q.block_cols - 1) / q.block_cols;
+  q.codes.assign(rows * q.code_cols(), 0);
+  q.scales.assign(q.scale_rows * q.scale_cols, 0);
+  return q;
+}
+
+float abs_max(std::span<const float> x) {
+  float m = 0.0f;
+#pragma omp parallel for simd reduction(max : m) schedule(static) if (x.size() > (std::size_t{1} << 18))
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float a = std::fabs(x[i]);
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+BlockAmax block_amax(std::span<const float> x, std::size_t cols, std::size_t r0, std::size_t r1, std::size_t c0,
+                     std::size_t c1) {
+  BlockAmax b;
+  for (std::size_t r = r0; r < r1; ++r) {
+    for (std::size_t c = c0; c < c1; ++c) {
+      const float a = std::fabs(x[r * cols + c]);
+      b.amax = a > b.amax ? a : b.amax;
+      b.nonfinite |= !std::isfinite(a);
+    }
+  }
+  return b;
+}
+
 QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> input,
                          std::size_t rows, std::size_t cols) {
   if (input.size() != rows * cols) throw DataError("quantize: tensor holds " + std::to_string(input.size()) +
@@ -187,26 +221,9 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
     x = transformed;
   }
 
-  QuantizedTensor q;
-  q.rows = rows;
-  q.cols = cols;
-  q.element = recipe.element;
-  q.scale = recipe.scale;
-  q.recipe = recipe.name;
-  q.spec = spec;
-  q.target = spec.target;
-  q.dequantize_order = recipe.dequantize_order;
-  q.seed = request.random.seed;
-  q.block_cols = recipe.block;
-  q.block_rows = spec.two_d ? recipe.block : 1;
-  q.scale_rows = (rows + q.block_rows - 1) / q.block_rows;
-  q.scale_cols = (cols + q.block_cols - 1) / q.block_cols;
-  q.codes.assign(rows * q.code_cols(), 0);
-  q.scales.assign(q.scale_rows * q.scale_cols, 0);
+  QuantizedTensor q = blank_quantized(recipe, request, rows, cols);
 
-  float current_amax = 0.0f;
-#pragma omp parallel for reduction(max : current_amax) schedule(static)
-  for (std::size_t i = 0; i < x.size(); ++i) current_amax = abs_max(current_amax, x[i]);
+  const float current_amax = abs_max(x);
 
   GlobalScale global;
   if (recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level) {
@@ -235,19 +252,11 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
       const std::size_t r0 = sr * q.block_rows, r1 = std::min(rows, r0 + q.block_rows);
       for (std::size_t sc = 0; sc < q.scale_cols; ++sc) {
         const std::size_t c0 = sc * q.block_cols, c1 = std::min(cols, c0 + q.block_cols);
-        float block_amax = 0.0f;
-        bool nonfinite = false;
-        for (std::size_t r = r0; r < r1; ++r) {
-          for (std::size_t c = c0; c < c1; ++c) {
-            const float v = x[r * cols + c];
-            block_amax = abs_max(block_amax, v);
-            nonfinite |= !std::isfinite(v);
-          }
-        }
-        const BlockScale scale = chooser.choose(block_amax, nonfinite);
+        const auto [block, nonfinite] = block_amax(x, cols, r0, r1, c0, c1);
+        const BlockScale scale = chooser.choose(block, nonfinite);
         q.scales[sr * q.scale_cols + sc] = scale.code;
         ++counts.blocks;
-        counts.zero_blocks += block_amax == 0.0f && !nonfinite;
+        counts.zero_blocks += block == 0.0f && !nonfinite;
         counts.scale_saturated += scale.saturated;
         counts.scale_underflow += scale.underflow;
         for (std::size_t r = r0; r < r1; ++r) {

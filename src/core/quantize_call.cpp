@@ -19,6 +19,15 @@ void OperandArguments::apply_to(QuantizeRequest& request, const std::string& fla
   }
 }
 
+std::vector<std::uint32_t> attach_random_bits(const std::optional<RandomBitsArray>& bits,
+                                              const std::vector<std::size_t>& operand_shape, int sr_bits,
+                                              QuantizeRequest& request) {
+  if (!bits) return {};
+  std::vector<std::uint32_t> values = checked_random_bits(*bits, operand_shape, sr_bits);
+  request.random.explicit_bits = values;
+  return values;
+}
+
 QuantizeCall::Resolved QuantizeCall::resolve() const {
   Resolved r;
   r.recipe = recipe.resolve();

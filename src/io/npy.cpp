@@ -141,7 +141,8 @@ std::vector<float> as_float32(const Array& a, const std::filesystem::path& path)
   return out;
 }
 
-std::vector<double> as_float64(const Array& a) {
+std::vector<double> as_float64(const Array& a, const std::filesystem::path& path) {
+  if (a.dtype != DType::f4 && a.dtype != DType::f8) fail(path, "expected float32 or float64 values, got " + dtype_descr(a.dtype));
   std::vector<double> out(a.size());
   if (a.dtype == DType::f8) {
     std::memcpy(out.data(), a.bytes.data(), a.bytes.size());

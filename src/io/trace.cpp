@@ -6,6 +6,7 @@
 #include <map>
 
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/core/quantize.hpp"
 
 namespace fp4sim::trace {
 
@@ -301,11 +302,7 @@ float Reader::amax(const TensorInfo& t, std::size_t max_slab_elements) const {
     const std::size_t n = std::min(slab_rows, t.rows - r);
     buffer.resize(n * t.cols);
     read_rows(t, r, n, std::span<float>(buffer));
-#pragma omp parallel for reduction(max : amax) schedule(static) if (buffer.size() > (std::size_t{1} << 18))
-    for (std::size_t i = 0; i < buffer.size(); ++i) {
-      const float a = std::fabs(buffer[i]);
-      if (a > amax) amax = a;  // NaN never compares greater: ignored, as the quantizer's amax does
-    }
+    amax = std::max(amax, abs_max(buffer));
   }
   return amax;
 }
@@ -359,24 +356,28 @@ hdf5::DatasetOptions Writer::dataset_options(std::size_t rows, std::size_t cols,
   return o;
 }
 
-void Writer::write_tensor(std::int64_t step, std::string_view layer, std::string_view name, std::size_t rows,
-                          std::size_t cols, std::span<const float> data, std::string_view orig_dtype,
+template <class T>
+void Writer::write_values(std::int64_t step, std::string_view layer, std::string_view name, std::size_t rows,
+                          std::size_t cols, std::span<const T> data, std::string_view orig_dtype,
                           std::string_view role) {
   hdf5::Group g = layer_group(step, layer);
   const hsize_t dims[2] = {rows, cols};
-  hdf5::Dataset d = g.write_dataset<float>(name, std::span<const hsize_t>(dims), data, dataset_options(rows, cols, 4));
+  hdf5::Dataset d =
+      g.write_dataset<T>(name, std::span<const hsize_t>(dims), data, dataset_options(rows, cols, sizeof(T)));
   if (!orig_dtype.empty()) d.write_attribute("orig_dtype", orig_dtype);
   if (!role.empty()) d.write_attribute("role", role);
 }
 
 void Writer::write_tensor(std::int64_t step, std::string_view layer, std::string_view name, std::size_t rows,
+                          std::size_t cols, std::span<const float> data, std::string_view orig_dtype,
+                          std::string_view role) {
+  write_values(step, layer, name, rows, cols, data, orig_dtype, role);
+}
+
+void Writer::write_tensor(std::int64_t step, std::string_view layer, std::string_view name, std::size_t rows,
                           std::size_t cols, std::span<const double> data, std::string_view orig_dtype,
                           std::string_view role) {
-  hdf5::Group g = layer_group(step, layer);
-  const hsize_t dims[2] = {rows, cols};
-  hdf5::Dataset d = g.write_dataset<double>(name, std::span<const hsize_t>(dims), data, dataset_options(rows, cols, 8));
-  if (!orig_dtype.empty()) d.write_attribute("orig_dtype", orig_dtype);
-  if (!role.empty()) d.write_attribute("role", role);
+  write_values(step, layer, name, rows, cols, data, orig_dtype, role);
 }
 
 hdf5::Dataset Writer::create_tensor(std::int64_t step, std::string_view layer, std::string_view name, std::size_t rows,

@@ -11,6 +11,7 @@
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/fp32.hpp"
+#include "fp4sim/core/primitives.hpp"
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/random.hpp"
 
@@ -85,14 +86,6 @@ using detail::float_text;
 using detail::hex_bits;
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
-
-// e with 2^e <= |x| < 2^(e+1) for finite nonzero binary32, from the bits (subnormals included).
-int floor_log2(float x) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu;
-  const int field = static_cast<int>(bits >> 23);
-  if (field != 0) return field - 127;
-  return -127 - (std::countl_zero(bits) - 9);
-}
 
 constexpr NameRow<TensorScaleKind> kKinds[] = {{"any", TensorScaleKind::any},
                                                {"encode", TensorScaleKind::encode},

@@ -38,6 +38,18 @@ __device__ __forceinline__ std::uint32_t pack2(std::uint16_t lo, std::uint16_t h
   return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
 }
 
+// Lane (g, t)'s A and B registers of one m16n8k16 instruction, from A [16, 16] and B [8, 16] row-major
+// (the PTX ISA's fragment layout for .f16/.bf16).
+__device__ void load_ab_fragments(const std::uint16_t* a, const std::uint16_t* b, int g, int t, std::uint32_t (&ar)[4],
+                                  std::uint32_t (&br)[2]) {
+  ar[0] = pack2(a[g * 16 + 2 * t], a[g * 16 + 2 * t + 1]);
+  ar[1] = pack2(a[(g + 8) * 16 + 2 * t], a[(g + 8) * 16 + 2 * t + 1]);
+  ar[2] = pack2(a[g * 16 + 2 * t + 8], a[g * 16 + 2 * t + 9]);
+  ar[3] = pack2(a[(g + 8) * 16 + 2 * t + 8], a[(g + 8) * 16 + 2 * t + 9]);
+  br[0] = pack2(b[g * 16 + 2 * t], b[g * 16 + 2 * t + 1]);
+  br[1] = pack2(b[g * 16 + 2 * t + 8], b[g * 16 + 2 * t + 9]);
+}
+
 template <bool F16>
 __global__ void mma_sync_kernel(const std::uint16_t* A, const std::uint16_t* B, const float* C, std::uint32_t* D,
                                 int instances) {
@@ -48,12 +60,8 @@ __global__ void mma_sync_kernel(const std::uint16_t* A, const std::uint16_t* B, 
   const std::uint16_t* b = B + static_cast<std::size_t>(inst) * 128;
   const float* c = C + static_cast<std::size_t>(inst) * 128;
   std::uint32_t* d = D + static_cast<std::size_t>(inst) * 128;
-  std::uint32_t ar[4] = {pack2(a[g * 16 + 2 * t], a[g * 16 + 2 * t + 1]),
-                         pack2(a[(g + 8) * 16 + 2 * t], a[(g + 8) * 16 + 2 * t + 1]),
-                         pack2(a[g * 16 + 2 * t + 8], a[g * 16 + 2 * t + 9]),
-                         pack2(a[(g + 8) * 16 + 2 * t + 8], a[(g + 8) * 16 + 2 * t + 9])};
-  std::uint32_t br[2] = {pack2(b[g * 16 + 2 * t], b[g * 16 + 2 * t + 1]),
-                         pack2(b[g * 16 + 2 * t + 8], b[g * 16 + 2 * t + 9])};
+  std::uint32_t ar[4], br[2];
+  load_ab_fragments(a, b, g, t, ar, br);
   float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
   if constexpr (F16) {
     asm volatile(
@@ -82,12 +90,8 @@ __global__ void mma_sync_f16acc_kernel(const std::uint16_t* A, const std::uint16
   const std::uint16_t* b = B + static_cast<std::size_t>(inst) * 128;
   const float* c = C + static_cast<std::size_t>(inst) * 128;
   std::uint32_t* d = D + static_cast<std::size_t>(inst) * 128;
-  std::uint32_t ar[4] = {pack2(a[g * 16 + 2 * t], a[g * 16 + 2 * t + 1]),
-                         pack2(a[(g + 8) * 16 + 2 * t], a[(g + 8) * 16 + 2 * t + 1]),
-                         pack2(a[g * 16 + 2 * t + 8], a[g * 16 + 2 * t + 9]),
-                         pack2(a[(g + 8) * 16 + 2 * t + 8], a[(g + 8) * 16 + 2 * t + 9])};
-  std::uint32_t br[2] = {pack2(b[g * 16 + 2 * t], b[g * 16 + 2 * t + 1]),
-                         pack2(b[g * 16 + 2 * t + 8], b[g * 16 + 2 * t + 9])};
+  std::uint32_t ar[4], br[2];
+  load_ab_fragments(a, b, g, t, ar, br);
   std::uint32_t cr[2] = {pack2(__half_as_ushort(__float2half_rn(c[g * 8 + 2 * t])),
                                __half_as_ushort(__float2half_rn(c[g * 8 + 2 * t + 1]))),
                          pack2(__half_as_ushort(__float2half_rn(c[(g + 8) * 8 + 2 * t])),

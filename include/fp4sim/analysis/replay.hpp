@@ -130,6 +130,10 @@ struct Result {
 // select nothing (a step not in the trace, a regex matching no layer, an unknown datapath).
 Result run(const std::filesystem::path& trace_path, const Options& options);
 
+// A tensors entry as far as the recipe decides it: role, view, recipe name, shape, block shape, formats,
+// rounding and tensor-scale policy (the caller fills where the tensor came from and what was measured).
+TensorEntry tensor_entry(const Recipe& recipe, Role role, Gemm view, std::size_t rows, std::size_t cols);
+
 // The random stream of one quantized operand: FNV-1a (64-bit) of "<step>/<layer>/<tensor>/<gemm>",
 // e.g. "200/lm_head/dy/dgrad" (documented in docs/replay.md).
 std::uint64_t stream_id(std::int64_t step, std::string_view layer, std::string_view tensor, Gemm gemm);

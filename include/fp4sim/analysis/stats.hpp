@@ -201,9 +201,6 @@ class JsonWriter {
   // A double that may be non-finite: null with a note naming Inf/NaN.
   JsonWriter& number_field(std::string_view k, double v);
 
-  static std::string escape(std::string_view s);
-  static std::string number(double v);  // shortest round-trip decimal; caller ensures finite
-
  private:
   void separator();
   std::ostream& os_;

@@ -73,6 +73,23 @@ struct QuantizeRequest {
   RandomSource random;
 };
 
+// A tensor's quantized form before any code is chosen: shape, block grid, formats and the recipe
+// settings that will make it, codes and scales zero (the golden quantizer and emu/ fill it alike).
+QuantizedTensor blank_quantized(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows,
+                                std::size_t cols);
+
+// The NaN-ignoring max |x| (a NaN never compares greater), as the NVFP4 kernels' fmaxf / max.xorsign.abs
+// (docs/semantics.md N2): a tensor's amax (OpenMP across elements for large tensors), and a block's, with
+// whether the block holds a NaN or an Inf.
+float abs_max(std::span<const float> x);
+struct BlockAmax {
+  float amax = 0.0f;
+  bool nonfinite = false;
+};
+// The block rows [r0, r1) x columns [c0, c1) of x [rows, cols] (row-major).
+BlockAmax block_amax(std::span<const float> x, std::size_t cols, std::size_t r0, std::size_t r1, std::size_t c0,
+                     std::size_t c1);
+
 // Quantizes x [rows, cols] (row-major, blocks along cols). With spec.rht the 16-point random Hadamard
 // transform is applied first (hadamard.hpp) and the tensor amax is that of the transformed tensor.
 QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x,

@@ -25,6 +25,12 @@ struct OperandArguments {
   void apply_to(QuantizeRequest& request, const std::string& flag) const;
 };
 
+// `bits`, checked for an operand of `operand_shape`, attached to `request`; request.random.explicit_bits
+// points into the returned values, which must live as long as the request is used. No bits: no change.
+std::vector<std::uint32_t> attach_random_bits(const std::optional<RandomBitsArray>& bits,
+                                              const std::vector<std::size_t>& operand_shape, int sr_bits,
+                                              QuantizeRequest& request);
+
 struct QuantizeCall {
   RecipeOverrides recipe;
   std::string role = "activation";

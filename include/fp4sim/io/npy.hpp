@@ -32,7 +32,7 @@ Array read(const std::filesystem::path& path);
 
 // float32, or float64 whose every value is a binary32 value (else DataError naming the element).
 std::vector<float> as_float32(const Array& a, const std::filesystem::path& path);
-std::vector<double> as_float64(const Array& a);                                       // f4 or f8, exact
+std::vector<double> as_float64(const Array& a, const std::filesystem::path& path);    // f4 or f8, exact
 std::vector<std::uint32_t> as_uint32(const Array& a, const std::filesystem::path& path);  // u1/u2/u4
 
 // Explicit stochastic-rounding integers from a .npy file, as the calls check them (any stored type; the

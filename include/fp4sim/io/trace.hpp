@@ -130,6 +130,9 @@ class Writer {
 
  private:
   hdf5::DatasetOptions dataset_options(std::size_t rows, std::size_t cols, std::size_t element_size) const;
+  template <class T>
+  void write_values(std::int64_t step, std::string_view layer, std::string_view name, std::size_t rows,
+                    std::size_t cols, std::span<const T> data, std::string_view orig_dtype, std::string_view role);
   WriterOptions options_;
   hdf5::File file_;
   std::vector<std::pair<std::int64_t, hdf5::Group>> steps_;

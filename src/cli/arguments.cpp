@@ -1,6 +1,7 @@
-#include "recipe_options.hpp"
+#include "arguments.hpp"
 
 #include "fp4sim/core/names.hpp"
+#include "fp4sim/io/npy.hpp"
 
 namespace fp4sim::cli {
 
@@ -25,6 +26,33 @@ void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
   app.add_option("--sr-bits", o.sr_bits, "random bits per element for stochastic rounding")->check(CLI::Range(1, 16));
   auto* on = app.add_flag_function("--rht", [&o](std::int64_t) { o.rht = true; }, "apply the 16-point RHT");
   app.add_flag_function("--no-rht", [&o](std::int64_t) { o.rht = false; }, "no RHT")->excludes(on);
+}
+
+void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::string& rbits_b) {
+  app.add_option("--gemm", c.gemm, "which GEMM of a linear layer: fprop (A=x, B=w), dgrad (A=dy, B=wᵀ), wgrad (A=dyᵀ, B=xᵀ)")
+      ->check(CLI::IsMember(name_strings<Gemm>()))
+      ->default_val("fprop");
+  app.add_option("--inner", c.inner, "probe-matched: the inner tensor-core datapath per 64-group (default sm90-bf16; "
+                                     "sm100-f16 for Blackwell tcgen05)");
+  app.add_flag_function("--no-snap", [&c](std::int64_t) { c.snap = false; },
+                        "probe-matched: skip the RNE(C*1024)/1024 lattice snap");
+  app.add_option("--out-dtype", c.out_dtype, "f32, or bf16 (every output rounded RNE to BF16, as the training code casts next)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->default_val("f32");
+  app.add_option("--amax-ref-a", c.a.amax_ref, "held tensor amax of operand A (periodic scaling)");
+  app.add_option("--amax-ref-b", c.b.amax_ref, "held tensor amax of operand B");
+  app.add_option("--target-a", c.a.target, "scale target T of operand A");
+  app.add_option("--target-b", c.b.target, "scale target T of operand B");
+  app.add_option("--rbits-a", rbits_a, "explicit stochastic-rounding integers for A (.npy uint8, shape of A)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--rbits-b", rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--seed", c.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
+}
+
+std::optional<RandomBitsArray> random_bits_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  return npy::read_random_bits(path);
 }
 
 }  // namespace fp4sim::cli

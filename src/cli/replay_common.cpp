@@ -1,0 +1,192 @@
+// The pieces `replay` and `sweep` share (replay_common.hpp): progress bar, plot script, fault guard,
+// output checks and writing.
+#include "replay_common.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/io/output_file.hpp"
+
+namespace fp4sim::cli {
+
+namespace fs = std::filesystem;
+
+ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0) {}
+
+ProgressBar::~ProgressBar() { finish(); }
+
+void ProgressBar::update(double fraction, const std::string& what) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (fraction < 1.0 && now - last_ < std::chrono::milliseconds(100)) return;
+  last_ = now;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(fraction * kWidth + 0.5);
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.resize(kWidth, ' ');
+  std::string label = what.size() > 40 ? what.substr(0, 37) + "..." : what;
+  std::fprintf(stderr, "\r\033[K[%s] %3d%% %s", bar.c_str(), static_cast<int>(fraction * 100 + 0.5), label.c_str());
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void ProgressBar::finish() {
+  if (enabled_ && shown_) {
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+}
+
+fs::path plot_script() {
+  if (const char* env = std::getenv("FP4SIM_PLOT_SCRIPT")) return env;
+  std::vector<fs::path> candidates;
+  // The source tree this binary was built from (CMake passes absolute source paths), then paths
+  // relative to the executable (a build directory inside the source tree, or an install prefix).
+  candidates.push_back(fs::path(__FILE__).parent_path().parent_path().parent_path() / "tools" / "plot_replay.py");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path().parent_path() / "tools" / "plot_replay.py");
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "fp4sim" / "plot_replay.py");
+  }
+  for (const auto& c : candidates) {
+    if (fs::exists(c, ec)) return c;
+  }
+  throw UsageError("--plots: cannot find tools/plot_replay.py (set FP4SIM_PLOT_SCRIPT to its path)");
+}
+
+void run_plot_script(const fs::path& script, const fs::path& json, const fs::path& out_dir) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw DataError("--plots: cannot start python3");
+  if (pid == 0) {
+    const std::string s = script.string(), j = json.string(), o = out_dir.string();
+    ::execlp("python3", "python3", s.c_str(), j.c_str(), "--out", o.c_str(), static_cast<char*>(nullptr));
+    std::fprintf(stderr, "fp4sim: cannot run python3\n");
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw DataError("--plots: waitpid failed");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw DataError("--plots: " + script.string() + " failed (exit " +
+                    std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                    "); it needs python3 with matplotlib");
+  }
+}
+
+namespace {
+
+void check_writable(const std::string& path, const std::string& flag) {
+  if (path.empty() || path == "-") return;
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) throw UsageError(flag + " " + path + ": directory " + parent.string() + " does not exist");
+  if (::access(parent.c_str(), W_OK) != 0) throw UsageError(flag + " " + path + ": directory " + parent.string() + " is not writable");
+  if (fs::is_directory(path, ec) && flag != "--plots") throw UsageError(flag + " " + path + ": is a directory");
+}
+
+}  // namespace
+
+void check_outputs(const OutputFlags& flags) {
+  check_writable(flags.json, "--json");
+  check_writable(flags.csv, "--csv");
+  check_writable(flags.h5, "--h5");
+  check_writable(flags.plots, "--plots");
+}
+
+namespace {
+
+// The HDF5 1.10 C library can fault on some corrupted files (e.g. a damaged global heap under a
+// variable-length string). While a trace is read, such a fault ends the command with the message and
+// exit code of bad input (3) instead of a crash; no output exists yet at that point.
+char g_fatal_message[1024];
+
+extern "C" void on_fatal_signal(int) {
+  const ssize_t n = static_cast<ssize_t>(std::strlen(g_fatal_message));
+  if (::write(STDERR_FILENO, g_fatal_message, static_cast<std::size_t>(n)) < 0) {
+    // nothing more can be done in a signal handler
+  }
+  ::_exit(3);
+}
+
+}  // namespace
+
+FatalSignalGuard::FatalSignalGuard(const std::string& input) {
+  std::snprintf(g_fatal_message, sizeof g_fatal_message,
+                "\nfp4sim: error: %s: the HDF5 library faulted while reading this file (corrupted or malicious "
+                "HDF5?); no output was written\n",
+                input.c_str());
+  struct sigaction action {};
+  action.sa_handler = on_fatal_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  for (int i = 0; i < 4; ++i) {
+    const int sig = kSignals[i];
+    sigaction(sig, &action, &previous_[i]);
+  }
+}
+
+FatalSignalGuard::~FatalSignalGuard() {
+  for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+}
+
+void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::path& script, bool quiet) {
+  const bool json_stdout = flags.json == "-";
+  if (!quiet) std::fputs(w.summary().c_str(), json_stdout ? stderr : stdout);
+  std::unique_ptr<OutputFile> json, csv;
+  std::unique_ptr<OutputPath> h5;
+  std::unique_ptr<OutputDirectory> plots;
+  if (!flags.json.empty() && !json_stdout) {
+    json = std::make_unique<OutputFile>(flags.json);
+    w.json(json->stream());
+    json->stream().flush();
+  }
+  if (!flags.csv.empty()) {
+    csv = std::make_unique<OutputFile>(flags.csv);
+    w.csv(csv->stream());
+  }
+  if (!flags.h5.empty()) {
+    // Written to a scratch name of its own, renamed with the others below.
+    h5 = std::make_unique<OutputPath>(flags.h5);
+    w.h5(h5->temporary_path());
+  }
+  if (!flags.plots.empty()) {
+    plots = std::make_unique<OutputDirectory>(flags.plots);
+    fs::path input;
+    std::unique_ptr<OutputFile> scratch;
+    if (json) {
+      input = json->temporary_path();
+    } else {
+      scratch = std::make_unique<OutputFile>(plots->temporary_path() / w.plots_json);
+      w.json(scratch->stream());
+      scratch->stream().flush();
+      input = scratch->temporary_path();
+    }
+    run_plot_script(script, input, plots->temporary_path());
+    if (scratch) {
+      // Keep the JSON the plots were drawn from next to them.
+      scratch->commit();
+    }
+  }
+  if (json_stdout) w.json(std::cout);
+  if (json) json->commit();
+  if (csv) csv->commit();
+  if (h5) h5->commit();
+  if (plots) plots->commit();
+}
+
+}  // namespace fp4sim::cli
