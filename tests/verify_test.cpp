@@ -360,16 +360,18 @@ TEST(Errors, ShapesThatDoNotFitAreDataErrors) {
 TEST(Json, NoBareNonFiniteNumbersAndTheCountsAreThere) {
   const Recipe recipe = *find_recipe("mxfp4");
   std::vector<float> x(32, 1.0f);
-  x[0] = std::numeric_limits<float>::quiet_NaN();  // NaN block: NaN scale, NaN multiplier
+  x[0] = std::numeric_limits<float>::quiet_NaN();  // NaN block: NaN scale, its elements go unscaled
   QuantizeRequest request;
   request.spec = operand_for_role(recipe, Role::activation);
   Golden g = golden(recipe, request, x, 1, 32);
-  g.codes[1] ^= 0x11;
+  g.codes[0] ^= 0x11;  // elements 0 (x = NaN) and 1
   const auto rep = run(recipe, request, x, 1, 32, g);
   const std::string json = to_json(rep);
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
   EXPECT_EQ(json.find("inf"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"multiplier\": null,\n      \"multiplier_note\": \"NaN\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"x\": null,\n      \"x_note\": \"NaN\""), std::string::npos) << json;
+  // The multiplier the golden rule applied in a NaN block: 1 (unscaled), as quantize() does.
+  EXPECT_NE(json.find("\"multiplier\": 1,"), std::string::npos) << json;
   EXPECT_NE(json.find("\"mismatched_elements\": 2"), std::string::npos) << json;
   EXPECT_NE(json.find("\"bit_exact\": false"), std::string::npos) << json;
 }

@@ -505,9 +505,19 @@ u128 shifted(u128 sig, int d, bool& lost) {
   return sig >> -d;
 }
 
+// Adds one addend's cut to a step's trace: the part of sig below the window, at its own exponent.
+void trace_cut(FusedStepTrace& trace, const Addend& t, int d, bool lost) {
+  ++trace.addends;
+  if (!lost) return;
+  ++trace.lost;
+  const u128 dropped = -d >= 128 ? t.sig : t.sig & ((u128{1} << -d) - 1);
+  const long double v = std::ldexp(static_cast<long double>(dropped), t.exp - t.frac);
+  trace.truncated += t.negative ? -v : v;
+}
+
 }  // namespace
 
-std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, const Addend& c) {
+std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, const Addend& c, FusedStepTrace* trace) {
   int e_max = p.e_floor;
   bool any = false;
   auto consider = [&](const Addend& t) {
@@ -527,12 +537,18 @@ std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, con
     auto add = [&](const Addend& t) {
       if (t.sig == 0) return;
       bool lost = false;
-      u128 mag = shifted(t.sig, p.frac_bits + t.exp - e_max - t.frac, lost);
+      const int d = p.frac_bits + t.exp - e_max - t.frac;
+      u128 mag = shifted(t.sig, d, lost);
+      if (trace) trace_cut(*trace, t, d, lost);
       if (p.addend == AddendRounding::floor_twos && t.negative && lost) mag += 1;  // floor of a negative
       sum += t.negative ? -static_cast<i128>(mag) : static_cast<i128>(mag);
     };
     for (const Addend& t : terms) add(t);
     if (p.c_in_alignment) add(c);
+  }
+  if (trace) {
+    trace->any = any;
+    trace->e_max = e_max;
   }
   const bool negative = sum < 0;
   const u128 mag = static_cast<u128>(negative ? -sum : sum);
@@ -543,8 +559,22 @@ std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, con
   return round_output(p, s.negative, s.lsb, s.mag);
 }
 
+namespace {
+
+// A step's result, recorded in its trace (special: decided by NaN/Inf rules, not by the window).
+std::uint32_t finish_step(FusedStepTrace* trace, std::uint32_t c_in, std::uint32_t out, bool special) {
+  if (trace) {
+    trace->c_in = c_in;
+    trace->out = out;
+    trace->special = special;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::uint32_t tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std::span<const Unpacked> b,
-                         std::uint32_t c_bits) {
+                         std::uint32_t c_bits, FusedStepTrace* trace) {
   const FusedParams& p = dp.fused;
   bool nan = false, pos_inf = false, neg_inf = false;
   for (std::size_t k = 0; k < a.size(); ++k) {
@@ -559,9 +589,9 @@ std::uint32_t tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std::s
   const Unpacked c = unpack_fp32(c_bits);
   if (c.cls == Unpacked::nan) nan = true;
   if (c.cls == Unpacked::inf) (c.negative ? neg_inf : pos_inf) = true;
-  if (nan || (pos_inf && neg_inf)) return dp.nan_bits;  // NaN, Inf - Inf, 0 * Inf
-  if (pos_inf) return 0x7F800000u;
-  if (neg_inf) return 0xFF800000u;
+  if (nan || (pos_inf && neg_inf)) return finish_step(trace, c_bits, dp.nan_bits, true);  // NaN, Inf - Inf, 0 * Inf
+  if (pos_inf) return finish_step(trace, c_bits, 0x7F800000u, true);
+  if (neg_inf) return finish_step(trace, c_bits, 0xFF800000u, true);
 
   std::array<Addend, 64> buffer;
   std::vector<Addend> heap;
@@ -571,7 +601,8 @@ std::uint32_t tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std::s
     terms = heap.data();
   }
   for (std::size_t k = 0; k < a.size(); ++k) terms[k] = product_addend(p, a[k], b[k]);
-  return fused_sum(p, std::span<const Addend>(terms, a.size()), c_addend(p, c));
+  return finish_step(trace, c_bits, fused_sum(p, std::span<const Addend>(terms, a.size()), c_addend(p, c), trace),
+                     false);
 }
 
 std::uint32_t tfdpa_dot(const Datapath& dp, const Format& input, std::span<const std::uint32_t> a,
@@ -594,7 +625,7 @@ std::uint32_t tfdpa_dot(const Datapath& dp, const Format& input, std::span<const
 }
 
 std::uint32_t gst_step(const Datapath& dp, const Format& scale_format, int elem_frac,
-                       std::span<const SubblockSum> sums, std::uint32_t c_bits) {
+                       std::span<const SubblockSum> sums, std::uint32_t c_bits, FusedStepTrace* trace) {
   const FusedParams& p = dp.fused;
   // A UE4M3 scale lives in a byte whose top bit is a sign the hardware ignores (MMA-Sim: abs()).
   const std::uint32_t sign_mask = p.scale_sign_ignored ? (std::uint32_t{1} << scale_format.bits()) - 1 : ~0u;
@@ -620,9 +651,10 @@ std::uint32_t gst_step(const Datapath& dp, const Format& scale_format, int elem_
     if (n < terms.size()) terms[n++] = t;
   }
   const Unpacked c = unpack_fp32(c_bits);
-  if (nan || c.cls == Unpacked::nan) return dp.nan_bits;
-  if (c.cls == Unpacked::inf) return c.negative ? 0xFF800000u : 0x7F800000u;
-  return fused_sum(p, std::span<const Addend>(terms.data(), n), c_addend(p, c));
+  if (nan || c.cls == Unpacked::nan) return finish_step(trace, c_bits, dp.nan_bits, true);
+  if (c.cls == Unpacked::inf) return finish_step(trace, c_bits, c.negative ? 0xFF800000u : 0x7F800000u, true);
+  return finish_step(trace, c_bits, fused_sum(p, std::span<const Addend>(terms.data(), n), c_addend(p, c), trace),
+                     false);
 }
 
 std::uint32_t round_to_integer_rne(std::uint32_t bits) {

@@ -1,4 +1,5 @@
-// Internals of src/core/gemm.cpp shared between the scalar reference and the fast kernels (not public).
+// Internals of the GEMM shared by gemm.cpp, gemm_operands.cpp, gemm_reference.cpp and gemm_fast.cpp (not
+// public).
 #pragma once
 
 #include <array>
@@ -38,6 +39,11 @@ struct EncodedTable {
 
 std::optional<Unpacked> encoded_value(const OperandInfo& op, const Format& input, int n, std::uint8_t scale_code);
 
+// probe-matched's inner row (the options' own, or the row's default).
+const Datapath& inner_of(const GemmOptions& options);
+// The input format the encoded operands must fit: the T-FDPA row's (or the inner row's) first input.
+Format encoded_input(const GemmOptions& options);
+
 // RN32(acc * alpha), NaN -> the row's NaN.
 std::uint32_t epilogue(const Datapath& dp, std::uint32_t acc, float alpha);
 // RNE to BF16 (as float32 bits) when asked.
@@ -46,7 +52,7 @@ std::uint32_t output_cast(std::uint32_t bits, bool bf16);
 // The plain scalar reference for one pair of operands.
 struct ReferenceContext {
   ReferenceContext(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options);
-  std::uint32_t element(std::size_t i, std::size_t j) const;
+  std::uint32_t element(std::size_t i, std::size_t j, GemmTrace* trace = nullptr) const;
   GemmOptions options;
   OperandInfo a, b;
   std::unique_ptr<EncodedTable> ta, tb;

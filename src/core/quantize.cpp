@@ -11,6 +11,7 @@
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/primitives.hpp"
 #include "fp4sim/core/random.hpp"
+#include "fp4sim/core/scale_chooser.hpp"
 
 namespace fp4sim {
 
@@ -37,127 +38,6 @@ GlobalScale global_scale(float amax_ref, float target, float element_max) {
   g.decode = fp32::div_rn(1.0f, encode);
   return g;
 }
-
-namespace {
-
-constexpr float kFltMax = std::numeric_limits<float>::max();
-
-struct BlockScale {
-  std::uint8_t code = 0;
-  float value = 0.0f;       // decoded scale (after any zero repair)
-  float multiplier = 0.0f;  // what each element is multiplied by before rounding
-  bool saturated = false;
-  bool underflow = false;
-};
-
-class ScaleChooser {
- public:
-  ScaleChooser(const Recipe& r, const GlobalScale& g)
-      : recipe_(r),
-        global_(g),
-        element_max_(decode_to_float(r.element, r.element.max_finite_code())),
-        scale_max_(decode_to_float(r.scale, r.scale.max_finite_code())),
-        to_scale_(r.scale, {Rounding::rne, true}),
-        block_multiplier_(fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max_))),
-        one_code_(static_cast<std::uint8_t>(encode(r.scale, 1.0f, {Rounding::rne, true}).code)) {}
-
-  float element_max() const { return element_max_; }
-
-  BlockScale choose(float block_amax, bool has_nonfinite) const {
-    return recipe_.scale_rule == ScaleRule::two_level ? two_level(block_amax) : pow2(block_amax, has_nonfinite);
-  }
-
- private:
-  // The UE5M3 paper's / TE's FP32 order: u = RN(amax_b * RN(G * RN(1/F))), saturating RNE into the scale
-  // format (clamping to the max before RNE, as the paper does, gives the same code), then
-  // mult = min(RN(1 / RN(s * Gd)), FLT_MAX).
-  BlockScale two_level(float block_amax) const {
-    BlockScale b;
-    const float ideal = fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax);
-    b.saturated = ideal > scale_max_;
-    b.code = static_cast<std::uint8_t>(to_scale_(std::bit_cast<std::uint32_t>(ideal)));
-    b.value = decode_to_float(recipe_.scale, b.code);
-    b.underflow = ideal > 0.0f && b.value == 0.0f;
-    if (b.value == 0.0f && recipe_.zero_scale == ZeroScale::one) {
-      b.code = one_code_;
-      b.value = 1.0f;
-    }
-    b.multiplier = fp32::min(fp32::div_rn(1.0f, fp32::mul_rn(b.value, global_.decode)), kFltMax);
-    return b;
-  }
-
-  // Power-of-two scales (E8M0). shared = the unbiased scale exponent before clamping to [-127, 127].
-  BlockScale pow2(float block_amax, bool has_nonfinite) const {
-    BlockScale b;
-    const Format& el = recipe_.element;
-    const int emax_element = floor_log2(element_max_);
-    if (has_nonfinite) {
-      // torchao / OCP: NaN or Inf in the block marks the whole block NaN. The element codes of such a
-      // block are implementation-defined (docs/semantics.md M5); unscaled, NaN -> 0x7 and Inf -> +-6 as G3.
-      b.code = static_cast<std::uint8_t>(recipe_.scale.nan_code());
-      b.value = std::numeric_limits<float>::quiet_NaN();
-      b.multiplier = 1.0f;
-      return b;
-    }
-    int shared = -127 - emax_element;  // amax == 0: the smallest scale
-    bool from_code = false;
-    if (block_amax > 0.0f) {
-      switch (recipe_.scale_rule) {
-        case ScaleRule::pow2_floor: {
-          // OCP: from the exponent field; a binary32-subnormal amax reads as -127.
-          const int field = static_cast<int>(std::bit_cast<std::uint32_t>(block_amax) >> 23);
-          shared = field - 127 - emax_element;
-          break;
-        }
-        case ScaleRule::pow2_ceil: {
-          shared = floor_log2(block_amax) - emax_element;
-          if (static_cast<double>(block_amax) > std::ldexp(static_cast<double>(element_max_), shared)) ++shared;
-          break;
-        }
-        case ScaleRule::pow2_even: {
-          // torchao EVEN: add half an element-precision ulp to amax's bits, keep the exponent field.
-          const std::uint32_t bits = std::bit_cast<std::uint32_t>(block_amax);
-          const std::uint32_t rounded = (bits + (1u << (22 - el.mantissa_bits))) & 0x7F800000u;
-          shared = static_cast<int>(rounded >> 23) - 127 - emax_element;
-          break;
-        }
-        case ScaleRule::pow2_rceil: {
-          // cuBLAS / cvt.rp.satfinite.ue8m0: RN(amax * RN(1/max)) rounded up to a power of two.
-          const float descale = fp32::mul_rn(block_amax, fp32::div_rn(1.0f, element_max_));
-          const Encoded e = encode(recipe_.scale, descale, {Rounding::rup, true});
-          b.code = static_cast<std::uint8_t>(e.code);
-          b.saturated = (e.flags & flag::overflow) != 0;
-          b.underflow = descale < 0x1p-127f;
-          from_code = true;
-          break;
-        }
-        case ScaleRule::two_level: break;
-      }
-    }
-    if (!from_code) {
-      const int bias = recipe_.scale.bias;
-      const int lo = -bias, hi = static_cast<int>(recipe_.scale.max_finite_code()) - bias;
-      b.saturated = shared > hi;
-      b.underflow = block_amax > 0.0f && shared < lo;
-      shared = std::clamp(shared, lo, hi);
-      b.code = static_cast<std::uint8_t>(shared + bias);
-    }
-    const int exponent = static_cast<int>(b.code) - recipe_.scale.bias;
-    b.value = std::ldexp(1.0f, exponent);              // exact: 2^-127 .. 2^127
-    b.multiplier = std::ldexp(1.0f, -exponent);        // exact: the binary32 2^(bias - code)
-    return b;
-  }
-
-  const Recipe& recipe_;
-  GlobalScale global_;
-  float element_max_;
-  float scale_max_;
-  Float32Encoder to_scale_;
-  float block_multiplier_;
-  std::uint8_t one_code_;
-};
-
-}  // namespace
 
 QuantizedTensor blank_quantized(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows,
                                 std::size_t cols) {
@@ -268,12 +148,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
             counts.nonzero += v != 0.0f;
             const float y = fp32::mul_rn(v, scale.multiplier);
             counts.saturated += std::fabs(y) > element_max;
-            std::uint32_t random = 0;
-            if (stochastic) {
-              random = request.random.explicit_bits.empty()
-                           ? random_bits(request.random.seed, request.random.stream, index, recipe.sr_bits)
-                           : request.random.explicit_bits[index];
-            }
+            const std::uint32_t random = stochastic ? random_integer(request.random, index, recipe.sr_bits) : 0;
             const auto code = static_cast<std::uint8_t>(to_element(std::bit_cast<std::uint32_t>(y), random));
             q.codes[r * code_cols + c / 2] |= static_cast<std::uint8_t>((c & 1) ? code << 4 : code);
           }

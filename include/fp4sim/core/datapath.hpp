@@ -157,10 +157,24 @@ Unpacked unpack_fp32(std::uint32_t bits);
 Addend product_addend(const FusedParams& p, const Unpacked& a, const Unpacked& b);
 Addend c_addend(const FusedParams& p, const Unpacked& c);
 
+// What one fused step decided (a T-FDPA step, a GST-FDPA instruction), reported by the golden step to
+// a caller that asks (verify explains a GEMM output with it).
+struct FusedStepTrace {
+  std::size_t k0 = 0, k1 = 0;  // the K range of the step (set by the chain that runs it)
+  bool special = false;        // NaN or Inf among the operands or C: decided without the window
+  bool any = false;            // some addend took part in E_max
+  int e_max = 0;               // the alignment exponent
+  std::size_t addends = 0;     // nonzero addends cut to the window
+  std::size_t lost = 0;        // of them, those that lost bits below it
+  long double truncated = 0;   // the signed sum of the parts cut below the window
+  std::uint32_t c_in = 0, out = 0;
+};
+
 // One fused step on finite addends and C (already unpacked): E_max over the nonzero addends and C,
 // each addend cut to F bits below 2^E_max, an exact integer sum, one rounding into p.out. Returns the
 // result as FP32 bits (an fp16 or e8m13 result widened exactly). An exact zero sum is +0 (O4).
-std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, const Addend& c);
+std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, const Addend& c,
+                        FusedStepTrace* trace = nullptr);
 
 // Rounds ±mag * 2^exp_lsb into p.out with p's output rounding and overflow rule; FP32 bits.
 std::uint32_t round_output(const FusedParams& p, bool negative, int exp_lsb, u128 mag);
@@ -189,7 +203,7 @@ InputCodes input_codes(const Format& input, std::span<const double> values);
 
 // One fused step with specials, on unpacked operands (tfdpa_dot's group body).
 std::uint32_t tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std::span<const Unpacked> b,
-                         std::uint32_t c_bits);
+                         std::uint32_t c_bits, FusedStepTrace* trace = nullptr);
 
 // GST-FDPA (block-scaled instruction, MMA-Sim nv_fused_dot_add_with_block_scale): one instruction of
 // `sums.size()` sub-blocks. Sub-block j's exact element dot product is sums[j] * 2^(-elem_frac) (an
@@ -202,7 +216,7 @@ struct SubblockSum {
   std::uint32_t scale_a = 0, scale_b = 0;
 };
 std::uint32_t gst_step(const Datapath& dp, const Format& scale_format, int elem_frac,
-                       std::span<const SubblockSum> sums, std::uint32_t c_bits);
+                       std::span<const SubblockSum> sums, std::uint32_t c_bits, FusedStepTrace* trace = nullptr);
 
 // Exact rounding of ±mag * 2^exp_lsb to binary32 (RNE or RZ), saturating nothing: IEEE overflow.
 std::uint32_t round_to_fp32(bool negative, int exp_lsb, u128 mag, OutputRounding rounding);

@@ -62,10 +62,26 @@ struct GemmOptions {
 // format, an element or scale format the row does not take, a reserved scale code).
 std::vector<float> gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options);
 
+// The intermediate values of one output of the golden reference, as it computed them (verify explains a
+// user's output with them). Which fields are filled depends on the datapath.
+struct GemmTrace {
+  std::vector<FusedStepTrace> steps;   // T-FDPA steps, probe-matched's inner steps, GST-FDPA instructions
+  std::size_t blocks = 0;              // exact, fp32-seq: K blocks
+  long double exact_sum = 0;           // exact: the sum of every block term s_a*s_b*sum(q_a*q_b)
+  std::size_t rounded_additions = 0;   // fp32-seq: block additions that rounded
+  long double largest_rounding = 0;    // fp32-seq: the largest rounding error, at block...
+  std::size_t largest_rounding_block = 0;
+  std::vector<float> partials, sums;   // probe-matched: each group's partial, and C after adding it (add.rz)
+  bool snapped = false;                // probe-matched: the 1/1024 snap ran
+  float before_snap = 0.0f;
+  std::uint32_t accumulator = 0;       // what the epilogue multiplied by alpha
+};
+
 // One output element, C[i, j], by the plain scalar reference (the golden model every fast path must
-// equal bit for bit). Operands must already have passed gemm()'s checks (check_gemm_operands).
+// equal bit for bit), its intermediate values into `trace` when given. Operands must already have
+// passed gemm()'s checks (check_gemm_operands).
 float gemm_reference_element(const QuantizedTensor& a, std::size_t i, const QuantizedTensor& b, std::size_t j,
-                             const GemmOptions& options);
+                             const GemmOptions& options, GemmTrace* trace = nullptr);
 void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options);
 
 // The epilogue's alpha from the two tensor amaxes and targets (F = element max, 6 for E2M1):

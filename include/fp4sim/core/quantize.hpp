@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fp4sim/core/host_device.hpp"
+#include "fp4sim/core/random.hpp"
 #include "fp4sim/core/recipe.hpp"
 
 namespace fp4sim {
@@ -66,6 +67,12 @@ struct RandomSource {
   std::uint64_t stream = 0;
   std::span<const std::uint32_t> explicit_bits;
 };
+
+// The stochastic-rounding integer element `index` of the operand draws.
+inline std::uint32_t random_integer(const RandomSource& source, std::uint64_t index, int sr_bits) {
+  return source.explicit_bits.empty() ? random_bits(source.seed, source.stream, index, sr_bits)
+                                      : source.explicit_bits[index];
+}
 
 struct QuantizeRequest {
   OperandSpec spec;

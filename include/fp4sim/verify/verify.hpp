@@ -79,8 +79,8 @@ struct QuantizeVerifyReport {
                                                             // reproduces from the user's own block scale
   std::uint64_t swapped_nibble_pairs = 0;   // bytes whose two element codes are exchanged
   std::uint64_t nonzero_padding_nibbles = 0;  // odd column count: the unused high nibble (not a mismatch)
-  std::uint64_t model_disagreements = 0;      // blocks where the explanation's step-by-step scale model
-                                              // differs from the golden quantizer (a bug; tests keep it 0)
+  std::uint64_t model_disagreements = 0;      // blocks where the traced scale choice the explanations read
+                                              // differs from the stored golden scale (a bug; tests keep it 0)
 
   bool tensor_scaled = false;
   float tensor_amax = 0.0f, global_encode = 1.0f, global_decode = 1.0f;
@@ -170,8 +170,6 @@ namespace detail {
 // Shortest decimal that reads back as the same binary32 ("0.09375", "6", "1.17549435e-38").
 std::string float_text(float value);
 std::string hex_bits(float value);  // "0x3dc00000"
-std::string json_string(std::string_view text);
-std::string json_number(double value, std::string* note = nullptr);  // null (and a note) if not finite
 }  // namespace detail
 
 }  // namespace fp4sim

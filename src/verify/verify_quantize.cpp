@@ -1,3 +1,6 @@
+// verify quantize: the user's codes and scales against the golden quantizer, every mismatch counted,
+// the first few explained from the values the golden rule computed (ScaleChooser's trace), the
+// alternative rules that would give the user's byte, and hints for whole-array causes (layouts, nibbles).
 #include "fp4sim/verify/verify.hpp"
 
 #include <algorithm>
@@ -11,79 +14,21 @@
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/fp32.hpp"
-#include "fp4sim/core/primitives.hpp"
 #include "fp4sim/core/hadamard.hpp"
-#include "fp4sim/core/random.hpp"
+#include "fp4sim/core/primitives.hpp"
+#include "fp4sim/core/scale_chooser.hpp"
+#include "report.hpp"
 
 namespace fp4sim {
 
-namespace detail {
-
-std::string float_text(float v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  // Integers below 2^24 print whole ("320", not "3.2e+02").
-  if (v == std::trunc(v) && std::fabs(v) < 16777216.0f) {
-    std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(v));
-    return std::signbit(v) && v == 0.0f ? "-0" : buf;
-  }
-  for (int precision = 1; precision <= 9; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-std::string hex_bits(float v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", std::bit_cast<std::uint32_t>(v));
-  return buf;
-}
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_number(double v, std::string* note) {
-  if (!std::isfinite(v)) {
-    if (note) *note = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
-    return "null";
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // Shortest form that reads back as the same double (a float shows as its float-exact decimal).
-  for (int precision = 1; precision <= 17; ++precision) {
-    char shorter[64];
-    std::snprintf(shorter, sizeof shorter, "%.*g", precision, v);
-    if (std::strtod(shorter, nullptr) == v) return shorter;
-  }
-  return buf;
-}
-
-}  // namespace detail
-
 namespace {
 
-using detail::float_text;
-using detail::hex_bits;
+using report::code_text;
+using report::float_text;
+using report::hex_bits;
+using report::hex_code;
+using report::range_text;
+using report::with_bits;
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
 
@@ -91,39 +36,6 @@ constexpr NameRow<TensorScaleKind> kKinds[] = {{"any", TensorScaleKind::any},
                                                {"encode", TensorScaleKind::encode},
                                                {"decode", TensorScaleKind::decode},
                                                {"amax", TensorScaleKind::amax}};
-
-// ---------------------------------------------------------------------------------------------------
-// Text helpers
-
-std::string code_text(const Format& f, std::uint32_t code) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f.storage_bits() <= 4 ? "0x%X" : "0x%02X", code);
-  const Decoded d = decode(f, code);
-  if (d.cls == ValueClass::invalid) return std::string(buf) + " (not a valid " + format_name(f) + " code)";
-  return std::string(buf) + " (" + float_text(decode_to_float(f, code)) + ")";
-}
-
-std::string hex_code(const Format& f, std::uint32_t code) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, f.storage_bits() <= 4 ? "0x%X" : "0x%02X", code);
-  return buf;
-}
-
-std::string with_bits(float v) { return float_text(v) + " (" + hex_bits(v) + ")"; }
-
-std::string range_text(std::size_t lo, std::size_t hi) {
-  return hi - lo <= 1 ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi - 1);
-}
-
-JsonField field(std::string key, double v) {
-  std::string note;
-  std::string value = detail::json_number(v, &note);
-  return {std::move(key), std::move(value), std::move(note)};
-}
-JsonField field_signed(std::string key, long long v) { return {std::move(key), std::to_string(v), {}}; }
-JsonField field_text(std::string key, std::string_view v) { return {std::move(key), detail::json_string(v), {}}; }
-JsonField field_int(std::string key, std::uint64_t v) { return {std::move(key), std::to_string(v), {}}; }
-JsonField field_bool(std::string key, bool v) { return {std::move(key), v ? "true" : "false", {}}; }
 
 // ---------------------------------------------------------------------------------------------------
 // Where a magnitude sits among a format's values: the two codes around it and the side it is nearer.
@@ -177,82 +89,10 @@ std::string relation(const Format& f, std::uint32_t golden, std::uint32_t theirs
          (diff > 0 ? "larger in magnitude" : "smaller in magnitude");
 }
 
-// ---------------------------------------------------------------------------------------------------
-// The golden scale rules with their intermediate values (quantize.cpp's ScaleChooser, step by step).
-
-struct ScaleModel {
-  const Recipe& recipe;
-  GlobalScale global;
-  float element_max;
-  float block_multiplier;  // RN(G * RN(1/F))
-  std::uint32_t one_code;
-
-  ScaleModel(const Recipe& r, GlobalScale g)
-      : recipe(r),
-        global(g),
-        element_max(decode_to_float(r.element, r.element.max_finite_code())),
-        block_multiplier(fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max))),
-        one_code(encode(r.scale, 1.0f, EncodeOptions{Rounding::rne, true}).code) {}
-
-  bool two_level() const { return recipe.scale_rule == ScaleRule::two_level; }
-
-  float ideal(float amax) const { return fp32::min(fp32::mul_rn(amax, block_multiplier), kFltMax); }
-
-  std::uint32_t repaired(std::uint32_t code) const {
-    return decode_to_float(recipe.scale, code) == 0.0f && recipe.zero_scale == ZeroScale::one ? one_code : code;
-  }
-
-  std::uint32_t round_ideal(double ideal, Rounding rounding) const {
-    return encode(recipe.scale, ideal, EncodeOptions{rounding, true}).code;
-  }
-
-  // The power-of-two rules (OCP floor, ceil, torchao EVEN, cuBLAS RCEIL): the unbiased exponent before
-  // clamping, and the code.
-  std::uint32_t pow2_code(ScaleRule rule, float amax, bool nonfinite, int* shared_out = nullptr) const {
-    const Format& sf = recipe.scale;
-    if (nonfinite) return sf.nan_code();
-    const int emax_element = floor_log2(element_max);
-    int shared = -127 - emax_element;
-    if (amax > 0.0f) {
-      const std::uint32_t bits = std::bit_cast<std::uint32_t>(amax);
-      switch (rule) {
-        case ScaleRule::pow2_floor: shared = static_cast<int>(bits >> 23) - 127 - emax_element; break;
-        case ScaleRule::pow2_ceil:
-          shared = floor_log2(amax) - emax_element;
-          if (static_cast<double>(amax) > std::ldexp(static_cast<double>(element_max), shared)) ++shared;
-          break;
-        case ScaleRule::pow2_even: {
-          const std::uint32_t rounded = (bits + (1u << (22 - recipe.element.mantissa_bits))) & 0x7F800000u;
-          shared = static_cast<int>(rounded >> 23) - 127 - emax_element;
-          break;
-        }
-        case ScaleRule::pow2_rceil: {
-          const float descale = fp32::mul_rn(amax, fp32::div_rn(1.0f, element_max));
-          if (shared_out) *shared_out = floor_log2(descale);
-          return encode(sf, descale, EncodeOptions{Rounding::rup, true}).code;
-        }
-        case ScaleRule::two_level: break;
-      }
-    }
-    if (shared_out) *shared_out = shared;
-    return static_cast<std::uint32_t>(std::clamp(shared, -sf.bias, static_cast<int>(sf.max_finite_code()) - sf.bias) + sf.bias);
-  }
-
-  std::uint32_t golden_code(float amax, bool nonfinite) const {
-    if (!two_level()) return pow2_code(recipe.scale_rule, amax, nonfinite);
-    return repaired(round_ideal(ideal(amax), Rounding::rne));
-  }
-
-  // What each element is multiplied by under a stored scale code (NaN for a NaN or invalid code).
-  float multiplier(std::uint32_t code) const {
-    const Decoded d = decode(recipe.scale, code);
-    if (d.cls == ValueClass::nan || d.cls == ValueClass::invalid) return std::numeric_limits<float>::quiet_NaN();
-    if (!two_level()) return std::ldexp(1.0f, recipe.scale.bias - static_cast<int>(code));
-    float value = decode_to_float(recipe.scale, code);
-    if (value == 0.0f && recipe.zero_scale == ZeroScale::one) value = 1.0f;
-    return fp32::min(fp32::div_rn(1.0f, fp32::mul_rn(value, global.decode)), kFltMax);
-  }
-};
+// A value rounded into the scale format under another rounding than the golden rule's (the hypotheses).
+std::uint32_t round_scale(const Format& scale, double value, Rounding rounding) {
+  return encode(scale, value, EncodeOptions{rounding, true}).code;
+}
 
 std::string_view pow2_rule_text(ScaleRule rule) {
   switch (rule) {
@@ -271,7 +111,7 @@ struct Context {
   const Recipe& recipe;
   const OperandSpec& spec;
   const QuantizedTensor& q;
-  const ScaleModel& model;
+  const ScaleChooser& chooser;  // the golden rule, with the tensor's G and Gd
   std::span<const float> input;  // as given
   std::span<const float> x;      // as quantized (after the RHT when spec.rht)
   const RandomSource& random;
@@ -279,25 +119,14 @@ struct Context {
   const ScaleStorage& storage;
   std::size_t cols;
 
-  float block_amax(std::size_t sr, std::size_t sc, bool* nonfinite) const {
-    float amax = 0.0f;
-    *nonfinite = false;
+  BlockAmax block(std::size_t sr, std::size_t sc) const {
     const std::size_t r0 = sr * q.block_rows, r1 = std::min(q.rows, r0 + q.block_rows);
     const std::size_t c0 = sc * q.block_cols, c1 = std::min(q.cols, c0 + q.block_cols);
-    for (std::size_t r = r0; r < r1; ++r) {
-      for (std::size_t c = c0; c < c1; ++c) {
-        const float v = x[r * cols + c];
-        amax = std::fabs(v) > amax ? std::fabs(v) : amax;  // NaN-ignoring, as the golden quantizer
-        *nonfinite |= !std::isfinite(v);
-      }
-    }
-    return amax;
+    return block_amax(x, cols, r0, r1, c0, c1);
   }
 
   std::uint32_t random_for(std::size_t index) const {
-    if (!is_stochastic(spec.rounding)) return 0;
-    return random.explicit_bits.empty() ? random_bits(random.seed, random.stream, index, recipe.sr_bits)
-                                        : random.explicit_bits[index];
+    return is_stochastic(spec.rounding) ? random_integer(random, index, recipe.sr_bits) : 0;
   }
 
   std::uint32_t element_code(float y, Rounding rounding, std::uint32_t r) const {
@@ -316,7 +145,7 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
                            std::uint32_t golden, std::uint32_t theirs) {
   const Recipe& rc = ctx.recipe;
   const Format& sf = rc.scale;
-  const ScaleModel& m = ctx.model;
+  const ScaleChooser& m = ctx.chooser;
   const QuantizedTensor& q = ctx.q;
   MismatchNote n;
   n.kind = MismatchNote::Kind::scale;
@@ -332,14 +161,15 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
   if (q.block_rows > 1 && !ctx.storage.one_copy_per_block()) {
     n.summary += " (the copy stored for row " + std::to_string(stored_row) + ")";
   }
-  bool nonfinite = false;
-  const float amax = ctx.block_amax(sr, sc, &nonfinite);
+  const auto [amax, nonfinite] = ctx.block(sr, sc);
+  ScaleTrace trace;
+  m.choose(amax, nonfinite, &trace);
   n.details.push_back("block amax = " + with_bits(amax) + (ctx.spec.rht ? " (after the RHT)" : "") +
                       (nonfinite ? "; the block holds a NaN or Inf" : ""));
-  n.fields = {field_text("kind", "scale"), field_int("block_row", sr), field_int("block_col", sc),
-              field_int("stored_row", stored_row), field_int("golden", golden), field_int("theirs", theirs),
-              field("golden_value", decode_to_double(sf, golden)), field("block_amax", amax),
-              field_text("block_amax_bits", hex_bits(amax))};
+  n.fields = {report::text("kind", "scale"), report::integer("block_row", sr), report::integer("block_col", sc),
+              report::integer("stored_row", stored_row), report::integer("golden", golden), report::integer("theirs", theirs),
+              report::number("golden_value", decode_to_double(sf, golden)), report::number("block_amax", amax),
+              report::text("block_amax_bits", hex_bits(amax))};
 
   struct Hypothesis {
     std::string label;
@@ -347,19 +177,19 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
   };
   std::vector<Hypothesis> hypotheses;
 
-  if (m.two_level()) {
-    const float ideal = m.ideal(amax);
+  if (rc.scale_rule == ScaleRule::two_level) {
+    const float ideal = trace.ideal;
     const Bracket b = bracket(sf, ideal);
-    const std::string F = float_text(m.element_max);
-    const std::string g_text = ctx.q.tensor_scaled ? "G = " + float_text(m.global.encode) + " (tensor amax " +
+    const std::string F = float_text(m.element_max());
+    const std::string g_text = ctx.q.tensor_scaled ? "G = " + float_text(m.global().encode) + " (tensor amax " +
                                                          float_text(ctx.q.tensor_amax) + ", target " +
                                                          float_text(ctx.q.target) + ")"
                                                    : "G = 1 (no tensor scale)";
     n.details.push_back("ideal scale u = min(RN(amax * RN(G * RN(1/" + F + "))), FLT_MAX) = RN(" + float_text(amax) +
-                        " * " + float_text(m.block_multiplier) + ") = " + with_bits(ideal) + ", with " + g_text);
+                        " * " + float_text(m.block_multiplier()) + ") = " + with_bits(ideal) + ", with " + g_text);
     const std::string s = format_name(sf);
     const std::string u = float_text(ideal);
-    const std::uint32_t rne = m.round_ideal(ideal, Rounding::rne);
+    const std::uint32_t rne = trace.rounded_code;
     std::string why;
     switch (b.where) {
       case Bracket::Where::exact: why = "ideal scale " + u + " is exactly representable in " + s + ": " + hex_code(sf, rne); break;
@@ -387,50 +217,50 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
     }
     why += "; yours is " + hex_code(sf, theirs) + " (" + relation(sf, golden, theirs, b) + ")";
     n.details.push_back(why);
-    n.fields.push_back(field("ideal_scale", ideal));
-    n.fields.push_back(field_text("ideal_scale_bits", hex_bits(ideal)));
-    n.fields.push_back(field_text("ideal_position", b.where == Bracket::Where::exact       ? "exact"
+    n.fields.push_back(report::number("ideal_scale", ideal));
+    n.fields.push_back(report::text("ideal_scale_bits", hex_bits(ideal)));
+    n.fields.push_back(report::text("ideal_position", b.where == Bracket::Where::exact       ? "exact"
                                                     : b.where == Bracket::Where::tie       ? "tie"
                                                     : b.where == Bracket::Where::above_max ? "above_max"
                                                     : b.where == Bracket::Where::nan       ? "nan"
                                                                                            : "between"));
-    n.fields.push_back(field_bool("tie", b.where == Bracket::Where::tie));
-    n.fields.push_back(field_int("lower_neighbour", b.lo));
-    n.fields.push_back(field_int("upper_neighbour", b.hi));
-    n.fields.push_back(field("global_encode_scale", m.global.encode));
+    n.fields.push_back(report::boolean("tie", b.where == Bracket::Where::tie));
+    n.fields.push_back(report::integer("lower_neighbour", b.lo));
+    n.fields.push_back(report::integer("upper_neighbour", b.hi));
+    n.fields.push_back(report::number("global_encode_scale", m.global().encode));
 
-    const float G = m.global.encode;
+    const float G = m.global().encode;
     hypotheses = {
-        {"the ideal scale rounded to nearest with ties away from zero (RNA)", m.repaired(m.round_ideal(ideal, Rounding::rna))},
-        {"the ideal scale rounded toward zero (truncation)", m.repaired(m.round_ideal(ideal, Rounding::rtz))},
-        {"the ideal scale rounded up", m.repaired(m.round_ideal(ideal, Rounding::rup))},
+        {"the ideal scale rounded to nearest with ties away from zero (RNA)", m.repaired(round_scale(sf, ideal, Rounding::rna))},
+        {"the ideal scale rounded toward zero (truncation)", m.repaired(round_scale(sf, ideal, Rounding::rtz))},
+        {"the ideal scale rounded up", m.repaired(round_scale(sf, ideal, Rounding::rup))},
         {"the ideal scale computed as RN(RN(amax / " + F + ") * G), then RNE",
-         m.repaired(m.round_ideal(fp32::min(fp32::mul_rn(fp32::div_rn(amax, m.element_max), G), kFltMax), Rounding::rne))},
+         m.repaired(round_scale(sf, fp32::min(fp32::mul_rn(fp32::div_rn(amax, m.element_max()), G), kFltMax), Rounding::rne))},
         {"the ideal scale computed as RN(RN(amax * G) / " + F + "), then RNE",
-         m.repaired(m.round_ideal(fp32::min(fp32::div_rn(fp32::mul_rn(amax, G), m.element_max), kFltMax), Rounding::rne))},
+         m.repaired(round_scale(sf, fp32::min(fp32::div_rn(fp32::mul_rn(amax, G), m.element_max()), kFltMax), Rounding::rne))},
         {"the ideal scale amax * G / " + F + " computed in float64, then RNE",
-         m.repaired(m.round_ideal(static_cast<double>(amax) * G / m.element_max, Rounding::rne))},
+         m.repaired(round_scale(sf, static_cast<double>(amax) * G / m.element_max(), Rounding::rne))},
         {"no tensor scale (G = 1): RNE of RN(amax * RN(1/" + F + "))",
-         m.repaired(m.round_ideal(fp32::mul_rn(amax, fp32::div_rn(1.0f, m.element_max)), Rounding::rne))},
+         m.repaired(round_scale(sf, fp32::mul_rn(amax, fp32::div_rn(1.0f, m.element_max())), Rounding::rne))},
     };
     if (rne != golden) hypotheses.push_back({"a zero scale kept as 0 (TE NVFP4's rule) instead of 1.0", rne});
     if (rne == golden && decode_to_float(sf, rne) == 0.0f) {
-      hypotheses.push_back({"a zero scale replaced by 1.0 (the UE5M3 paper's rule)", m.one_code});
+      hypotheses.push_back({"a zero scale replaced by 1.0 (the UE5M3 paper's rule)", m.one_code()});
     }
   } else {
-    int shared = 0;
-    m.pow2_code(rc.scale_rule, amax, nonfinite, &shared);
+    const int shared = trace.shared_exponent;
     n.details.push_back(std::string("golden rule: ") + std::string(pow2_rule_text(rc.scale_rule)) +
                         "; unbiased scale exponent " + std::to_string(shared) + " before clamping to [" +
                         std::to_string(-sf.bias) + ", " + std::to_string(static_cast<int>(sf.max_finite_code()) - sf.bias) +
                         "], code " + hex_code(sf, golden) + "; yours is " + hex_code(sf, theirs) + " (" +
                         relation(sf, golden, theirs, Bracket{}) + ")");
-    n.fields.push_back(field_signed("scale_exponent", shared));
+    n.fields.push_back(report::integer("scale_exponent", shared));
     for (ScaleRule rule : {ScaleRule::pow2_floor, ScaleRule::pow2_ceil, ScaleRule::pow2_even, ScaleRule::pow2_rceil}) {
       if (rule != rc.scale_rule) {
-        hypotheses.push_back({"the " + std::string(name_of(rule)) + " rule (" +
-                                  std::string(pow2_rule_text(rule)) + ")",
-                              m.pow2_code(rule, amax, nonfinite)});
+        Recipe other = rc;
+        other.scale_rule = rule;
+        hypotheses.push_back({"the " + std::string(name_of(rule)) + " rule (" + std::string(pow2_rule_text(rule)) + ")",
+                              ScaleChooser(other, m.global()).choose(amax, nonfinite).code});
       }
     }
   }
@@ -443,12 +273,8 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
   }
   n.details.push_back(matched.empty() ? "none of the modelled alternative rules gives yours"
                                       : "yours matches " + matched);
-  n.fields.push_back(field_text("theirs_matches", matched));
-  n.fields.push_back(field_text("explanation", [&] {
-    std::string all;
-    for (const auto& d : n.details) all += (all.empty() ? "" : "; ") + d;
-    return all;
-  }()));
+  n.fields.push_back(report::text("theirs_matches", matched));
+  n.fields.push_back(report::text("explanation", report::joined(n.details)));
   return n;
 }
 
@@ -465,8 +291,9 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   const Recipe& rc = ctx.recipe;
   const Format& ef = rc.element;
   const Format& sf = rc.scale;
-  const ScaleModel& m = ctx.model;
+  const ScaleChooser& m = ctx.chooser;
   const QuantizedTensor& q = ctx.q;
+  const bool two_level = rc.scale_rule == ScaleRule::two_level;
   MismatchNote n;
   n.kind = MismatchNote::Kind::element;
   n.row = r;
@@ -482,9 +309,9 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   const std::uint32_t scale_code = q.scale_code(r, c);
   const float mult = m.multiplier(scale_code);
   const float y = fp32::mul_rn(x, mult);
-  if (m.two_level()) {
+  if (two_level) {
     n.details.push_back("block scale " + code_text(sf, scale_code) + ", multiplier m = min(RN(1 / RN(s * Gd)), FLT_MAX) = " +
-                        float_text(mult) + " (Gd = " + float_text(m.global.decode) + "); scaled value y = RN(x * m) = " +
+                        float_text(mult) + " (Gd = " + float_text(m.global().decode) + "); scaled value y = RN(x * m) = " +
                         with_bits(y));
   } else {
     n.details.push_back("block scale " + hex_code(sf, scale_code) + " = 2^" +
@@ -562,8 +389,8 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
     for (const auto& [alt, label] : modes) {
       if (alt != ctx.spec.rounding) alts.push_back({std::string("y rounded ") + label, ctx.element_code(y, alt, 0)});
     }
-    if (m.two_level()) {
-      const float ds = fp32::mul_rn(decode_to_float(sf, scale_code), m.global.decode);
+    if (two_level) {
+      const float ds = fp32::mul_rn(decode_to_float(sf, scale_code), m.global().decode);
       if (ds != 0.0f) {
         alts.push_back({"y computed by division, RN(x / RN(s * Gd)), instead of multiplying by RN(1 / RN(s * Gd))",
                         ctx.element_code(fp32::div_rn(x, ds), ctx.spec.rounding, rnd)});
@@ -579,28 +406,26 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   }
   for (auto& cause : causes) n.details.push_back(std::move(cause));
 
-  n.fields = {field_text("kind", "element"),
-              field_int("row", r),
-              field_int("col", c),
-              field_int("golden", golden),
-              field_int("theirs", theirs),
-              field("golden_value", decode_to_double(ef, golden)),
-              field("theirs_value", decode_to_double(ef, theirs)),
-              field("x", x),
-              field_text("x_bits", hex_bits(x)),
-              field_int("scale", scale_code),
-              field("multiplier", mult),
-              field("scaled", y),
-              field_text("scaled_bits", hex_bits(y)),
-              field_bool("tie", b.where == Bracket::Where::tie),
-              field_int("lower_neighbour", b.lo | sign),
-              field_int("upper_neighbour", b.hi | sign),
-              field_bool("swapped_nibbles", facts.swapped),
-              field_bool("consistent_with_their_scale", facts.consistent_with_their_scale)};
-  if (is_stochastic(ctx.spec.rounding)) n.fields.push_back(field_int("random", rnd));
-  std::string all;
-  for (const auto& d : n.details) all += (all.empty() ? "" : "; ") + d;
-  n.fields.push_back(field_text("explanation", all));
+  n.fields = {report::text("kind", "element"),
+              report::integer("row", r),
+              report::integer("col", c),
+              report::integer("golden", golden),
+              report::integer("theirs", theirs),
+              report::number("golden_value", decode_to_double(ef, golden)),
+              report::number("theirs_value", decode_to_double(ef, theirs)),
+              report::number("x", x),
+              report::text("x_bits", hex_bits(x)),
+              report::integer("scale", scale_code),
+              report::number("multiplier", mult),
+              report::number("scaled", y),
+              report::text("scaled_bits", hex_bits(y)),
+              report::boolean("tie", b.where == Bracket::Where::tie),
+              report::integer("lower_neighbour", b.lo | sign),
+              report::integer("upper_neighbour", b.hi | sign),
+              report::boolean("swapped_nibbles", facts.swapped),
+              report::boolean("consistent_with_their_scale", facts.consistent_with_their_scale)};
+  if (is_stochastic(ctx.spec.rounding)) n.fields.push_back(report::integer("random", rnd));
+  n.fields.push_back(report::text("explanation", report::joined(n.details)));
   return n;
 }
 
@@ -634,12 +459,6 @@ std::optional<std::uint64_t> code_mismatches_under(NibbleOrder order, const Quan
   return bad;
 }
 
-std::size_t product(const std::vector<std::size_t>& shape) {
-  std::size_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
-
 }  // namespace
 
 std::span<const NameRow<TensorScaleKind>> names(TensorScaleKind) { return kKinds; }
@@ -656,7 +475,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
                     std::to_string(rows * cols));
   }
   check_codes_shape(theirs.nibbles, rows, cols, theirs.codes_shape, theirs.codes_source);
-  if (theirs.codes.size() != product(theirs.codes_shape)) {
+  if (theirs.codes.size() != element_count(theirs.codes_shape)) {
     throw DataError(theirs.codes_source + ": " + std::to_string(theirs.codes.size()) + " bytes, shape says " +
                     shape_text(theirs.codes_shape));
   }
@@ -675,8 +494,8 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     transformed = random_hadamard_transform(input, rows, cols);
     x = transformed;
   }
-  const ScaleModel model(recipe, GlobalScale{q.global_encode_scale, q.global_decode_scale});
-  const Context ctx{recipe, spec, q, model, input, x, request.quantize.random, theirs, storage, cols};
+  const ScaleChooser chooser(recipe, GlobalScale{q.global_encode_scale, q.global_decode_scale});
+  const Context ctx{recipe, spec, q, chooser, input, x, request.quantize.random, theirs, storage, cols};
 
   QuantizeVerifyReport rep;
   rep.recipe = recipe.name;
@@ -729,7 +548,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
                   (theirs.tensor_scale_kind == TensorScaleKind::any
                        ? std::string()
                        : " (compared with the " + std::string(name_of(theirs.tensor_scale_kind)) + " value)");
-      const float el_max = model.element_max;
+      const float el_max = chooser.element_max();
       n.details.push_back("golden encode scale G = RN(RN(" + float_text(el_max) + " * T) / amax) = " +
                           with_bits(q.global_encode_scale) + "; decode scale Gd = RN(1/G) = " +
                           with_bits(q.global_decode_scale) + "; tensor amax = " + with_bits(q.tensor_amax) +
@@ -747,9 +566,9 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
       } else if (div_gd != q.global_decode_scale) {
         n.details.push_back("none of the modelled alternatives gives yours");
       }
-      n.fields = {field_text("kind", "tensor_scale"), field("theirs", v), field_text("theirs_bits", hex_bits(v)),
-                  field("golden_encode", q.global_encode_scale), field("golden_decode", q.global_decode_scale),
-                  field("tensor_amax", q.tensor_amax)};
+      n.fields = {report::text("kind", "tensor_scale"), report::number("theirs", v), report::text("theirs_bits", hex_bits(v)),
+                  report::number("golden_encode", q.global_encode_scale), report::number("golden_decode", q.global_decode_scale),
+                  report::number("tensor_amax", q.tensor_amax)};
       notes.push_back(std::move(n));
     }
   }
@@ -762,9 +581,8 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
       const std::size_t c0 = sc * q.block_cols, c1 = std::min(cols, c0 + q.block_cols);
       const std::uint8_t golden_scale = q.scales[sr * sc_count + sc];
       {
-        bool nonfinite = false;
-        const float amax = ctx.block_amax(sr, sc, &nonfinite);
-        rep.model_disagreements += model.golden_code(amax, nonfinite) != golden_scale;
+        const auto [amax, nonfinite] = ctx.block(sr, sc);
+        rep.model_disagreements += chooser.choose(amax, nonfinite).code != golden_scale;
       }
       bool scale_bad = false;
       std::size_t bad_row = r0;
@@ -792,7 +610,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
         if (notes.size() < budget) notes.push_back(explain_scale(ctx, sr, sc, bad_row, golden_scale, their_scale));
       }
       rep.mismatched_elements += block_bad.size();
-      const float their_mult = model.multiplier(their_scale);
+      const float their_mult = chooser.multiplier(their_scale);
       for (const auto& [r, c] : block_bad) {
         const std::uint32_t golden = q.code(r, c), mine = ctx.their_code(r, c);
         ElementFacts facts;
@@ -855,113 +673,6 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
                         " row(s) have a nonzero padding nibble after the last element (fp4sim writes 0; not counted as a mismatch)");
   }
   return rep;
-}
-
-std::string to_text(const QuantizeVerifyReport& rep) {
-  std::string out;
-  const auto line = [&out](const std::string& s) { out += s + "\n"; };
-  line("verify quantize: recipe " + rep.recipe + ", role " + rep.role + ", tensor [" + std::to_string(rep.rows) + ", " +
-       std::to_string(rep.cols) + "], " + rep.element_format + " elements (" + rep.rounding + ") in " +
-       std::to_string(rep.block_rows) + "x" + std::to_string(rep.block_cols) + " blocks, " + rep.scale_format +
-       " scales (" + rep.scale_rule + ")" + (rep.rht ? ", RHT" : "") + "; layout " +
-       std::string(name_of(rep.layout)) + ", nibbles " + std::string(name_of(rep.nibbles)));
-  line("elements: " + std::to_string(rep.elements) + ", mismatched " + std::to_string(rep.mismatched_elements) +
-       (rep.mismatched_scales > 0
-            ? " (" + std::to_string(rep.elements_consistent_with_their_scale) + " of them follow from your block scale)"
-            : ""));
-  line("blocks: " + std::to_string(rep.blocks) + ", mismatched " + std::to_string(rep.mismatched_blocks) +
-       " (scale mismatches: " + std::to_string(rep.mismatched_scales) + ")");
-  std::string ts = "tensor scale: golden G = " + with_bits(rep.global_encode) + ", Gd = " + with_bits(rep.global_decode) +
-                   ", tensor amax = " + with_bits(rep.tensor_amax);
-  if (!rep.tensor_scaled) ts += " (no tensor scale in this recipe)";
-  if (rep.tensor_scale_given) {
-    ts += "; yours " + with_bits(*rep.tensor_scale_given) +
-          (rep.tensor_scale_mismatch ? " MISMATCH" : " matches the golden " + rep.tensor_scale_matched + " value");
-  }
-  line(ts);
-  if (rep.bit_exact()) {
-    line("BIT-EXACT");
-  } else {
-    line("NOT BIT-EXACT: " + std::to_string(rep.mismatched_elements) + " element and " +
-         std::to_string(rep.mismatched_scales) + " scale mismatch(es)" + (rep.tensor_scale_mismatch ? ", tensor scale differs" : ""));
-  }
-  for (const auto& h : rep.hints) line("hint: " + h);
-  const std::uint64_t total = rep.mismatched_elements + rep.mismatched_scales + (rep.tensor_scale_mismatch ? 1 : 0);
-  if (!rep.explained.empty()) {
-    line("");
-    line("first " + std::to_string(rep.explained.size()) + " of " + std::to_string(total) + " mismatch(es), explained:");
-  }
-  for (std::size_t i = 0; i < rep.explained.size(); ++i) {
-    const auto& n = rep.explained[i];
-    std::string head = "[";  // (built step by step: GCC 12's -Wrestrict misfires on "[" + std::to_string())
-    head += std::to_string(i + 1);
-    head += "] ";
-    line(head + n.summary);
-    for (const auto& d : n.details) line("    " + d);
-  }
-  return out;
-}
-
-std::string to_json(const QuantizeVerifyReport& rep) {
-  std::vector<JsonField> f = {
-      field_text("command", "verify quantize"),
-      field_text("recipe", rep.recipe),
-      field_text("role", rep.role),
-      field_text("element_format", rep.element_format),
-      field_text("scale_format", rep.scale_format),
-      field_text("rounding", rep.rounding),
-      field_text("scale_rule", rep.scale_rule),
-      field_int("rows", rep.rows),
-      field_int("cols", rep.cols),
-      field_int("block_rows", static_cast<std::uint64_t>(rep.block_rows)),
-      field_int("block_cols", static_cast<std::uint64_t>(rep.block_cols)),
-      field_bool("rht", rep.rht),
-      field_text("layout", name_of(rep.layout)),
-      field_text("nibbles", name_of(rep.nibbles)),
-      field_bool("bit_exact", rep.bit_exact()),
-      field_int("elements", rep.elements),
-      field_int("blocks", rep.blocks),
-      field_int("mismatched_elements", rep.mismatched_elements),
-      field_int("mismatched_blocks", rep.mismatched_blocks),
-      field_int("mismatched_scales", rep.mismatched_scales),
-      field_int("elements_consistent_with_their_scale", rep.elements_consistent_with_their_scale),
-      field_int("swapped_nibble_pairs", rep.swapped_nibble_pairs),
-      field_int("nonzero_padding_nibbles", rep.nonzero_padding_nibbles),
-      field_int("model_disagreements", rep.model_disagreements),
-      field_bool("tensor_scaled", rep.tensor_scaled),
-      field("tensor_amax", rep.tensor_amax),
-      field("global_encode_scale", rep.global_encode),
-      field("global_decode_scale", rep.global_decode),
-  };
-  if (rep.tensor_scale_given) {
-    f.push_back(field("tensor_scale", *rep.tensor_scale_given));
-    f.push_back(field_text("tensor_scale_kind", name_of(rep.tensor_scale_kind)));
-    f.push_back(rep.tensor_scale_matched.empty()
-                    ? JsonField{"tensor_scale_matched", "null", "equals no golden value"}
-                    : field_text("tensor_scale_matched", rep.tensor_scale_matched));
-  } else {
-    f.push_back({"tensor_scale", "null", "not given"});
-  }
-  std::string out = "{";
-  const auto emit = [&out](const std::vector<JsonField>& fields, const std::string& indent) {
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-      out += (i ? ",\n" : "\n") + indent + detail::json_string(fields[i].key) + ": " + fields[i].value;
-      if (!fields[i].note.empty()) {
-        out += ",\n" + indent + detail::json_string(fields[i].key + "_note") + ": " + detail::json_string(fields[i].note);
-      }
-    }
-  };
-  emit(f, "  ");
-  out += ",\n  \"hints\": [";
-  for (std::size_t i = 0; i < rep.hints.size(); ++i) out += (i ? ", " : "") + detail::json_string(rep.hints[i]);
-  out += "],\n  \"mismatches\": [";
-  for (std::size_t i = 0; i < rep.explained.size(); ++i) {
-    out += i ? ",\n    {" : "\n    {";
-    emit(rep.explained[i].fields, "      ");
-    out += "\n    }";
-  }
-  out += rep.explained.empty() ? "]\n}\n" : "\n  ]\n}\n";
-  return out;
 }
 
 }  // namespace fp4sim

@@ -1,0 +1,65 @@
+// The golden block-scale rule of a recipe: from a block's amax to its scale code and the multiplier every
+// element of the block is scaled by. quantize() runs it for every block; `verify` runs the same object
+// with a trace sink to explain a mismatch from the values the rule actually computed.
+#pragma once
+
+#include <cstdint>
+
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/recipe.hpp"
+
+namespace fp4sim {
+
+struct BlockScale {
+  std::uint8_t code = 0;
+  float value = 0.0f;       // decoded scale (after any zero repair)
+  float multiplier = 0.0f;  // what each element is multiplied by before rounding
+  bool saturated = false;
+  bool underflow = false;
+};
+
+// The intermediate values of one choice, as the rule computed them.
+struct ScaleTrace {
+  // two-level
+  float ideal = 0.0f;              // u = min(RN(amax * block_multiplier), FLT_MAX), before rounding
+  std::uint8_t rounded_code = 0;   // RNE of u into the scale format, before any zero-scale repair
+  bool repaired = false;           // a zero scale replaced by 1.0 (ZeroScale::one)
+  // power of two
+  int shared_exponent = 0;         // the unbiased scale exponent before clamping (rceil: floor(log2 descale))
+};
+
+class ScaleChooser {
+ public:
+  ScaleChooser(const Recipe& recipe, const GlobalScale& global);
+
+  // The scale of a block with this amax (NaN-ignoring) that holds a NaN or Inf when has_nonfinite.
+  BlockScale choose(float block_amax, bool has_nonfinite, ScaleTrace* trace = nullptr) const;
+  // What each element of a block is multiplied by under any stored scale code: the golden multiplier for
+  // a golden code, and the one a kernel that stored this code would apply (NaN for NaN or invalid codes
+  // of a two-level format; 1 for the NaN code of a power-of-two format, whose elements go unscaled).
+  float multiplier(std::uint32_t code) const;
+  // A two-level code after the zero-scale repair of the recipe.
+  std::uint8_t repaired(std::uint32_t code) const;
+
+  const Recipe& recipe() const { return recipe_; }
+  const GlobalScale& global() const { return global_; }
+  float element_max() const { return element_max_; }
+  float block_multiplier() const { return block_multiplier_; }  // RN(G * RN(1/F))
+  std::uint8_t one_code() const { return one_code_; }            // the scale code of 1.0
+
+ private:
+  BlockScale two_level(float block_amax, ScaleTrace* trace) const;
+  BlockScale pow2(float block_amax, bool has_nonfinite, ScaleTrace* trace) const;
+  float two_level_multiplier(float value) const;
+
+  const Recipe& recipe_;
+  GlobalScale global_;
+  float element_max_;
+  float scale_max_;
+  Float32Encoder to_scale_;
+  float block_multiplier_;
+  std::uint8_t one_code_;
+};
+
+}  // namespace fp4sim

@@ -1,0 +1,203 @@
+// replay's terminal summary: per recipe overall figures, best recipe per tensor role, worst layers, GEMM
+// errors, headroom.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/core/names.hpp"
+
+namespace fp4sim::replay {
+
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string pad(std::string s, std::size_t width, bool right = false) {
+  if (s.size() >= width) return s;
+  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+struct Mean {
+  double sum = 0;
+  std::size_t n = 0;
+  void add(const stats::Figure& f) {
+    if (f.value) {
+      sum += *f.value;
+      ++n;
+    }
+  }
+  std::optional<double> get() const { return n ? std::optional<double>(sum / n) : std::nullopt; }
+};
+
+std::string opt(const std::optional<double>& v, const char* format) { return v ? fmt(format, *v) : "-"; }
+
+}  // namespace
+
+std::string summary(const Result& r) {
+  std::ostringstream out;
+  out << "fp4sim replay: " << r.trace.path;
+  if (!r.trace.model.empty()) out << "\n  model: " << r.trace.model;
+  std::set<std::string> layers;
+  for (const auto& e : r.tensors) layers.insert(e.layer);
+  out << "\n  " << r.steps.size() << " step(s) (";
+  for (std::size_t i = 0; i < r.steps.size(); ++i) out << (i ? ", " : "") << r.steps[i];
+  out << ") x " << layers.size() << " layer(s) x 3 tensors; recipes ";
+  for (std::size_t i = 0; i < r.recipe_names.size(); ++i) out << (i ? ", " : "") << r.recipe_names[i];
+  out << "; hold " << name_of(r.hold) << "; seed " << r.seed << "\n";
+
+  // Per recipe.
+  out << "\nPer recipe (mean over tensor entries; SQNR in dB, higher is better)\n";
+  out << "  " << pad("recipe", 12) << pad("SQNR mean", 10, true) << pad("min", 8, true) << pad("underflow", 11, true)
+      << pad("saturated", 11, true) << pad("scale sat", 11, true) << pad("scale unf", 11, true);
+  if (!r.gemms.empty()) out << "   GEMM rel err fprop / dgrad / wgrad";
+  out << "\n";
+  for (const std::string& name : r.recipe_names) {
+    Mean sqnr;
+    double min_sqnr = INFINITY;
+    std::uint64_t under = 0, nonzero = 0, sat = 0, elements = 0, ssat = 0, sunf = 0, blocks = 0;
+    for (const auto& e : r.tensors) {
+      if (e.recipe != name) continue;
+      const auto s = e.stats.error.sqnr_db();
+      sqnr.add(s);
+      if (s.value) min_sqnr = std::min(min_sqnr, *s.value);
+      under += e.stats.error.underflow;
+      nonzero += e.stats.error.nonzero;
+      sat += e.stats.counts.saturated;
+      elements += e.stats.error.elements;
+      ssat += e.stats.counts.scale_saturated;
+      sunf += e.stats.counts.scale_underflow;
+      blocks += e.stats.blocks.blocks;
+    }
+    out << "  " << pad(name, 12) << pad(opt(sqnr.get(), "%.2f"), 10, true)
+        << pad(std::isfinite(min_sqnr) ? fmt("%.2f", min_sqnr) : "-", 8, true)
+        << pad(nonzero ? fmt("%.3g%%", 100.0 * under / nonzero) : "-", 11, true)
+        << pad(elements ? fmt("%.3g%%", 100.0 * sat / elements) : "-", 11, true)
+        << pad(blocks ? fmt("%.3g%%", 100.0 * ssat / blocks) : "-", 11, true)
+        << pad(blocks ? fmt("%.3g%%", 100.0 * sunf / blocks) : "-", 11, true);
+    if (!r.gemms.empty()) {
+      out << "   ";
+      for (const auto& [gemm_name, g, description] : names(Gemm{})) {
+        Mean m;
+        for (const auto& e : r.gemms) {
+          if (e.recipe == name && e.gemm == g) m.add(e.rel_fro_err);
+        }
+        out << (g == Gemm::fprop ? "" : " / ") << opt(m.get(), "%.4f");
+      }
+    }
+    out << "\n";
+  }
+
+  // Best recipe per tensor role.
+  out << "\nBest recipe per tensor role (mean SQNR dB)\n";
+  out << "  " << pad("role", 18);
+  for (const auto& n : r.recipe_names) out << pad(n, 12, true);
+  out << "   best\n";
+  for (const Role role : {Role::activation, Role::weight, Role::grad_output}) {
+    const char* tensor = role == Role::activation ? " (x)" : role == Role::weight ? " (w)" : " (dy)";
+    out << "  " << pad(std::string(name_of(role)) + tensor, 18);
+    std::vector<std::optional<double>> means;
+    std::optional<double> best;
+    for (const auto& n : r.recipe_names) {
+      Mean m;
+      for (const auto& e : r.tensors) {
+        if (e.recipe == n && e.role == role) m.add(e.stats.error.sqnr_db());
+      }
+      means.push_back(m.get());
+      out << pad(opt(m.get(), "%.2f"), 12, true);
+      if (m.get() && (!best || *m.get() > *best)) best = m.get();
+    }
+    // Recipes within 0.05 dB of the best are a tie.
+    std::string best_names;
+    for (std::size_t i = 0; i < means.size(); ++i) {
+      if (best && means[i] && *means[i] >= *best - 0.05) {
+        best_names += (best_names.empty() ? "" : " = ") + r.recipe_names[i];
+      }
+    }
+    out << "   " << (best_names.empty() ? "-" : best_names) << "\n";
+  }
+
+  // Worst layers.
+  out << "\nWorst tensors per recipe (lowest SQNR dB)\n";
+  for (const auto& n : r.recipe_names) {
+    std::vector<const TensorEntry*> v;
+    for (const auto& e : r.tensors) {
+      if (e.recipe == n && e.stats.error.sqnr_db().value) v.push_back(&e);
+    }
+    std::sort(v.begin(), v.end(), [](auto* a, auto* b) {
+      return *a->stats.error.sqnr_db().value < *b->stats.error.sqnr_db().value;
+    });
+    out << "  " << n << ":\n";
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, v.size()); ++i) {
+      const auto& e = *v[i];
+      out << "    " << pad(fmt("%.2f dB", *e.stats.error.sqnr_db().value), 10, true) << "  step " << e.step << "  "
+          << e.layer << " " << e.tensor << "  (underflow "
+          << opt(e.stats.error.underflow_fraction().value, "%.3g") << ", block SQNR p01 "
+          << opt(e.stats.blocks.block_sqnr_db_quantile(0.01).value, "%.0f") << " dB)\n";
+    }
+  }
+
+  // Proposition 1.
+  if (!r.headroom.empty()) {
+    const auto& h0 = r.headroom.front();
+    out << "\nPeriodic scaling, Proposition 1 (D = " << h0.period << ", T = " << fmt("%g", h0.target) << ", hold "
+        << name_of(r.hold) << "; rho = current amax / held amax)\n";
+    std::size_t exact = 0;
+    const HeadroomEntry* worst = nullptr;
+    for (const auto& h : r.headroom) {
+      if (h.hold.held_exact.value_or(false)) ++exact;
+      if (h.hold.rho.value && (!worst || *h.hold.rho.value > *worst->hold.rho.value)) worst = &h;
+    }
+    out << "  held amax exact (refresh step captured) for " << exact << " of " << r.headroom.size() << " tensors";
+    if (exact < r.headroom.size() && r.hold == HoldRule::window) {
+      out << "; others use their own amax (rho = 1): try --hold previous to stress staleness";
+    }
+    out << "\n";
+    if (worst) {
+      out << "  largest rho " << fmt("%.3g", *worst->hold.rho.value) << " at step " << worst->step << " "
+          << worst->layer << " " << worst->tensor << " (held from step " << worst->hold.held_from_step.value_or(0)
+          << ")\n";
+    }
+    out << "  " << pad("scale format", 14) << pad("U/T", 8, true) << pad("tensors sat.", 14, true)
+        << pad("blocks saturated", 18, true) << pad("blocks underflow", 18, true) << "\n";
+    for (std::size_t f = 0; f < h0.formats.size(); ++f) {
+      std::uint64_t blocks = 0, sat = 0, unf = 0, tensors = 0;
+      for (const auto& h : r.headroom) {
+        blocks += h.formats[f].blocks;
+        sat += h.formats[f].saturated;
+        unf += h.formats[f].underflow;
+        tensors += h.formats[f].saturated > 0;
+      }
+      out << "  " << pad(h0.formats[f].scale_name, 14) << pad(fmt("%.3g", h0.formats[f].max_scale / h0.target), 8, true)
+          << pad(std::to_string(tensors) + "/" + std::to_string(r.headroom.size()), 14, true)
+          << pad(std::to_string(sat) + fmt(" (%.2g%%)", blocks ? 100.0 * sat / blocks : 0.0), 18, true)
+          << pad(std::to_string(unf) + fmt(" (%.2g%%)", blocks ? 100.0 * unf / blocks : 0.0), 18, true) << "\n";
+    }
+  }
+  out << "\n"
+      << fmt("%.2f", r.tensor_bytes / 1e6) << " MB of float32 tensor data per recipe in " << fmt("%.2f", r.seconds)
+      << " s";
+  if (!r.gemms.empty()) {
+    out << "; GEMM datapaths:";
+    for (const auto& name : r.recipe_names) {
+      for (const auto& g : r.gemms) {
+        if (g.recipe == name) {
+          out << " " << name << "=" << g.datapath;
+          break;
+        }
+      }
+    }
+  }
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace fp4sim::replay

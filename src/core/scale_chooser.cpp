@@ -1,0 +1,137 @@
+#include "fp4sim/core/scale_chooser.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "fp4sim/core/fp32.hpp"
+#include "fp4sim/core/primitives.hpp"
+
+namespace fp4sim {
+
+namespace {
+constexpr float kFltMax = std::numeric_limits<float>::max();
+}  // namespace
+
+ScaleChooser::ScaleChooser(const Recipe& r, const GlobalScale& g)
+    : recipe_(r),
+      global_(g),
+      element_max_(decode_to_float(r.element, r.element.max_finite_code())),
+      scale_max_(decode_to_float(r.scale, r.scale.max_finite_code())),
+      to_scale_(r.scale, {Rounding::rne, true}),
+      block_multiplier_(fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max_))),
+      one_code_(static_cast<std::uint8_t>(encode(r.scale, 1.0f, {Rounding::rne, true}).code)) {}
+
+BlockScale ScaleChooser::choose(float block_amax, bool has_nonfinite, ScaleTrace* trace) const {
+  return recipe_.scale_rule == ScaleRule::two_level ? two_level(block_amax, trace)
+                                                    : pow2(block_amax, has_nonfinite, trace);
+}
+
+std::uint8_t ScaleChooser::repaired(std::uint32_t code) const {
+  const bool zero = decode_to_float(recipe_.scale, code) == 0.0f;
+  return static_cast<std::uint8_t>(zero && recipe_.zero_scale == ZeroScale::one ? one_code_ : code);
+}
+
+float ScaleChooser::two_level_multiplier(float value) const {
+  return fp32::min(fp32::div_rn(1.0f, fp32::mul_rn(value, global_.decode)), kFltMax);
+}
+
+float ScaleChooser::multiplier(std::uint32_t code) const {
+  if (recipe_.scale_rule != ScaleRule::two_level) {
+    if (code == recipe_.scale.nan_code()) return 1.0f;
+    return std::ldexp(1.0f, recipe_.scale.bias - static_cast<int>(code));
+  }
+  float value = decode_to_float(recipe_.scale, code);
+  if (value == 0.0f && recipe_.zero_scale == ZeroScale::one) value = 1.0f;
+  return two_level_multiplier(value);
+}
+
+// The UE5M3 paper's / TE's FP32 order: u = RN(amax_b * RN(G * RN(1/F))), saturating RNE into the scale
+// format (clamping to the max before RNE, as the paper does, gives the same code), then
+// mult = min(RN(1 / RN(s * Gd)), FLT_MAX).
+BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
+  BlockScale b;
+  const float ideal = fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax);
+  b.saturated = ideal > scale_max_;
+  b.code = static_cast<std::uint8_t>(to_scale_(std::bit_cast<std::uint32_t>(ideal)));
+  b.value = decode_to_float(recipe_.scale, b.code);
+  b.underflow = ideal > 0.0f && b.value == 0.0f;
+  if (trace) {
+    trace->ideal = ideal;
+    trace->rounded_code = b.code;
+  }
+  if (b.value == 0.0f && recipe_.zero_scale == ZeroScale::one) {
+    b.code = one_code_;
+    b.value = 1.0f;
+    if (trace) trace->repaired = true;
+  }
+  b.multiplier = two_level_multiplier(b.value);
+  return b;
+}
+
+// Power-of-two scales (E8M0). shared = the unbiased scale exponent before clamping to [-127, 127].
+BlockScale ScaleChooser::pow2(float block_amax, bool has_nonfinite, ScaleTrace* trace) const {
+  BlockScale b;
+  const Format& el = recipe_.element;
+  const int emax_element = floor_log2(element_max_);
+  if (has_nonfinite) {
+    // torchao / OCP: NaN or Inf in the block marks the whole block NaN. The element codes of such a
+    // block are implementation-defined (docs/semantics.md M5); unscaled, NaN -> 0x7 and Inf -> +-6 as G3.
+    b.code = static_cast<std::uint8_t>(recipe_.scale.nan_code());
+    b.value = std::numeric_limits<float>::quiet_NaN();
+    b.multiplier = 1.0f;
+    return b;
+  }
+  int shared = -127 - emax_element;  // amax == 0: the smallest scale
+  bool from_code = false;
+  if (block_amax > 0.0f) {
+    switch (recipe_.scale_rule) {
+      case ScaleRule::pow2_floor: {
+        // OCP: from the exponent field; a binary32-subnormal amax reads as -127.
+        const int field = static_cast<int>(std::bit_cast<std::uint32_t>(block_amax) >> 23);
+        shared = field - 127 - emax_element;
+        break;
+      }
+      case ScaleRule::pow2_ceil: {
+        shared = floor_log2(block_amax) - emax_element;
+        if (static_cast<double>(block_amax) > std::ldexp(static_cast<double>(element_max_), shared)) ++shared;
+        break;
+      }
+      case ScaleRule::pow2_even: {
+        // torchao EVEN: add half an element-precision ulp to amax's bits, keep the exponent field.
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(block_amax);
+        const std::uint32_t rounded = (bits + (1u << (22 - el.mantissa_bits))) & 0x7F800000u;
+        shared = static_cast<int>(rounded >> 23) - 127 - emax_element;
+        break;
+      }
+      case ScaleRule::pow2_rceil: {
+        // cuBLAS / cvt.rp.satfinite.ue8m0: RN(amax * RN(1/max)) rounded up to a power of two.
+        const float descale = fp32::mul_rn(block_amax, fp32::div_rn(1.0f, element_max_));
+        const Encoded e = encode(recipe_.scale, descale, {Rounding::rup, true});
+        b.code = static_cast<std::uint8_t>(e.code);
+        b.saturated = (e.flags & flag::overflow) != 0;
+        b.underflow = descale < 0x1p-127f;
+        if (trace) trace->shared_exponent = floor_log2(descale);
+        from_code = true;
+        break;
+      }
+      case ScaleRule::two_level: break;
+    }
+  }
+  if (!from_code) {
+    if (trace) trace->shared_exponent = shared;
+    const int bias = recipe_.scale.bias;
+    const int lo = -bias, hi = static_cast<int>(recipe_.scale.max_finite_code()) - bias;
+    b.saturated = shared > hi;
+    b.underflow = block_amax > 0.0f && shared < lo;
+    shared = std::clamp(shared, lo, hi);
+    b.code = static_cast<std::uint8_t>(shared + bias);
+  }
+  const int exponent = static_cast<int>(b.code) - recipe_.scale.bias;
+  b.value = std::ldexp(1.0f, exponent);        // exact: 2^-127 .. 2^127
+  b.multiplier = std::ldexp(1.0f, -exponent);  // exact: the binary32 2^(bias - code)
+  return b;
+}
+
+}  // namespace fp4sim
