@@ -87,7 +87,7 @@ void set_counters(benchmark::State& state, const Operands& o, double cpu_seconds
 void BM_Gemm(benchmark::State& state, const char* datapath) {
   const Operands& o = operands();
   fp4sim::GemmRequest request;
-  request.datapath = datapath;
+  request.datapath = fp4sim::find_datapath(datapath);
   fp4sim::GemmOptions options = fp4sim::resolve_gemm(o.recipe, o.qa, o.qb, request);
   fp4sim::GemmReport report;
   options.report = &report;
