@@ -4,8 +4,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <functional>
+#include <limits>
 
 #include "fp4sim/codec.hpp"
 #include "fp4sim/error.hpp"
@@ -177,6 +177,30 @@ Input scale_ties(Context& c, std::size_t stride) {
   return in;
 }
 
+// Power-of-two rules: one block per binade edge, its amax just below 2^n, at 2^n and just above, from the
+// binary32 subnormals to 2^127, where a float log2 (rather than the exponent field) rounds up just below.
+Input scale_binade_edges(Context& c) {
+  std::vector<float> amaxes;
+  for (int n = -149; n <= 127; n += 4) {
+    const float p = std::ldexp(1.0f, n);
+    for (float a : {std::nextafter(p, 0.0f), p, std::nextafter(p, std::numeric_limits<float>::infinity())}) {
+      if (a > 0.0f && std::isfinite(a)) amaxes.push_back(a);
+    }
+  }
+  const std::size_t B = c.block();
+  Input in(1, B * amaxes.size());
+  for (std::size_t b = 0; b < amaxes.size(); ++b) {
+    for (std::size_t i = 0; i < B; ++i) {
+      const float sign = c.draw.coin() ? -1.0f : 1.0f;
+      in.at(0, b * B + i) = sign * amaxes[b] * c.draw.fraction();
+    }
+    const std::size_t i = c.draw.below(static_cast<std::uint32_t>(B));
+    in.at(0, b * B + i) = c.draw.coin() ? amaxes[b] : -amaxes[b];
+  }
+  in.covers.push_back("scale_binade_edge");
+  return in;
+}
+
 // A random tensor quantized with a held amax `factor` times its own.
 Input held_amax(Context& c, std::size_t rows, std::size_t cols, float factor, bool tiny_blocks) {
   Input in = random_tensor(c, rows, cols);
@@ -192,8 +216,8 @@ Input held_amax(Context& c, std::size_t rows, std::size_t cols, float factor, bo
 // Blocks spread over many binades below the largest: their scales underflow (two-level: relative to the
 // tensor amax; power-of-two: block amaxes below 2^-125, binary32 subnormals included).
 Input scale_underflow(Context& c) {
-  const std::vector<int> shifts =
-      c.two_level() ? std::vector<int>{0, -10, -20, -30, -40, -50, -60} : std::vector<int>{0, -124, -126, -128, -135, -146};
+  const std::vector<int> shifts = c.two_level() ? std::vector<int>{0, -10, -20, -30, -40, -50, -60}
+                                                : std::vector<int>{0, -124, -126, -128, -135, -146};
   const std::size_t B = c.block(), rows = 2;
   Input in(rows, B * shifts.size());
   for (std::size_t b = 0; b < shifts.size(); ++b) {
@@ -211,9 +235,9 @@ Input zero_blocks(Context& c) {
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t col = 0; col < in.cols; ++col) {
       const std::size_t b = col / B;
-      if (b == 1) in.at(r, col) = 0.0f;
-      else if (b == 3) in.at(r, col) = (col & 1) ? -0.0f : 0.0f;
-      else in.at(r, col) = c.draw.below(4) == 0 ? c.draw.value(-4, 2) : (c.draw.coin() ? -0.0f : 0.0f);
+      float v = (col & 1) ? -0.0f : 0.0f;  // blocks 1 and 3 stay zero
+      if (b != 1 && b != 3) v = c.draw.below(4) == 0 ? c.draw.value(-4, 2) : (c.draw.coin() ? -0.0f : 0.0f);
+      in.at(r, col) = v;
     }
   }
   return in;
@@ -307,10 +331,14 @@ Plans edge_plans(const Recipe& r) {
     q("activation_scale_ties", Role::activation, [](Context& c) { return scale_ties(c, 1); });
     q("weight_scale_ties", Role::weight, [](Context& c) { return scale_ties(c, 9); });
   }
+  if (!two_level) q("activation_scale_binade_edges", Role::activation, scale_binade_edges);
   if (tensor_scaled) {
-    q("activation_held_amax_1024x_below", Role::activation, [B](Context& c) { return held_amax(c, 4, 4 * B, 1.0f / 1024, false); });
-    q("weight_held_amax_8x_below", Role::weight, [B](Context& c) { return held_amax(c, 2 * B, 2 * B, 1.0f / 8, false); });
-    q("grad_output_held_amax_1024x_above", Role::grad_output, [B](Context& c) { return held_amax(c, 4, 4 * B, 1024.0f, true); });
+    q("activation_held_amax_1024x_below", Role::activation,
+      [B](Context& c) { return held_amax(c, 4, 4 * B, 1.0f / 1024, false); });
+    q("weight_held_amax_8x_below", Role::weight,
+      [B](Context& c) { return held_amax(c, 2 * B, 2 * B, 1.0f / 8, false); });
+    q("grad_output_held_amax_1024x_above", Role::grad_output,
+      [B](Context& c) { return held_amax(c, 4, 4 * B, 1024.0f, true); });
   }
   q("activation_scale_underflow", Role::activation, scale_underflow);
   q("activation_zero_blocks", Role::activation, zero_blocks);
@@ -341,7 +369,7 @@ Plans edge_plans(const Recipe& r) {
   p.gemm.push_back({"gemm_dgrad", Gemm::dgrad, rnd(M), rnd(N)});
   p.gemm.push_back({"gemm_wgrad", Gemm::wgrad, bf16(M), bf16(N)});
   // Zero and tiny blocks in A; with a tensor scale, both operands quantized with held amaxes.
-  p.gemm.push_back({"gemm_fprop_sparse_held_amax", Gemm::fprop,
+  p.gemm.push_back({tensor_scaled ? "gemm_fprop_sparse_held_amax" : "gemm_fprop_sparse", Gemm::fprop,
                     [tensor_scaled](Context& c) {
                       Input in = random_tensor(c, M, K);
                       for (std::size_t r = 0; r < M; ++r) {
@@ -417,7 +445,8 @@ QuantizeCase quantize_case(const Recipe& recipe, std::string name, const Operand
   }
 
   const QuantizeCounts& n = c.q.counts;
-  const std::span<const float> quantized = spec.rht ? std::span<const float>(c.transformed) : std::span<const float>(c.x);
+  const std::span<const float> quantized =
+      spec.rht ? std::span<const float>(c.transformed) : std::span<const float>(c.x);
   const float current = current_amax(quantized);
   auto add = [&](bool when, const char* category) {
     if (when) c.covers.push_back(category);
@@ -469,12 +498,14 @@ Input fill_tensor(Context& c, std::size_t ordinal) {
 }  // namespace
 
 const std::vector<std::string>& edge_category_names() {
+  // clang-format off
   static const std::vector<std::string> names{
-      "element_tie",        "scale_tie",          "element_saturation", "scale_saturation",
-      "scale_underflow",    "zero_block",         "all_zero_tensor",    "nan",
-      "inf",                "stale_amax_smaller", "stale_amax_larger",  "stochastic_rounding",
-      "sr_edge_bits",       "rht",                "two_d",              "partial_block",
-      "subnormal_input"};
+      "element_tie", "scale_tie", "scale_binade_edge",                     // rounding boundaries
+      "element_saturation", "scale_saturation", "scale_underflow",        // range limits
+      "zero_block", "all_zero_tensor", "nan", "inf", "subnormal_input",    // special inputs
+      "stale_amax_smaller", "stale_amax_larger",                          // held tensor amax
+      "stochastic_rounding", "sr_edge_bits", "rht", "two_d", "partial_block"};  // operand settings
+  // clang-format on
   return names;
 }
 
@@ -629,7 +660,11 @@ void write_quantize(stats::JsonWriter& j, Writer& w, const Recipe& recipe, const
   }
   j.field("rht", c.spec.rht);
   float_field(j, "target", q.target);
-  j.key("shape").begin_array().value(static_cast<std::uint64_t>(c.rows)).value(static_cast<std::uint64_t>(c.cols)).end_array();
+  j.key("shape")
+      .begin_array()
+      .value(static_cast<std::uint64_t>(c.rows))
+      .value(static_cast<std::uint64_t>(c.cols))
+      .end_array();
   j.key("scale_shape")
       .begin_array()
       .value(static_cast<std::uint64_t>(q.scale_rows))
@@ -682,22 +717,28 @@ constexpr const char* kConventions[][2] = {
     {"arrays", "NumPy .npy, little-endian, C order, always 2-D [rows, cols]"},
     {"x", "float32 input tensor as given to the quantizer (before any RHT); blocks run along the last dimension"},
     {"codes", "uint8, one unpacked element code per input element (low 4 bits; bit 3 is the sign), shape of x"},
-    {"scales", "uint8 block scale codes, one per 1 x block_cols block or block_rows x block_cols tile, row-major "
-               "[ceil(rows/block_rows), ceil(cols/block_cols)]"},
-    {"rbits", "stochastic rounding only: the random integer (< 2^bits) each element was rounded with, shape of x; "
-              "philox names the Philox4x32-10 key (seed, stream, element index = row-major index) that drew them, "
-              "null when they were chosen outright"},
+    {"scales",
+     "uint8 block scale codes, one per 1 x block_cols block or block_rows x block_cols tile, row-major "
+     "[ceil(rows/block_rows), ceil(cols/block_cols)]"},
+    {"rbits",
+     "stochastic rounding only: the random integer (< 2^bits) each element was rounded with, shape of x; "
+     "philox names the Philox4x32-10 key (seed, stream, element index = row-major index) that drew them, "
+     "null when they were chosen outright"},
     {"dequantized", "float32 decoded value of every element, tensor scale included, in the recipe's dequantize order"},
     {"transformed", "rht only: float32 RHT(x), the tensor actually quantized"},
-    {"defined", "uint8 1 where the recipe's source fixes the element code, 0 where it leaves it to the "
-                "implementation; absent when every code is fixed"},
-    {"amax_ref", "the held tensor amax the quantizer must use (bits in amax_ref_bits); null: the current amax of the "
-                 "tensor quantized (NaN-ignoring)"},
-    {"scalars", "binary32 values are JSON numbers that parse to the exact value, with their bit patterns in *_bits; "
-                "non-finite values are null there"},
-    {"gemm", "C [M, N] = A·Bᵀ, float32; files.a = A [M, K] and files.b = B [N, K] as given to the quantizer (K last); "
-             "operands.a / operands.b are their quantize records; files.c maps each datapath to its C, and "
-             "alpha[datapath] is the epilogue multiplier it applied"},
+    {"defined",
+     "uint8 1 where the recipe's source fixes the element code, 0 where it leaves it to the "
+     "implementation; absent when every code is fixed"},
+    {"amax_ref",
+     "the held tensor amax the quantizer must use (bits in amax_ref_bits); null: the current amax of the "
+     "tensor quantized (NaN-ignoring)"},
+    {"scalars",
+     "binary32 values are JSON numbers that parse to the exact value, with their bit patterns in *_bits; "
+     "non-finite values are null there"},
+    {"gemm",
+     "C [M, N] = A·Bᵀ, float32; files.a = A [M, K] and files.b = B [N, K] as given to the quantizer (K last); "
+     "operands.a / operands.b are their quantize records; files.c maps each datapath to its C, and "
+     "alpha[datapath] is the epilogue multiplier it applied"},
 };
 
 }  // namespace
@@ -744,8 +785,8 @@ std::size_t write(const VectorSet& set, const std::filesystem::path& path) {
     j.field("name", c.name());
     if (c.quantize) {
       j.field("kind", "quantize");
-      write_quantize(j, w, r, *c.quantize, w.f32(c.quantize->name + ".x.npy", c.quantize->rows, c.quantize->cols,
-                                                   c.quantize->x));
+      write_quantize(j, w, r, *c.quantize,
+                     w.f32(c.quantize->name + ".x.npy", c.quantize->rows, c.quantize->cols, c.quantize->x));
     } else {
       const GemmCase& g = *c.gemm;
       j.field("kind", "gemm");

@@ -1,6 +1,8 @@
 // fp4sim::vectors (conformance vectors) and OutputDirectory: case counts and roles for every preset,
 // determinism, the Philox bits recorded, the edge categories reached, and the all-or-nothing directory.
 // tests/vectors_test.py checks the written vectors against the independent Python references.
+#include "fp4sim/vectors.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 #include "fp4sim/error.hpp"
 #include "fp4sim/output_file.hpp"
 #include "fp4sim/random.hpp"
-#include "fp4sim/vectors.hpp"
 
 namespace fs = std::filesystem;
 using namespace fp4sim;
@@ -129,7 +130,8 @@ TEST(Vectors, RecordedRandomBitsArePhiloxUnderTheRecordedKeyOrTheEdgeValues) {
       ++philox;
       EXPECT_EQ(q->philox->seed, 11u);
       for (std::size_t i = 0; i < q->rbits.size(); ++i) {
-        ASSERT_EQ(q->rbits[i], random_bits(q->philox->seed, q->philox->stream, i, q->philox->bits)) << q->name << " " << i;
+        ASSERT_EQ(q->rbits[i], random_bits(q->philox->seed, q->philox->stream, i, q->philox->bits))
+            << q->name << " " << i;
       }
     } else {
       ++edges;

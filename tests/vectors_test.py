@@ -408,7 +408,8 @@ def test_quantize_records_match_the_independent_references(vectors, preset):
         if amax is not None:
             for key, want in (("tensor_amax", amax), ("global_encode_scale", ref.global_encode_scale),
                               ("global_decode_scale", ref.global_decode_scale)):
-                assert as_f32(rec[key], rec[key + "_bits"]).view(np.uint32) == np.float32(want).view(np.uint32), (name, key)
+                got = as_f32(rec[key], rec[key + "_bits"])
+                assert got.view(np.uint32) == np.float32(want).view(np.uint32), (name, key)
         compared += 1
     assert compared == sum(1 for _ in records(m))
 
@@ -470,7 +471,8 @@ def test_gemm_exact_and_fp32_seq_outputs_match_the_documented_formulas(vectors, 
         bk = a["block_cols"]
         for datapath in ("exact", "fp32-seq"):
             alpha = alpha_for(recipe, datapath, a, b)
-            assert alpha.view(np.uint32) == as_f32(case["alpha"][datapath], case["alpha"][datapath + "_bits"]).view(np.uint32)
+            recorded = as_f32(case["alpha"][datapath], case["alpha"][datapath + "_bits"])
+            assert alpha.view(np.uint32) == recorded.view(np.uint32), (case["name"], datapath)
             c = np.load(d / case["files"]["c"][datapath])
             want = np.empty_like(c)
             for i in range(case["m"]):
@@ -507,6 +509,8 @@ def facts(recipe, rec, f, sr_bits):
         exponent = (amax_b.view(np.uint32).astype(np.int64) >> 23) - 127
         if ((amax_b > 0) & (exponent - 2 < -127)).any():
             got.add("scale_underflow")
+        if ((amax_b.view(np.uint32) & 0x7FFFFF) == 0x7FFFFF).any():   # just below a power of two
+            got.add("scale_binade_edge")
     else:
         fmt = recipe["scale_format"]
         smax = fpref.SCALE_FORMATS[fmt][3]
@@ -560,12 +564,15 @@ def test_every_edge_category_occurs_and_covers_lists_are_true(vectors, preset):
         seen |= shown
     # Every category, less those the recipe cannot show: without a tensor scale no held amax to be
     # stale; under the power-of-two floor rule no scale ties and no scale saturation (E8M0 reaches
-    # 2^127, above any binary32 amax / 4); no stochastic rounding, RHT or 2-D tiles where it has none.
+    # 2^127, above any binary32 amax / 4), and binade edges only there; no stochastic rounding, RHT or
+    # 2-D tiles where it has none.
     expected = set(m["categories"])
     if recipe["tensor_scale"] == "none":
         expected -= {"stale_amax_smaller", "stale_amax_larger"}
     if recipe["scale_rule"] != "two-level":
         expected -= {"scale_tie", "scale_saturation"}
+    else:
+        expected -= {"scale_binade_edge"}
     if not recipe["grad_rounding"].startswith("sr"):
         expected -= {"stochastic_rounding", "sr_edge_bits"}
     if not recipe["rht_wgrad"]:
@@ -575,3 +582,53 @@ def test_every_edge_category_occurs_and_covers_lists_are_true(vectors, preset):
     assert len(expected) >= 9
     assert expected <= seen, expected - seen
     assert {c for rec in (r for _, r in records(m)) for c in rec["covers"]} == expected
+
+
+# --- the README's `### vectors` section runs as written and prints what it shows -----------------
+
+
+def readme_blocks():
+    text = (HERE.parent / "README.md").read_text()
+    start = text.index("\n### vectors\n")
+    end = min(i for i in (text.find("\n## ", start + 1), text.find("\n### ", start + 1)) if i > 0)
+    section = text[start:end]
+    blocks, rest = [], section
+    while "```" in rest:
+        head, rest = rest.split("```", 1)
+        lang, rest = rest.split("\n", 1)
+        body, rest = rest.split("```", 1)
+        blocks.append((lang.strip(), body))
+    return blocks
+
+
+def test_readme_vectors_section_runs_as_written(tmp_path):
+    blocks = readme_blocks()
+    python = [body for lang, body in blocks if lang == "python"]
+    assert len(python) == 1
+    (tmp_path / "my_mxfp4_kernel.py").write_text(python[0])
+    (tmp_path / "tools").symlink_to(HERE.parent / "tools")
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(FP4SIM)) + os.pathsep + os.environ["PATH"])
+    commands = 0
+    for lang, body in blocks:
+        if lang != "console":
+            continue
+        steps = []
+        for line in body.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            else:
+                steps[-1][1].append(line)
+        for command, shown in steps:
+            r = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=300)
+            assert r.stderr == "", (command, r.stderr)
+            assert r.stdout.splitlines() == shown, (command, r.stdout)
+            commands += 1
+    assert commands == 6
+    # The manifest excerpt is the nvfp4 case it names, as `fp4sim vectors --recipe nvfp4` writes it.
+    excerpt = json.loads(next(body for lang, body in blocks if lang == "json"))
+    r = run("vectors", "--recipe", "nvfp4", "--out", tmp_path / "vectors-nvfp4")
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((tmp_path / "vectors-nvfp4" / "manifest.json").read_text())
+    case = next(c for c in manifest["cases"] if c["name"] == excerpt["name"])
+    assert {k: case[k] for k in excerpt} == excerpt

@@ -69,7 +69,7 @@ def same_f32(want, got):
 
 def describe(kind, value):
     if kind == "f32":
-        return f"{value!r} ({np.float32(value).view(np.uint32):#010x})"
+        return f"{str(np.float32(value))} ({np.float32(value).view(np.uint32):#010x})"
     return f"{int(value):#04x}"
 
 
@@ -94,7 +94,8 @@ def compare(label, kind, want, got, mask, x):
     for idx in bad[:SHOWN]:
         at = tuple(int(i) for i in idx)
         where = f" (x = {describe('f32', x[at])})" if x is not None and x.shape == want.shape else ""
-        lines.append(f"    [{', '.join(map(str, at))}] expected {describe(kind, want[at])}, got {describe(kind, got[at])}{where}")
+        lines.append(f"    [{', '.join(map(str, at))}] expected {describe(kind, want[at])}, "
+                     f"got {describe(kind, got[at])}{where}")
     return lines
 
 
@@ -134,7 +135,8 @@ def check_structure(vectors, manifest):
                 if r is not None and (r.astype(np.int64) >> bits).any():
                     problems.append(f"{files['rbits']}: a value does not fit in {bits} bits")
             if rec["rht"] != ("transformed" in files):
-                problems.append(f"{case['name']}: rht {rec['rht']} but transformed {'absent' if rec['rht'] else 'present'}")
+                problems.append(f"{case['name']}: rht {rec['rht']} but transformed "
+                                f"{'absent' if rec['rht'] else 'present'}")
             if "transformed" in files:
                 expect(files["transformed"], np.float32, shape)
             if "defined" in files:
@@ -151,10 +153,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("vectors", type=Path, help="directory written by `fp4sim vectors`")
     parser.add_argument("--results", type=Path, help="directory holding your kernel's outputs, named as the vectors'")
-    parser.add_argument("--self-check", action="store_true", help="check the vectors' files and compare them with themselves")
+    parser.add_argument("--self-check", action="store_true",
+                        help="check the vectors' files and compare them with themselves")
     parser.add_argument("--nibbles", choices=["unpacked", "low-first", "high-first"], default="unpacked",
                         help="how your codes files hold the codes (default: one per byte, shaped like x)")
-    parser.add_argument("--case", action="append", default=[], help="check only cases whose name contains this (repeatable)")
+    parser.add_argument("--case", action="append", default=[],
+                        help="check only cases whose name contains this (repeatable)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
     args = parser.parse_args(argv)
 

@@ -28,16 +28,16 @@ struct PhiloxKey {
 struct QuantizeCase {
   std::string name;
   OperandSpec spec;
-  std::optional<float> amax_ref;       // held reference; nullopt: the current amax
+  std::optional<float> amax_ref;  // held reference; nullopt: the current amax
   std::size_t rows = 0, cols = 0;
-  std::vector<float> x;                // the input, before any RHT
-  std::vector<std::uint32_t> rbits;    // stochastic rounding only, shaped like x
+  std::vector<float> x;              // the input, before any RHT
+  std::vector<std::uint32_t> rbits;  // stochastic rounding only, shaped like x
   std::optional<PhiloxKey> philox;
-  std::vector<std::uint8_t> defined;   // 1 where the recipe's source fixes the element code; empty: all
-  std::vector<std::string> covers;     // the edge categories the case was built to hit (edge_category_names)
+  std::vector<std::uint8_t> defined;  // 1 where the recipe's source fixes the element code; empty: all
+  std::vector<std::string> covers;    // the edge categories the case was built to hit (edge_category_names)
   QuantizedTensor q;
   std::vector<float> dequantized;
-  std::vector<float> transformed;      // RHT(x), the tensor actually quantized (spec.rht only)
+  std::vector<float> transformed;  // RHT(x), the tensor actually quantized (spec.rht only)
 };
 
 struct GemmOutput {

@@ -1,9 +1,10 @@
+#include "fp4sim/vectors.hpp"
+
 #include <cstdio>
 #include <memory>
 
 #include "cli.hpp"
 #include "fp4sim/error.hpp"
-#include "fp4sim/vectors.hpp"
 
 namespace fp4sim::cli {
 
@@ -38,7 +39,8 @@ void setup_vectors(CLI::App& app) {
   app.add_option("--cases", o->cases,
                  "number of cases: the recipe's edge cases first, then random tensors (default: the edge cases "
                  "plus 4)");
-  app.add_option("--seed", o->seed, "seed of the input draws and of the Philox stochastic-rounding bits")->default_val(0);
+  app.add_option("--seed", o->seed, "seed of the input draws and of the Philox stochastic-rounding bits")
+      ->default_val(0);
   app.add_option("--out", o->out,
                  "output directory: must not exist or be empty; manifest.json and the .npy files appear together "
                  "or not at all")
