@@ -1,10 +1,10 @@
-#include "fp4sim/vectors.hpp"
-
 #include <cstdio>
 #include <memory>
 
 #include "cli.hpp"
 #include "fp4sim/error.hpp"
+#include "fp4sim/vectors.hpp"
+#include "recipe_options.hpp"
 
 namespace fp4sim::cli {
 
@@ -33,7 +33,7 @@ void setup_vectors(CLI::App& app) {
   auto o = std::make_shared<VectorsOptions>();
   std::vector<std::string> names;
   for (const auto& preset : recipe_presets()) names.emplace_back(preset.name);
-  app.add_option("--recipe", o->recipe, "recipe preset: " + CLI::detail::join(names, ", "))
+  app.add_option("--recipe", o->recipe, recipe_help())
       ->required()
       ->check(CLI::IsMember(names));
   app.add_option("--cases", o->cases,
