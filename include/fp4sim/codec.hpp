@@ -37,9 +37,28 @@ float decode_to_float(const Format& format, std::uint32_t code);
 // reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code).
 enum class SpecialConvention : std::uint8_t { hardware, te_python };
 
+// Overflow, Inf and NaN: one rule for every format, NVIDIA's (PTX ISA `cvt`: ".satfinite: ... if the
+// input value is NaN, then the result is NaN in the specified destination format. If the absolute value
+// of input (ignoring sign) is greater than MAX_NORM of the specified destination format, then the result
+// is sign-preserved MAX_NORM", for .f16, .bf16, .e4m3x2, .e5m2x2 and .tf32 destinations; the FP4/FP6
+// conversions exist only with .satfinite; cuda_fp8.h's __NV_SATFINITE / __NV_NOSAT host conversions,
+// which tests/cuda_host_exhaustive_test.cpp compares with ours on all 2^32 binary32 inputs). cuda_fp16.h and cuda_bf16.h have no saturating conversion (theirs
+// overflow to Inf; their *_sat arithmetic clamps to [0, 1], another thing), so PTX is the source there.
+//  * saturate = true (.satfinite): a magnitude above max finite after rounding, +-Inf included, gives
+//    max finite with the input's sign, IEEE formats (e5m2, fp16, bf16) included.
+//  * saturate = false (__NV_NOSAT, IEEE 754): overflow and +-Inf give Inf with the sign where the format
+//    has Inf; NaN with the sign where it has NaN but no Inf (e4m3: 0xFF for a negative value, as
+//    cuda_fp8.h, ml_dtypes and gfloat give); a data error (flag::invalid) where it has neither. A finite
+//    input rounded toward zero (rtz, rup of a negative, rdown of a positive) never overflows: max finite.
+//  * A NaN input gives the canonical NaN (Format::nan_code, positive) in both modes, as NVIDIA's binary32
+//    conversions do (they canonicalise NaN first; their binary64 host path keeps the NaN's sign instead,
+//    and ml_dtypes keeps it in both); a format without NaN gives +max finite when saturating
+//    (cvt.rn.satfinite.e2m1x2: NaN -> 0x7) and a data error when not.
+// e8m0 (no zero, unsigned) and negative inputs to unsigned formats follow their own rules: encode_zero
+// and encode_unsigned_negative in src/codec.cpp.
 struct EncodeOptions {
   Rounding rounding = Rounding::rne;
-  bool saturate = true;  // overflow (and Inf, where the format has none) goes to max finite
+  bool saturate = true;  // the rule above
   int sr_bits = 8;       // k: random bits per element for stochastic modes, 1..24
   SpecialConvention convention = SpecialConvention::hardware;
 };
@@ -163,10 +182,10 @@ class Float32Encoder {
     const std::uint32_t is_nan = static_cast<std::uint32_t>(field == 255) & ((abs & 0x7FFFFFu) != 0);
     const std::uint32_t special_code = is_nan != 0 ? nan_input_ : inf_input_;
     std::uint32_t code = field == 255 ? special_code : abs == 0 ? zero_input_ : finite_code;
-    // NaN results are canonical (unsigned); a format without NaN keeps the sign of -Inf, -0 and -x.
-    const std::uint32_t is_signed = is_signed_, has_nan = has_nan_, drop_zero_sign = drop_zero_sign_;
-    const std::uint32_t keep_sign = is_signed & (is_nan ^ 1u) & ((has_nan & (code == nan_code_)) ^ 1u) &
-                                    ((static_cast<std::uint32_t>(abs == 0) & drop_zero_sign) ^ 1u);
+    // Every result but a NaN input's keeps the input's sign (NaN from overflow too: EncodeOptions' rule).
+    const std::uint32_t is_signed = is_signed_, drop_zero_sign = drop_zero_sign_;
+    const std::uint32_t keep_sign =
+        is_signed & (is_nan ^ 1u) & ((static_cast<std::uint32_t>(abs == 0) & drop_zero_sign) ^ 1u);
     code |= (keep_sign & sign) != 0 ? sign_mask_ : 0u;
     const std::uint32_t unsigned_negative = (is_signed ^ 1u) & sign & (abs != 0) & (is_nan ^ 1u);
     return unsigned_negative != 0 ? unsigned_negative_ : code;
@@ -188,9 +207,7 @@ class Float32Encoder {
   std::int32_t min_normal_exponent_;
   std::int32_t sr_bits_;
   bool is_signed_;
-  bool has_nan_;
   bool drop_zero_sign_;
-  std::uint32_t nan_code_;
   std::uint32_t sign_mask_;
   std::uint32_t max_finite_;
   std::uint32_t overflow_code_;
