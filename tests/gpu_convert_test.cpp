@@ -9,8 +9,8 @@
 //    golden encoder on the same inputs. This is the GPU's algorithm (not the golden code compiled twice),
 //    so it is checked in CI on machines without a GPU; Device.* then checks what nvcc made of it.
 //  * Api.*: status codes that need no device.
-// Cases are drawn from the preset table and the rounding table, filtered by gpu::supports, so a new
-// supported row adds its tests.
+// Cases are drawn from the preset table, the rounding table and both saturation settings, filtered by
+// gpu::supports, so a new supported row adds its tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
