@@ -13,7 +13,7 @@
 //
 // Semantics are those of `encode(format, float, options)` with the hardware convention for -0 and NaN,
 // for the deterministic roundings rne, rna, rtz, rup, rdown; saturating (cvt.*.satfinite), and for
-// f32_to_small also not, by EncodeOptions' rule (fp4sim/codec.hpp) as SmallFormat encodes it.
+// f32_to_small also not, by the overflow rule of docs/semantics.md §0.2 as SmallFormat encodes it.
 #pragma once
 
 #include <cstdint>

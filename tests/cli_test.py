@@ -245,7 +245,7 @@ def test_values_that_saturate_are_not_errors(tmp_path):
 
 
 def test_overflow_and_special_values_follow_nvidia(tmp_path):
-    # fp4sim/codec.hpp's rule, as cuda_fp8.h: saturating, +-Inf -> +-max in e5m2 too; not saturating, an
+    # docs/semantics.md §0.2, as cuda_fp8.h: saturating, +-Inf -> +-max in e5m2 too; not saturating, an
     # e4m3 overflow NaN keeps the sign; a NaN input is the canonical 0x7F in both.
     x = np.array([np.inf, -np.inf, 1e6, -1e6, np.nan, -np.nan], dtype=np.float32)
     np.save(tmp_path / "x.npy", x)

@@ -178,7 +178,7 @@ Expected reference_encode(const Reference& R, double x, Rounding mode, bool satu
     if (saturate) return {false, 0};  // e8m0: its minimum, code 0
     return {true};
   }
-  // Overflow and +-Inf (NVIDIA's rule, fp4sim/codec.hpp): +-max when saturating, IEEE formats too;
+  // Overflow and +-Inf (NVIDIA's rule, docs/semantics.md §0.2): +-max when saturating, IEEE formats too;
   // else +-Inf, else NaN with the sign, else a data error.
   if (std::isinf(x)) {
     if (saturate) return {false, R.max().code | sign};

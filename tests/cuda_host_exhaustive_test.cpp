@@ -7,7 +7,7 @@
 // device instructions (cvt.rn.satfinite.e2m1x2.f32 ...) need sm_100a/sm_120a, which we do not have.
 //
 // e4m3 and e5m2 agree on every input in both saturation modes: fp4sim's overflow rule is NVIDIA's
-// (fp4sim/codec.hpp, EncodeOptions): __NV_SATFINITE gives +-MAXNORM for +-Inf too, __NV_NOSAT keeps the
+// (docs/semantics.md §0.2): __NV_SATFINITE gives +-MAXNORM for +-Inf too, __NV_NOSAT keeps the
 // sign of an overflow NaN (e4m3: 0xFF for a negative value or -Inf), and a NaN input gives the canonical
 // 0x7F in both (the float path canonicalises it first).
 //
@@ -284,7 +284,7 @@ TEST(CudaHostBinary64, DoubleRoundingAndMidpointNeighbours) {
 // A binary64 NaN: NVIDIA's binary64 host path, unlike its binary32 one, does not canonicalise: it keeps
 // the NaN's sign, and for e5m2 the NaN's top two payload bits (0x7E for the default quiet NaN, whose
 // payload is 10...). fp4sim gives the canonical NaN 0x7F for every NaN input, binary32 or binary64
-// (fp4sim/codec.hpp, EncodeOptions). Both sides asserted, so a change in either shows.
+// (docs/semantics.md §0.2). Both sides asserted, so a change in either shows.
 TEST(CudaHostBinary64, NanInputsAreCanonicalInFp4simOnly) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const auto sat : {__NV_SATFINITE, __NV_NOSAT}) {

@@ -37,28 +37,14 @@ float decode_to_float(const Format& format, std::uint32_t code);
 // reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code).
 enum class SpecialConvention : std::uint8_t { hardware, te_python };
 
-// Overflow, Inf and NaN: one rule for every format, NVIDIA's (PTX ISA `cvt`: ".satfinite: ... if the
-// input value is NaN, then the result is NaN in the specified destination format. If the absolute value
-// of input (ignoring sign) is greater than MAX_NORM of the specified destination format, then the result
-// is sign-preserved MAX_NORM", for .f16, .bf16, .e4m3x2, .e5m2x2 and .tf32 destinations; the FP4/FP6
-// conversions exist only with .satfinite; cuda_fp8.h's __NV_SATFINITE / __NV_NOSAT host conversions,
-// which tests/cuda_host_exhaustive_test.cpp compares with ours on all 2^32 binary32 inputs). cuda_fp16.h and cuda_bf16.h have no saturating conversion (theirs
-// overflow to Inf; their *_sat arithmetic clamps to [0, 1], another thing), so PTX is the source there.
-//  * saturate = true (.satfinite): a magnitude above max finite after rounding, +-Inf included, gives
-//    max finite with the input's sign, IEEE formats (e5m2, fp16, bf16) included.
-//  * saturate = false (__NV_NOSAT, IEEE 754): overflow and +-Inf give Inf with the sign where the format
-//    has Inf; NaN with the sign where it has NaN but no Inf (e4m3: 0xFF for a negative value, as
-//    cuda_fp8.h, ml_dtypes and gfloat give); a data error (flag::invalid) where it has neither. A finite
-//    input rounded toward zero (rtz, rup of a negative, rdown of a positive) never overflows: max finite.
-//  * A NaN input gives the canonical NaN (Format::nan_code, positive) in both modes, as NVIDIA's binary32
-//    conversions do (they canonicalise NaN first; their binary64 host path keeps the NaN's sign instead,
-//    and ml_dtypes keeps it in both); a format without NaN gives +max finite when saturating
-//    (cvt.rn.satfinite.e2m1x2: NaN -> 0x7) and a data error when not.
-// e8m0 (no zero, unsigned) and negative inputs to unsigned formats follow their own rules: encode_zero
-// and encode_unsigned_negative in src/codec.cpp.
+// Overflow, Inf and NaN follow one rule for every format, NVIDIA's (docs/semantics.md §0.2, with its
+// sources; tests/cuda_host_exhaustive_test.cpp holds e4m3 and e5m2 to cuda_fp8.h on all 2^32 binary32
+// inputs): saturating, a magnitude past max finite, +-Inf included, gives +-max finite (IEEE formats
+// too); not saturating, +-Inf, else NaN with the sign, else a data error; a NaN input gives the
+// canonical NaN in both modes.
 struct EncodeOptions {
   Rounding rounding = Rounding::rne;
-  bool saturate = true;  // the rule above
+  bool saturate = true;  // .satfinite (the rule above) or not
   int sr_bits = 8;       // k: random bits per element for stochastic modes, 1..24
   SpecialConvention convention = SpecialConvention::hardware;
 };
