@@ -5,19 +5,21 @@
 // (tests/gpu_convert_test.cpp). Three shapes, as a GPU implementation would pick them:
 //  * e2m1: seven binary32 threshold bit patterns compared with |x| as integers, the shape of CUTLASS's
 //    software fallback `e2m1_mag_f32_rne` (sm_90 has no FP4 convert instruction, so this *is* the path);
-//  * other formats with a mantissa (e4m3, ue4m3, ue5m3, ue5m3fn, e2m3, e3m2): a rounding increment
+//  * other formats with a mantissa (e4m3, e5m2, ue4m3, ue5m3, ue5m3fn, e2m3, e3m2): a rounding increment
 //    added to the binary32 bit pattern and a truncation (ml_dtypes' RoundBitsToNearestEven shape), with
 //    a separate shift for results below the target's smallest normal;
 //  * e8m0: the binary32 exponent field plus a carry decided from the mantissa field.
 // Every function is integer-only: no float arithmetic can decide a bit.
 //
-// Semantics are those of `encode(format, float, options)` with saturation on (cvt.*.satfinite) and the
-// hardware convention for -0 and NaN, for the deterministic roundings rne, rna, rtz, rup, rdown.
+// Semantics are those of `encode(format, float, options)` with the hardware convention for -0 and NaN,
+// for the deterministic roundings rne, rna, rtz, rup, rdown; saturating (cvt.*.satfinite), and for
+// f32_to_small also not, by the overflow rule of docs/semantics.md §0.2 as SmallFormat encodes it.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "fp4sim/format.hpp"
 #include "fp4sim/host_device.hpp"
 
 #if defined(__CUDACC__)
@@ -31,15 +33,34 @@ namespace fp4sim::emu {
 // Which rounding the kernel instantiates (a template argument, so the choice costs nothing per element).
 enum class Round : std::uint8_t { rne, rna, rtz, rup, rdown };
 
-// The format-dependent constants of the bit-pattern path, filled on the host from a `Format`.
+// The format-dependent constants of the bit-pattern path, filled on the host by small_format_of.
 struct SmallFormat {
-  std::uint32_t mantissa_bits;      // M >= 1
-  std::int32_t bias;                // <= 126, so binary32 subnormals always take the shift path
-  std::uint32_t max_magnitude;      // largest finite magnitude code (saturation target)
-  std::uint32_t sign_mask;          // 0 for unsigned formats
-  std::uint32_t nan_result;         // code for a NaN input (canonical NaN, or +max finite without NaN)
-  std::uint32_t negative_result;    // code for a negative nonzero input to an unsigned format
+  std::uint32_t mantissa_bits;       // M >= 1
+  std::int32_t bias;                 // <= 126, so binary32 subnormals always take the shift path
+  std::uint32_t max_magnitude;       // largest finite magnitude code
+  std::uint32_t overflow_magnitude;  // magnitude code past max_magnitude and of +-Inf: max_magnitude when
+                                     // saturating, else the Inf code, or the NaN code without Inf
+  std::uint32_t sign_mask;           // 0 for unsigned formats
+  std::uint32_t nan_result;          // code for a NaN input (canonical NaN, or +max finite without NaN)
+  std::uint32_t negative_result;     // code for a negative nonzero input to an unsigned format
 };
+
+// The constants of `f` (at most 8 bits, a mantissa, bias <= 126) under saturation or not. Without
+// saturation the format must have Inf or NaN (a format with neither makes overflow a data error, which
+// the bit-pattern path cannot report).
+inline SmallFormat small_format_of(const Format& f, bool saturate) {
+  SmallFormat s{};
+  s.mantissa_bits = static_cast<std::uint32_t>(f.mantissa_bits);
+  s.bias = f.bias;
+  s.max_magnitude = f.max_finite_code();
+  s.overflow_magnitude = saturate ? f.max_finite_code() : f.has_inf() ? f.inf_code() : f.nan_code();
+  s.sign_mask = f.sign_mask();
+  // NaN: the canonical NaN, else +max finite under satfinite. Negative input to an unsigned format:
+  // NaN where there is one, else 0 (the golden encoder's choices; both are flagged invalid there).
+  s.nan_result = f.has_nan() ? f.nan_code() : f.max_finite_code();
+  s.negative_result = f.has_nan() ? f.nan_code() : 0u;
+  return s;
+}
 
 namespace detail {
 
@@ -98,7 +119,8 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1(std::uint32_t bits) {
   return code | (negative ? 0x8u : 0u);
 }
 
-// Formats with a mantissa, exponent bias <= 126, and no Inf (Specials fn, finite, reserved_top).
+// Formats of at most 8 bits with a mantissa and exponent bias <= 126 (Specials ieee, fn, finite,
+// reserved_top). Every result but a NaN input's keeps the sign, overflow NaN included.
 template <Round R>
 FP4SIM_HOST_DEVICE std::uint32_t f32_to_small(const SmallFormat& f, std::uint32_t bits) {
   const std::uint32_t abs = bits & 0x7FFFFFFFu;
@@ -106,7 +128,7 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_small(const SmallFormat& f, std::uint32_
   if (abs > detail::kF32Inf) return f.nan_result;
   if (negative && abs != 0 && f.sign_mask == 0) return f.negative_result;
   const std::uint32_t sign = negative ? f.sign_mask : 0u;
-  if (abs == detail::kF32Inf) return f.max_magnitude | sign;  // satfinite
+  if (abs == detail::kF32Inf) return f.overflow_magnitude | sign;
 
   const std::uint32_t field = abs >> 23;
   const std::uint32_t drop = 23 - f.mantissa_bits;  // binary32 mantissa bits below the target's
@@ -129,7 +151,9 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_small(const SmallFormat& f, std::uint32_
     const std::uint32_t shift = wanted > 31 ? 31u : static_cast<std::uint32_t>(wanted);
     magnitude = (sig + detail::round_increment<R>(sig, shift, negative)) >> shift;
   }
-  if (magnitude > f.max_magnitude) magnitude = f.max_magnitude;  // satfinite; also keeps NaN codes out
+  // Past max finite (Inf and NaN codes included): max finite when rounding toward zero, else overflow.
+  const bool toward_zero = R == Round::rtz || (R == Round::rup && negative) || (R == Round::rdown && !negative);
+  if (magnitude > f.max_magnitude) magnitude = toward_zero ? f.max_magnitude : f.overflow_magnitude;
   return magnitude | sign;
 }
 

@@ -496,6 +496,7 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     p.scale_format.mantissa_bits = static_cast<std::uint32_t>(sf.mantissa_bits);
     p.scale_format.bias = sf.bias;
     p.scale_format.max_magnitude = sf.max_finite_code();
+    p.scale_format.overflow_magnitude = sf.max_finite_code();  // saturating
     p.scale_format.sign_mask = 0;
     p.scale_format.nan_result = sf.has_nan() ? sf.nan_code() : sf.max_finite_code();
     p.scale_format.negative_result = 0;
