@@ -82,15 +82,15 @@ int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, fl
                           float alpha, void* stream);
 
 // The wgmma probe-matched kernel (emu/gemm_probe_wgmma.cu; TMA, producer + 2 consumer warpgroups, 64-deep
-// k tiles = the datapath's groups). config 0: 128 x 192 tiles in two 96-column sub-tiles, 5 stages (the
-// default); 1: 128 x 256 tiles in four 64-column sub-tiles, 4 stages. Needs kp % 64 == 0; returns the CUDA
-// error of the launch.
+// k tiles = the datapath's groups, 5 stages). config 0: 2 consumers, 128 x 192 tiles; 1: 3 consumers,
+// 192 x 128 tiles; both with the consumers staggered by one group; 2 and 3: the same without the stagger.
+// Needs kp % 64 == 0; returns the CUDA error of the launch.
 int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m,
                                 int n, int kp, bool snap, float alpha, void* stream);
 
 // Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128,
-// 4: wgmma 128x256, 5 and 6: wgmma probe-matched configs 0 and 1; 4-6 when wgmma_available()). The
-// probe-matched variants snap.
+// 4: wgmma 128x256, 5-8: wgmma probe-matched configs 0-3; 4-8 when wgmma_available()). The probe-matched
+// variants snap.
 Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c,
                                 std::size_t m, std::size_t n, std::size_t kp, void* stream);
 

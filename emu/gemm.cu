@@ -414,6 +414,8 @@ Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std
       break;
     case 5:
     case 6:
+    case 7:
+    case 8:
       if (wgmma_available())
         e = static_cast<cudaError_t>(launch_gemm_probe_wgmma_raw(variant - 5, d_a, d_b, d_c, M, N, K, true, 1.0f, stream));
       break;
