@@ -202,10 +202,10 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
         t);
     if (st != Status::success) return st;
     std::printf("  gemm variant %d (%s): %.3f ms, %.1f TFLOP/s\n", v,
-                v == 8 ? "wgmma probe-matched 192x128, 3 consumers, unstaggered"
-                : v == 7 ? "wgmma probe-matched 128x192, 2 consumers, unstaggered"
-                : v == 6 ? "wgmma probe-matched 192x128, 3 consumers, staggered"
-                : v == 5 ? "wgmma probe-matched 128x192, 2 consumers, staggered"
+                v == 8 ? "wgmma probe-matched 192x128, 3 consumers, free issue"
+                : v == 7 ? "wgmma probe-matched 128x192, 2 consumers, free issue"
+                : v == 6 ? "wgmma probe-matched 192x128, 3 consumers, in turn"
+                : v == 5 ? "wgmma probe-matched 128x192, 2 consumers, in turn"
                 : v == 4 ? "wgmma 128x256x64, TMA 4 stages" : v == 3 ? "mma.sync probe-matched 128x128" : v == 0 ? "mma.sync 128x128" : v == 1 ? "mma.sync 128x256" : "mma.sync 256x128",
                 t, ours.flops / t / 1e9);
     best = std::min(best, t);

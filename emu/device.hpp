@@ -83,7 +83,7 @@ int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, fl
 
 // The wgmma probe-matched kernel (emu/gemm_probe_wgmma.cu; TMA, producer + 2 consumer warpgroups, 64-deep
 // k tiles = the datapath's groups, 5 stages). config 0: 2 consumers, 128 x 192 tiles; 1: 3 consumers,
-// 192 x 128 tiles; both with the consumers staggered by one group; 2 and 3: the same without the stagger.
+// 192 x 128 tiles; both with the consumers issuing in turn; 2 and 3: the same with free issue.
 // Needs kp % 64 == 0; returns the CUDA error of the launch.
 int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m,
                                 int n, int kp, bool snap, float alpha, void* stream);

@@ -230,9 +230,9 @@ FP4SIM_HOST_DEVICE std::uint32_t floor_scaled_below_one(std::uint32_t abs, int p
 //    exactly when the value rounds up; then code = (pattern >> 22) - 0xFC, saturated at 7 (6.0), as in
 //    f32_to_e2m1_rne_fast below;
 //  * |y| < 1 (step 0.5, codes 0, 1, 2): with F = floor(2^(P+1) |y|) (= 2^P lower code + scaled_P),
-//    code = (F + r) >> k (sr-fastest, P = k), (F + 2r + 1) >> (k+1) (sr-fast, P = k+1),
-//    (F + (2r+1) 2^(24-k) + 1) >> 25 (sr-fast-f32, P = 25, F from the bits by shifts: 26 bits is more than
-//    binary32 holds);
+//    code = (F + r) >> k (sr-fastest, P = k), (F + 2r + 1) >> (k+1) (sr-fast, P = k+1); sr-fast-f32 is
+//    its own definition in binary32: delta = 2|y| - lower (exact: Sterbenz), the offset (2r+1) 2^-(k+1)
+//    (exact, built from bits), one RN addition and a comparison with 1;
 //  * NaN: 7 (+max finite, satfinite); otherwise the sign of y.
 // Judged against the golden Float32Encoder on the host (tests/gpu_quantize_test.cpp, EmuHost.*).
 enum class Sr : std::uint8_t { fastest, fast, fast_f32 };
@@ -250,14 +250,26 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1_sr(std::uint32_t bits, std::uint32_
   } else if constexpr (S == Sr::fast) {
     lo = (floor_scaled_below_one(abs, k + 2) + odd) >> (k + 1);
   } else {
-    // F = floor(2^26 |y|) = sig * 2^(e - 124) for |y| = sig * 2^(e - 150) (e = 1 for subnormals); the shifts
-    // are clamped so that |y| >= 1, whose lo is not used, stays defined.
-    const std::uint32_t field = abs >> 23;
-    const std::uint32_t sig = field != 0 ? (abs & 0x7FFFFFu) | 0x800000u : abs;
-    const int e = field != 0 ? static_cast<int>(field) : 1;
-    const int left = e - 124;
-    const std::uint32_t f = left >= 0 ? sig << (left < 7 ? left : 7) : sig >> (-left < 31 ? -left : 31);
-    lo = (f + (odd << (24 - k)) + 1u) >> 25;
+    // (2r+1) 2^-(k+1) = (2^(22-k) + (2r+1) 2^-(k+1)) - 2^(22-k), the first term's bits being those of
+    // 2^(22-k) with 2r+1 (< 2^23) in the mantissa. For |y| >= 1 (lo unused) the arithmetic stays defined.
+    const std::uint32_t lower = abs >= 0x3F000000u ? 1u : 0u;
+    const std::uint32_t magic = static_cast<std::uint32_t>(127 + 22 - k) << 23;
+#if defined(__CUDA_ARCH__)
+    const float delta = __fmaf_rn(__uint_as_float(abs), 2.0f, -static_cast<float>(lower));
+    const float offset_f = __fsub_rn(__uint_as_float(magic | odd), __uint_as_float(magic));
+    lo = lower + (__fadd_rn(delta, offset_f) >= 1.0f ? 1u : 0u);
+#else
+    float a, with_odd, base;
+    std::memcpy(&a, &abs, 4);
+    const std::uint32_t magic_odd = magic | odd;
+    std::memcpy(&with_odd, &magic_odd, 4);
+    std::memcpy(&base, &magic, 4);
+    const volatile float twice = a * 2.0f;
+    const volatile float delta = twice - static_cast<float>(lower);
+    const volatile float offset_f = with_odd - base;
+    const volatile float sum = delta + offset_f;
+    lo = lower + (sum >= 1.0f ? 1u : 0u);
+#endif
   }
   const std::uint32_t code = (abs >= 0x3F800000u ? hi : lo) | sign;
   return abs > 0x7F800000u ? 0x7u : code;

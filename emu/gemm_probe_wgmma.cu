@@ -12,11 +12,12 @@
 // from nothing, which the H200 probes show equals starting from +0 since a zero C takes no part in the
 // alignment and an exact-zero sum is +0; docs/datapaths.md O3/O4), waits for them (wgmma.wait_group 0),
 // folds the partial into the running sum with add.rz.f32 and releases the stage. While one consumer folds,
-// the others' wgmmas keep the tensor cores busy, provided the consumers are out of phase: started together
-// (all wait for the same stage) they share the tensor cores, finish their groups together and fold together,
-// leaving the tensor cores idle for a fold per k tile. So consumer c starts only once consumer c - 1 has
-// finished its first group (a named barrier); the offset then persists. K must be a multiple of 64 (the
-// datapath's precondition).
+// the others' wgmmas keep the tensor cores busy, provided the consumers are out of phase: issuing at the same
+// time (all wait for the same stage) they share the tensor cores, finish their groups together and fold
+// together, leaving the tensor cores idle for a fold per k tile (and the timing drifts from run to run). So
+// the consumers take turns to issue (named barriers pass the turn round, as CUTLASS's ping-pong kernels
+// order their math warpgroups): the tensor cores then run the groups one after another, and each consumer
+// folds while the next one's group runs. K must be a multiple of 64 (the datapath's precondition).
 //
 // Without sm_90a code (a plain sm_90 build) the kernel body is empty and gemm.cu keeps the mma.sync
 // probe-matched kernel, which computes the same bits.
@@ -36,7 +37,7 @@ using namespace wgmma;
 
 constexpr int kBK = 64;
 
-template <int CONSUMERS, int BN, int STAGES, bool STAGGER>
+template <int CONSUMERS, int BN, int STAGES, bool ORDERED>
 struct ProbeTile {
   static_assert(BN % 8 == 0 && BN <= 192, "two BN / 2 register sets per thread must fit");
   static constexpr int kBM = 64 * CONSUMERS;
@@ -59,17 +60,18 @@ __device__ __forceinline__ void fence_registers(float* r) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-// Named barrier `id` (1 .. CONSUMERS - 1) between consumer id - 1 (arrives) and consumer id (waits).
-__device__ __forceinline__ void stagger_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void stagger_release(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+// Consumer c's turn to issue: named barrier c + 1, which consumer c waits on and the consumer before it
+// (cyclically) arrives at once it has issued.
+__device__ __forceinline__ void wait_turn(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(c + 1) : "memory"); }
+__device__ __forceinline__ void pass_turn(int next) { asm volatile("bar.arrive %0, 256;\n" ::"r"(next + 1) : "memory"); }
 #endif
 
-template <int CONSUMERS, int BN, int STAGES, bool STAGGER>
-__global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, STAGGER>::kThreads, 1)
+template <int CONSUMERS, int BN, int STAGES, bool ORDERED>
+__global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kThreads, 1)
     gemm_probe_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                             float* __restrict__ C, int M, int N, int K, float alpha, int snap) {
 #if defined(FP4SIM_WGMMA_BODY)
-  using T = ProbeTile<CONSUMERS, BN, STAGES, STAGGER>;
+  using T = ProbeTile<CONSUMERS, BN, STAGES, ORDERED>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) std::uint64_t full[STAGES], empty[STAGES];
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the swizzle repeats every 1024 bytes
@@ -116,32 +118,30 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, STAGGER>::kTh
     float total[T::kRegs];
 #pragma unroll
     for (int i = 0; i < T::kRegs; ++i) acc[i] = total[i] = 0.0f;
-    if constexpr (STAGGER) {
-      if (c > 0) stagger_wait(c);
-    }
     for (int kt = 0; kt < KT; ++kt) {
       const int s = kt % STAGES;
       mbar_wait(smem_u32(&full[s]), (kt / STAGES) & 1);
       const std::uint32_t a_base = sA + s * T::kStageA + c * (64 * 128);
       const std::uint32_t b_base = sB + s * T::kStageB;
+      if constexpr (ORDERED) {
+        if (kt > 0 || c > 0) wait_turn(c);
+      }
       fence_registers<T::kRegs>(acc);
       fence();
 #pragma unroll
       for (int j = 0; j < kBK / 16; ++j)
         mma_m64k16<BN>(acc, smem_desc(a_base + 32 * j), smem_desc(b_base + 32 * j), j > 0);
       commit();
+      if constexpr (ORDERED) {
+        const int next = (c + 1) % CONSUMERS;
+        if (kt + 1 < KT || next != 0) pass_turn(next);
+      }
       wait<0>();
       fence_registers<T::kRegs>(acc);
       __syncwarp();
       if ((tid & 31) == 0) mbar_arrive(smem_u32(&empty[s]));
-      if constexpr (STAGGER) {
-        if (kt == 0 && c + 1 < CONSUMERS) stagger_release(c + 1);
-      }
 #pragma unroll
       for (int i = 0; i < T::kRegs; ++i) total[i] = __fadd_rz(total[i], acc[i]);
-    }
-    if constexpr (STAGGER) {
-      if (KT == 0 && c + 1 < CONSUMERS) stagger_release(c + 1);
     }
 
     // Epilogue from the fragments (m64nNk16 f32 layout: n8 block b = i / 4, row = 16 * warp + lane / 4 +
@@ -177,15 +177,15 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, STAGGER>::kTh
 #endif
 }
 
-template <int CONSUMERS, int BN, int STAGES, bool STAGGER>
+template <int CONSUMERS, int BN, int STAGES, bool ORDERED>
 int launch_cfg(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp, bool snap,
                float alpha, void* stream) {
-  using T = ProbeTile<CONSUMERS, BN, STAGES, STAGGER>;
+  using T = ProbeTile<CONSUMERS, BN, STAGES, ORDERED>;
   CUtensorMap ma, mb;
   if (kp % kBK != 0 || !make_map(ma, d_a, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(kp), T::kBM) ||
       !make_map(mb, d_b, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(kp), BN))
     return cudaErrorInvalidValue;
-  auto kernel = gemm_probe_wgmma_kernel<CONSUMERS, BN, STAGES, STAGGER>;
+  auto kernel = gemm_probe_wgmma_kernel<CONSUMERS, BN, STAGES, ORDERED>;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem);
   if (attr != cudaSuccess) return attr;
   const int tiles = ((m + T::kBM - 1) / T::kBM) * ((n + BN - 1) / BN);
