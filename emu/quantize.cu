@@ -15,9 +15,9 @@
 //    floor(2^k delta) + r >= 2^k; sr-fast 2^(k+1) delta + 2r + 1 >= 2^(k+1) (exact); sr-fast-f32
 //    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/random.hpp,
 //    the one shared host/device helper) under contract v2 (docs/random-bits.md): for k <= 8 one Philox
-//    block serves 16 consecutive elements (a byte each), for k <= 16 eight (16 bits each); a thread whose
-//    first element starts a block draws its BC / 16 (or BC / 8) blocks right after the loads are issued,
-//    so the Philox rounds overlap the memory latency; other threads (ragged rows) draw per element.
+//    block serves 16 consecutive elements (a byte each); a thread whose first element starts a block draws
+//    its BC / 16 blocks right after the loads are issued, so the Philox rounds overlap the memory latency;
+//    other threads (ragged rows) and k > 8 draw per element.
 // The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -148,20 +148,16 @@ __device__ __forceinline__ std::uint32_t e2m1_stochastic_int(std::uint32_t bits,
   return emu::f32_to_e2m1_sr<kMode>(bits, r, k);
 }
 
-// The Philox blocks that hold the L-bit lanes of elements base .. base + BC - 1 (base a multiple of
-// 128 / L, the elements per block): lane i is bits (L i) % 32 upwards of words[L i / 32].
-template <int L, int BC>
-__device__ __forceinline__ void draw_lanes(const QuantArgs& a, std::uint64_t base, std::uint32_t* words) {
+// The Philox blocks that hold the byte lanes of elements base .. base + BC - 1 (base a multiple of 16):
+// element i's integer is byte i % 4 of words[i / 4].
+template <int BC>
+__device__ __forceinline__ void draw_byte_lanes(const QuantArgs& a, std::uint64_t base, std::uint32_t* words) {
 #pragma unroll
-  for (int q = 0; q < BC * L / 128; ++q) {
-    const Philox4x32::Counter w = Philox4x32::block(a.seed, a.stream, base / (128 / L) + q);
+  for (int q = 0; q < BC / 16; ++q) {
+    const Philox4x32::Counter w = Philox4x32::block(a.seed, a.stream, base / 16 + q);
 #pragma unroll
     for (int j = 0; j < 4; ++j) words[4 * q + j] = w[j];
   }
-}
-template <int L>
-__device__ __forceinline__ std::uint32_t lane(const std::uint32_t* words, int i) {
-  return (words[i * L / 32] >> ((i * L) % 32)) & ((1u << L) - 1u);
 }
 
 template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
@@ -186,12 +182,11 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const bool vector_path = (a.cols % BC) == 0;
 
   float v[BC];
-  // Random lanes of this thread's elements (byte lanes for k <= 8, 16-bit lanes for k <= 16), drawn
-  // in whole blocks when the first element starts one.
-  std::uint32_t rwords[R != ElementRound::rne ? BC / 2 : 1];
+  // Random integers of this thread's elements for k <= 8 (byte lanes), drawn in whole blocks when the first
+  // element starts one (always, for rows of whole blocks of 16).
+  std::uint32_t rwords[R != ElementRound::rne ? BC / 4 : 1];
   const std::uint64_t base_index = r * a.cols + c0;
-  const bool byte_lanes = a.sr_bits <= 8;
-  const bool whole_blocks = a.explicit_bits == nullptr && (base_index & (byte_lanes ? 15u : 7u)) == 0;
+  const bool whole_blocks = a.explicit_bits == nullptr && a.sr_bits <= 8 && (base_index & 15u) == 0;
   if (valid) {
     const float* row = a.x + r * a.cols;
     if (vector_path) {
@@ -211,13 +206,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
     if constexpr (R != ElementRound::rne) {
       // Philox words for the stochastic rounding, drawn while the loads are in flight (they do not
       // depend on x).
-      if (whole_blocks) {
-        if (byte_lanes) {
-          draw_lanes<8, BC>(a, base_index, rwords);
-        } else {
-          draw_lanes<16, BC>(a, base_index, rwords);
-        }
-      }
+      if (whole_blocks) draw_byte_lanes<BC>(a, base_index, rwords);
     }
     if constexpr (RHT) {
 #pragma unroll
@@ -294,21 +283,20 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
       }
     } else if (whole_blocks) {
       const std::uint32_t mask = (1u << a.sr_bits) - 1u;
-      if (byte_lanes) {
-#pragma unroll
-        for (int i = 0; i < BC; ++i)
-          codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), lane<8>(rwords, i) & mask, a.sr_bits);
-      } else {
-#pragma unroll
-        for (int i = 0; i < BC; ++i)
-          codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), lane<16>(rwords, i) & mask, a.sr_bits);
-      }
-    } else {
 #pragma unroll
       for (int i = 0; i < BC; ++i) {
-        const std::uint32_t rb = random_bits(a.seed, a.stream, base_index + i, a.sr_bits);
+        const std::uint32_t rb = (rwords[i / 4] >> (8 * (i % 4))) & mask;
         codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, a.sr_bits);
       }
+    } else {
+      // Ragged rows and k > 8: one draw per element, in a loop kept rolled (the integers go through a
+      // small local array) so that this rare path does not inline BC Philox blocks.
+      std::uint32_t drawn[BC];
+#pragma unroll 1
+      for (int i = 0; i < BC; ++i) drawn[i] = random_bits(a.seed, a.stream, base_index + i, a.sr_bits);
+#pragma unroll
+      for (int i = 0; i < BC; ++i)
+        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), drawn[i], a.sr_bits);
     }
   }
 

@@ -53,7 +53,10 @@ FP4SIM_HOST_DEVICE std::uint32_t random_bits(std::uint64_t seed, std::uint64_t s
   const int lane = random_lane_bits(bits);
   const int lanes_log2 = lane == 8 ? 2 : lane == 16 ? 1 : 0;
   const std::uint64_t word_index = index >> lanes_log2;
-  const std::uint32_t word = Philox4x32::block(seed, stream, word_index >> 2)[word_index & 3];
+  const Philox4x32::Counter words = Philox4x32::block(seed, stream, word_index >> 2);
+  // Selected, not indexed: a run-time index would put the block in a GPU thread's local memory.
+  const std::uint32_t word = (word_index & 2) != 0 ? ((word_index & 1) != 0 ? words[3] : words[2])
+                                                   : ((word_index & 1) != 0 ? words[1] : words[0]);
   const int shift = lane * static_cast<int>(index & ((std::uint64_t{1} << lanes_log2) - 1));
   const std::uint32_t value = word >> shift;
   return bits >= 32 ? value : value & ((std::uint32_t{1} << bits) - 1);
