@@ -15,9 +15,9 @@
 //    floor(2^k delta) + r >= 2^k; sr-fast 2^(k+1) delta + 2r + 1 >= 2^(k+1) (exact); sr-fast-f32
 //    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/random.hpp,
 //    the one shared host/device helper) under contract v2 (docs/random-bits.md): for k <= 8 one Philox
-//    block serves 16 consecutive elements (a byte each); a thread whose first element starts a block draws
-//    its BC / 16 blocks right after the loads are issued, so the Philox rounds overlap the memory latency;
-//    other threads (ragged rows) and k > 8 draw per element.
+//    block serves 16 consecutive elements (a byte each); at k = 8 (every preset) a thread whose first element
+//    starts a block draws its BC / 16 blocks right after the loads are issued, so the Philox rounds overlap
+//    the memory latency; other threads (ragged rows) and other k draw per element.
 // The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -182,11 +182,11 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const bool vector_path = (a.cols % BC) == 0;
 
   float v[BC];
-  // Random integers of this thread's elements for k <= 8 (byte lanes), drawn in whole blocks when the first
-  // element starts one (always, for rows of whole blocks of 16).
+  // Random integers of this thread's elements at k = 8 (every preset: byte lanes), drawn in whole blocks when
+  // the first element starts one (always, for rows of whole blocks of 16).
   std::uint32_t rwords[R != ElementRound::rne ? BC / 4 : 1];
   const std::uint64_t base_index = r * a.cols + c0;
-  const bool whole_blocks = a.explicit_bits == nullptr && a.sr_bits <= 8 && (base_index & 15u) == 0;
+  const bool whole_blocks = a.explicit_bits == nullptr && a.sr_bits == 8 && (base_index & 15u) == 0;
   if (valid) {
     const float* row = a.x + r * a.cols;
     if (vector_path) {
@@ -282,14 +282,14 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
         codes[i] = e2m1_stochastic<R>(__fmul_rn(v[i], mult), rb, a.sr_bits);
       }
     } else if (whole_blocks) {
-      const std::uint32_t mask = (1u << a.sr_bits) - 1u;
+      // k = 8 as a constant: the decision's shifts and offsets become immediates.
 #pragma unroll
       for (int i = 0; i < BC; ++i) {
-        const std::uint32_t rb = (rwords[i / 4] >> (8 * (i % 4))) & mask;
-        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, a.sr_bits);
+        const std::uint32_t rb = (rwords[i / 4] >> (8 * (i % 4))) & 0xFFu;
+        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, 8);
       }
     } else {
-      // Ragged rows and k > 8: one draw per element, in a loop kept rolled (the integers go through a
+      // Ragged rows and k != 8: one draw per element, in a loop kept rolled (the integers go through a
       // small local array) so that this rare path does not inline BC Philox blocks.
       std::uint32_t drawn[BC];
 #pragma unroll 1
