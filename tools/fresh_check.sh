@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fresh-machine check: what a new user (and CI) does, short of a new machine. Clones the committed
-# repository into a temporary folder with nothing beside it (no ../shared, no build trees, no out/),
+# repository into a temporary folder with nothing beside it (no design-input folder, no build trees, no out/),
 # makes a Python virtual environment there that sees none of this machine's pip packages (so only the
 # pins of requirements.txt, installed by tools/setup.sh, are there), and runs the README's two set-up
 # commands in the clone, each on its own, printing the time of each. Debian packages cannot be taken
@@ -21,10 +21,13 @@ trap cleanup EXIT
 git clone --quiet "$root" "$scratch/fp4sim"
 cd "$scratch/fp4sim"
 echo "fresh clone of $(git rev-parse --short HEAD) in $scratch/fp4sim"
-[ ! -e "$scratch/shared" ] || { echo "fresh_check.sh: $scratch/shared exists" >&2; exit 1; }
-if git grep -n -e '\.\./shared' -- . >/dev/null; then
-  echo "fresh_check.sh: tracked files refer to ../shared:" >&2
-  git grep -n -e '\.\./shared' -- . >&2
+# The design input that developers keep beside their checkout: a user's clone has none, so nothing in the
+# repository may refer to it. (Its name is spelt in two parts so that this check does not find itself.)
+design_input="shar""ed"
+[ ! -e "$scratch/$design_input" ] || { echo "fresh_check.sh: $scratch/$design_input exists" >&2; exit 1; }
+if git grep -n -e "\.\./$design_input" -- . >/dev/null; then
+  echo "fresh_check.sh: tracked files refer to ../$design_input:" >&2
+  git grep -n -e "\.\./$design_input" -- . >&2
   exit 1
 fi
 
