@@ -4,13 +4,14 @@
 // k group is a chain of four k16 tensor-core steps from +0 in ascending k; the group partials are summed
 // with add.rz.f32 in group order from +0; then the optional snap RNE(C * 1024) / 1024 and RN(C * alpha).
 //
-// Structure (emu/gemm_wgmma.cu's bf16-tc kernel, adapted): block tile (64 CONSUMERS) x BN x 64, one 64-deep
+// Structure (emu/gemm_wgmma.cu's bf16-tc kernel, adapted): block tile (64 * CONSUMERS) x BN x 64, one 64-deep
 // k tile = one group; a producer warpgroup issues TMA loads into a STAGES-deep shared-memory ring on
 // mbarriers; each consumer warpgroup owns 64 x BN outputs and holds two register sets of BN / 2 per thread:
 // the group accumulator and the running sum (so BN = 256 does not fit; 192 and 128 do). Per k tile a
 // consumer issues the group's four wgmma k16 steps (the first with scale-d = 0, D = A.B: the chain starts
-// from nothing, which the H200 probes show equals starting from +0 since a zero C takes no part in the
-// alignment and an exact-zero sum is +0; docs/datapaths.md O3/O4), waits for them (wgmma.wait_group 0),
+// from nothing, which equals starting from +0 in the model the H200 probes measured, where a zero C takes
+// no part in the alignment and an exact-zero sum is +0, docs/datapaths.md O3/O4; crosscheck and the
+// benchmark's comparison with the mma.sync kernel confirm it end to end), waits for them (wait_group 0),
 // folds the partial into the running sum with add.rz.f32 and releases the stage. While one consumer folds,
 // the others' wgmmas keep the tensor cores busy, provided the consumers are out of phase: issuing at the same
 // time (all wait for the same stage) they share the tensor cores, finish their groups together and fold
