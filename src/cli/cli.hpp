@@ -22,5 +22,6 @@ void setup_crosscheck(CLI::App& app);
 void setup_verify(CLI::App& app);
 void setup_replay(CLI::App& app);
 void setup_sweep(CLI::App& app);
+void setup_vectors(CLI::App& app);
 
 }  // namespace fp4sim::cli

@@ -165,7 +165,7 @@ void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::p
     w.h5(h5->temporary_path());
   }
   if (!flags.plots.empty()) {
-    plots = std::make_unique<OutputDirectory>(flags.plots);
+    plots = std::make_unique<OutputDirectory>(flags.plots, OutputDirectory::Existing::merge);
     fs::path input;
     std::unique_ptr<OutputFile> scratch;
     if (json) {

@@ -148,6 +148,9 @@ constexpr NameRow<TensorScalePolicy> kTensorScales[] = {{"none", TensorScalePoli
 constexpr NameRow<DequantizeOrder> kOrders[] = {{"portable", DequantizeOrder::portable},
                                                 {"kernel", DequantizeOrder::kernel},
                                                 {"te_kernel", DequantizeOrder::te_kernel}};
+constexpr NameRow<AlphaRule> kAlphaRules[] = {{"one", AlphaRule::one},
+                                              {"reciprocal", AlphaRule::reciprocal},
+                                              {"division", AlphaRule::division}};
 constexpr NameRow<Role> kRoles[] = {{"activation", Role::activation}, {"weight", Role::weight},
                                     {"grad_output", Role::grad_output}};
 constexpr NameRow<Gemm> kGemms[] = {{"fprop", Gemm::fprop}, {"dgrad", Gemm::dgrad}, {"wgrad", Gemm::wgrad}};
@@ -160,6 +163,7 @@ std::span<const NameRow<ScaleRule>> names(ScaleRule) { return kScaleRules; }
 std::span<const NameRow<ZeroScale>> names(ZeroScale) { return kZeroScales; }
 std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy) { return kTensorScales; }
 std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder) { return kOrders; }
+std::span<const NameRow<AlphaRule>> names(AlphaRule) { return kAlphaRules; }
 std::span<const NameRow<Role>> names(Role) { return kRoles; }
 std::span<const NameRow<Gemm>> names(Gemm) { return kGemms; }
 

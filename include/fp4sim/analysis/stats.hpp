@@ -189,6 +189,8 @@ class JsonWriter {
   JsonWriter& value(bool v);
   JsonWriter& value(std::string_view v);
   JsonWriter& value(const char* v) { return value(std::string_view(v)); }
+  template <class T>
+  JsonWriter& value(const T* v) = delete;  // a row pointer is not a bool: write its name
   JsonWriter& null();
 
   template <class T>

@@ -62,6 +62,7 @@ std::span<const NameRow<ScaleRule>> names(ScaleRule);
 std::span<const NameRow<ZeroScale>> names(ZeroScale);
 std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy);
 std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder);
+std::span<const NameRow<AlphaRule>> names(AlphaRule);
 std::span<const NameRow<Role>> names(Role);
 std::span<const NameRow<Gemm>> names(Gemm);
 

@@ -3,6 +3,7 @@
 // every output: the temporary is "<path>.tmp.<pid>", and commit() renames it onto the path.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -40,17 +41,27 @@ class OutputFile {
   std::ofstream stream_;
 };
 
-// A directory of files (plots): the temporary directory is renamed into place, or, when the directory
-// exists already, its files are moved into it.
+// A directory of files that appear together: built under the temporary name, renamed into place by
+// commit(). A trailing separator in the path is ignored.
 class OutputDirectory {
  public:
-  explicit OutputDirectory(std::filesystem::path path);
+  // What may stand at the path already.
+  enum class Existing : std::uint8_t {
+    refuse,  // nothing or an empty directory (UsageError saying what is there otherwise): the directory
+             // appears with all its files or not at all (`vectors`)
+    merge,   // an existing directory takes the files, replacing those of the same names (`--plots`)
+  };
+  explicit OutputDirectory(std::filesystem::path path, Existing existing = Existing::refuse);
 
+  const std::filesystem::path& path() const { return output_.path(); }
   const std::filesystem::path& temporary_path() const { return output_.temporary_path(); }
+  // Where a file of the directory is written before commit().
+  std::filesystem::path file(const std::filesystem::path& name) const { return temporary_path() / name; }
   void commit();
 
  private:
   OutputPath output_;
+  Existing existing_;
 };
 
 }  // namespace fp4sim
