@@ -17,6 +17,8 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/output_file.hpp"
 #include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/analysis/result_bytes.hpp"
+#include "ranks.hpp"
 #include "replay_common.hpp"
 
 namespace fp4sim::cli {
@@ -234,35 +236,41 @@ struct ReplayCliOptions {
 };
 
 void run_replay(const ReplayCliOptions& o) {
-  replay::Options options;
-  options.recipes = recipes_from_flag(o.recipes);
-  options.datapath = o.datapath;
-  if (!o.steps.empty()) options.steps = steps_from_flag(o.steps);
-  options.layers = o.layers;
-  options.seed = o.seed;
-  const auto hold = replay::parse_hold_rule(o.hold);
-  if (!hold) throw UsageError("--hold: expected window or previous, got '" + o.hold + "'");
-  options.hold = *hold;
-  options.gemms = !o.no_gemms;
-  options.headroom_period = o.period;
-  if (!(o.slab_mib > 0)) throw UsageError("--slab-mib must be positive");
-  options.max_slab_bytes = static_cast<std::size_t>(o.slab_mib * 1024 * 1024);
   fs::path script;
-  if (!o.plots.empty()) script = plot_script();
-  // Output paths are checked now and written only when everything succeeded (temporaries renamed).
-  check_writable(o.json, "--json");
-  check_writable(o.csv, "--csv");
-  check_writable(o.h5, "--h5");
-  check_writable(o.plots, "--plots");
-
-  replay::Result result;
-  {
-    FatalSignalGuard guard(o.trace);
-    ProgressBar bar;
-    options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
-    result = replay::run(o.trace, options);
-  }
-  write_replay_outputs(result, o.json, o.csv, o.h5, o.plots, script, o.quiet);
+  // On many processes (ranks.hpp) each does its share; rank 0 writes the outputs, so it alone checks them.
+  const auto result = run_on_ranks<replay::Result>(
+      Ranks::world(),
+      [&](const Share& share, const Starting& starting) {
+        replay::Options options;
+        options.recipes = recipes_from_flag(o.recipes);
+        options.datapath = o.datapath;
+        if (!o.steps.empty()) options.steps = steps_from_flag(o.steps);
+        options.layers = o.layers;
+        options.seed = o.seed;
+        const auto hold = replay::parse_hold_rule(o.hold);
+        if (!hold) throw UsageError("--hold: expected window or previous, got '" + o.hold + "'");
+        options.hold = *hold;
+        options.gemms = !o.no_gemms;
+        options.headroom_period = o.period;
+        if (!(o.slab_mib > 0)) throw UsageError("--slab-mib must be positive");
+        options.max_slab_bytes = static_cast<std::size_t>(o.slab_mib * 1024 * 1024);
+        if (share.index == 0) {
+          if (!o.plots.empty()) script = plot_script();
+          // Output paths are checked now and written only when everything succeeded (temporaries renamed).
+          check_writable(o.json, "--json");
+          check_writable(o.csv, "--csv");
+          check_writable(o.h5, "--h5");
+          check_writable(o.plots, "--plots");
+        }
+        options.share = share;
+        options.starting = starting;
+        FatalSignalGuard guard(o.trace);
+        ProgressBar bar;
+        options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+        return replay::run(o.trace, options);
+      },
+      replay_result_from_bytes, replay::merge);
+  if (result) write_replay_outputs(*result, o.json, o.csv, o.h5, o.plots, script, o.quiet);
 }
 
 }  // namespace

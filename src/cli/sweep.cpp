@@ -8,7 +8,9 @@
 #include "cli.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/output_file.hpp"
+#include "fp4sim/analysis/result_bytes.hpp"
 #include "fp4sim/analysis/sweep.hpp"
+#include "ranks.hpp"
 #include "replay_common.hpp"
 
 namespace fp4sim::cli {
@@ -29,7 +31,8 @@ struct SweepCliOptions {
   bool quiet = false;
 };
 
-void run_sweep(const SweepCliOptions& o) {
+// The sweep's options from the flags (UsageError on a bad one).
+sweep::Options sweep_options(const SweepCliOptions& o) {
   sweep::Options s;
   if (!find_recipe(o.base)) throw UsageError("--base: unknown recipe '" + o.base + "'");
   s.grid.base = o.base;
@@ -90,19 +93,32 @@ void run_sweep(const SweepCliOptions& o) {
       s.distributions.push_back(*dist);
     }
   }
-  std::filesystem::path script;
-  if (!o.plots.empty()) script = plot_script();
-  check_writable(o.json, "--json");
-  check_writable(o.csv, "--csv");
-  check_writable(o.plots, "--plots");
+  return s;
+}
 
-  sweep::Result result;
-  {
-    FatalSignalGuard guard(o.trace.empty() ? std::string("synthetic input") : o.trace);
-    ProgressBar bar;
-    s.progress = [&](double f, const std::string& what) { bar.update(f, what); };
-    result = sweep::run(s);
-  }
+void run_sweep(const SweepCliOptions& o) {
+  std::filesystem::path script;
+  // On many processes (ranks.hpp) each does its share; rank 0 writes the outputs, so it alone checks them.
+  const auto shared = run_on_ranks<sweep::Result>(
+      Ranks::world(),
+      [&](const Share& share, const Starting& starting) {
+        sweep::Options s = sweep_options(o);
+        if (share.index == 0) {
+          if (!o.plots.empty()) script = plot_script();
+          check_writable(o.json, "--json");
+          check_writable(o.csv, "--csv");
+          check_writable(o.plots, "--plots");
+        }
+        s.share = share;
+        s.starting = starting;
+        FatalSignalGuard guard(o.trace.empty() ? std::string("synthetic input") : o.trace);
+        ProgressBar bar;
+        s.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+        return sweep::run(s);
+      },
+      sweep_result_from_bytes, sweep::merge);
+  if (!shared) return;
+  const sweep::Result& result = *shared;
   const bool json_stdout = o.json == "-";
   if (!o.quiet) std::fputs(sweep::summary(result).c_str(), json_stdout ? stderr : stdout);
   std::unique_ptr<OutputFile> json, csv;
