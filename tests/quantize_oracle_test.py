@@ -1,7 +1,7 @@
 """`fp4sim quantize` against the independent Python references, bit for bit.
 
 The references (tests/reference/) were written from the sources -- the UE5M3
-paper's portable reference as described in docs/semantics.md P1-3, TE's kernel
+paper's portable reference as described in docs/semantics.md P1-P3, TE's kernel
 semantics N1-N10 and OCP MX M1-M6 in docs/semantics.md §7, docs/design.md --
 without reading fp4sim's C++.  Each case writes X.npy (and R.npy for stochastic
 rounding), runs `fp4sim quantize` (docs/cli.md) and compares /codes, /scales and

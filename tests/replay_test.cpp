@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fp4sim/core/codec.hpp"
@@ -472,6 +474,20 @@ TEST(ReplayCli, JsonFieldsMatchCliMd) {
     EXPECT_TRUE(g["rel_fro_err"].is_number());
   }
   EXPECT_EQ(doc["headroom"].arr().size(), 2u * 2u * 3u);
+  // scale_code_values: every finite nonnegative code of each scale format in use, increasing, ending at
+  // the format's largest scale (UE5M3 61440, UE4M3 448, E8M0 2^127: `fp4sim formats`).
+  const auto& code_values = doc["scale_code_values"].obj();
+  ASSERT_EQ(code_values.size(), 3u);
+  const std::map<std::string, std::tuple<std::size_t, double, double>> expected = {
+      {"ue5m3", {248, 0.0, 61440.0}}, {"ue4m3", {127, 0.0, 448.0}}, {"e8m0", {255, 0x1p-127, 0x1p127}}};
+  for (const auto& [name, want] : expected) {
+    const auto& values = code_values.at(name).arr();
+    ASSERT_EQ(values.size(), std::get<0>(want)) << name;
+    EXPECT_EQ(values.front().num(), std::get<1>(want)) << name;
+    EXPECT_EQ(values.back().num(), std::get<2>(want)) << name;
+    for (std::size_t c = 1; c < values.size(); ++c) EXPECT_LT(values[c - 1].num(), values[c].num()) << name << c;
+  }
+  for (const auto& t : tensors) EXPECT_TRUE(code_values.count(t["scale_format"].str())) << t["scale_format"].str();
   // README: the dy absmax of lm_head is 2^-13 in bf16.
   for (const auto& t : tensors) {
     if (t["layer"].str() == "lm_head" && t["tensor"].str() == "dy") {

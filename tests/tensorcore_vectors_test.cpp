@@ -184,7 +184,7 @@ const VectorCase kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Hardware, TensorcoreVectors, ::testing::ValuesIn(kCases), case_name);
 
-// Sharpness (README "How sharp the test is"): neighbouring parameter choices must fail on the same
+// Sharpness (docs/datapaths.md §5): neighbouring parameter choices must fail on the same
 // data, or the vectors would not be pinning F, G, truncation and C handling.
 TEST(TensorcoreVectorsSharpness, NeighbouringModelsMiss) {
   const fs::path dir = vectors_dir() / "H200" / "bf16";

@@ -1,7 +1,7 @@
 """Self-tests of the independent Python references in tests/reference/.
 
 These run without fp4sim: hand-computed cases from the documents
-(docs/semantics.md P1-3, docs/semantics.md §7, docs/design.md), cross-checks of
+(docs/semantics.md P1-P3, docs/semantics.md §7, docs/design.md), cross-checks of
 each rounding primitive against ml_dtypes and gfloat, the UE5M3 paper's
 Proposition 1 arithmetic, and gfloat's MX block quantizer.
 """

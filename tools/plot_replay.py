@@ -1,18 +1,29 @@
 #!/usr/bin/env python3
 """Plots of `fp4sim replay --json` (or `fp4sim sweep --json`) output, as PNG files (matplotlib, Agg).
 
-    python3 tools/plot_replay.py replay.json --out plots/
+    python3 tools/plot_replay.py replay.json --out plots/ [--baseline RECIPE]
+
+Every figure gives a recipe the same colour and marker (the Okabe-Ito palette, told apart with the
+common colour-vision deficiencies), lists layers in model order grouped by step, draws one marker per
+layer (no line joins unrelated layers) and shares the value axis between panels that compare the same
+quantity. Difference panels show each recipe against the baseline recipe (--baseline; default nvfp4
+when it was replayed, else the first recipe), where gaps too small for the absolute axis show.
 
 Writes:
-  sqnr_per_layer.png        SQNR (dB) per layer and recipe, one panel per tensor (x, w, dy), steps side by side
-  scale_codes.png           histograms of block-scale codes (x axis: log2 of the decoded scale), per recipe
-                            and tensor role
-  underflow_saturation.png  heat maps (layer.tensor x step) of the underflow fraction and of the blocks whose
-                            scale saturated, per recipe
-  headroom_rho.png          headroom rho = current amax / held amax over steps (periodic scaling), with each
-                            scale format's U/T, and the blocks that would saturate per scale format
-  gemm_error.png            relative Frobenius error per GEMM (fprop, dgrad, wgrad) and recipe
-  block_sqnr.png            distribution of per-block SQNR per recipe and role
+  sqnr_per_layer.png        SQNR (dB) per layer, step and recipe, one row per tensor (x, w, dy); right:
+                            each recipe minus the baseline
+  scale_codes.png           histograms of the block scales (log2 of the decoded scale code) per recipe and
+                            tensor role, between the scale format's smallest and largest scale
+  underflow_saturation.png  per layer (rows) and tensor and step (columns), per recipe: the nonzero inputs
+                            that dequantize to 0, the blocks whose scale saturated, the blocks whose scale
+                            underflowed (a quantity that is zero everywhere is named instead of drawn)
+  headroom_rho.png          periodic scaling: rho = current amax / held amax per tensor and step against
+                            each scale format's U/T (left out, with the reason, when rho = 1 throughout),
+                            and the blocks that saturate or underflow per scale format and step
+  gemm_error.png            relative Frobenius error per GEMM (fprop, dgrad, wgrad), layer, step and recipe;
+                            right: each recipe's error relative to the baseline's
+  block_sqnr.png            distribution of the per-block SQNR per recipe and role; below: each recipe minus
+                            the baseline
 A sweep JSON (no steps/layers) gets sqnr_sweep.png instead.
 """
 import argparse
@@ -28,34 +39,41 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+# Okabe & Ito, "Color Universal Design" (2008): distinguishable under protanopia, deuteranopia and
+# tritanopia. Yellow comes last: it is faint on white.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"]
+MARKERS = ["o", "s", "D", "^", "v", "P", "X", "*"]
+FORMAT_COLOURS = ["#D55E00", "#0072B2", "#56B4E9", "#CC79A7", "#009E73"]  # scale formats (headroom)
 ROLE_ORDER = ["x", "w", "dy"]
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f"]
+ROLE_TITLE = {"x": "x (activation, fprop)", "w": "w (weight, fprop)", "dy": "dy (grad_output, dgrad)"}
+# Roles drawn as lines inside one recipe's panel: colours apart from the first recipes' and a dash pattern.
+ROLE_STYLE = {"x": dict(color="#CC79A7", ls="-"), "w": dict(color="#D55E00", ls="--"),
+              "dy": dict(color="#56B4E9", ls="-.")}
+# Order of the projections inside a transformer block, for listing layers in model order.
+PROJECTION_ORDER = ["q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "out_proj", "gate_proj", "up_proj", "fc1",
+                    "down_proj", "fc2"]
+DPI = 100
+
+plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+                     "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.titlesize": 13})
 
 
 def short_layer(name):
     """'model.layers.3.self_attn.q_proj' -> 'L3.q_proj'."""
     parts = name.replace("/", ".").split(".")
-    for i, p in enumerate(parts):
+    for p in parts:
         if p.isdigit():
             return "L%s.%s" % (p, parts[-1])
     return parts[-1] if len(name) > 18 else name
 
 
-def decode_scale(fmt, code):
-    """Value of a block-scale code (unsigned formats of fp4sim), or None when not a finite positive number."""
-    if fmt == "e8m0":
-        return None if code == 255 else 2.0 ** (code - 127)
-    spec = {"ue4m3": (4, 3, 7), "ue5m3": (5, 3, 15), "ue5m3fn": (5, 3, 15)}.get(fmt)
-    if spec is None:
-        return None
-    e_bits, m_bits, bias = spec
-    e = code >> m_bits
-    m = code & ((1 << m_bits) - 1)
-    if e == 0:
-        v = m * 2.0 ** (1 - bias - m_bits)
-    else:
-        v = (1 + m / 2.0**m_bits) * 2.0 ** (e - bias)
-    return v if v > 0 else None
+def layer_key(name):
+    """Model order: numbered blocks by number, projections in block order, unnumbered layers (lm_head) last."""
+    parts = name.replace("/", ".").split(".")
+    index = next((int(p) for p in parts if p.isdigit()), None)
+    leaf = parts[-1]
+    rank = PROJECTION_ORDER.index(leaf) if leaf in PROJECTION_ORDER else len(PROJECTION_ORDER)
+    return (index is None, index or 0, rank, name)
 
 
 def recipes_of(data):
@@ -66,143 +84,346 @@ def recipes_of(data):
     return names
 
 
+def recipe_styles(recipes):
+    return {r: {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)]}
+            for i, r in enumerate(recipes)}
+
+
 def finite(v):
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
-def plot_sqnr(data, out):
-    recipes = recipes_of(data)
-    steps = sorted({t["step"] for t in data["tensors"]})
-    layers = sorted({t["layer"] for t in data["tensors"]})
-    table = {(t["step"], t["layer"], t["tensor"], t["recipe"]): t for t in data["tensors"]}
-    fig, axes = plt.subplots(3, 1, figsize=(max(10, 0.45 * len(layers) * len(steps) + 3), 11), sharex=True)
-    positions, labels = [], []
-    pos = 0.0
-    for s in steps:
-        for layer in layers:
-            positions.append(pos)
-            labels.append("%s @%d" % (short_layer(layer), s))
-            pos += 1
-        pos += 0.8
-    width = 0.8 / max(1, len(recipes))
-    for ax, tensor in zip(axes, ROLE_ORDER):
-        for ri, r in enumerate(recipes):
-            ys = []
-            for s in steps:
-                for layer in layers:
-                    e = table.get((s, layer, tensor, r))
-                    ys.append(e["sqnr_db"] if e is not None and finite(e.get("sqnr_db")) else np.nan)
-            xs = np.array(positions) + (ri - (len(recipes) - 1) / 2) * width
-            ax.bar(xs, ys, width=width, color=COLORS[ri % len(COLORS)], label=r)
-        vals = [t["sqnr_db"] for t in data["tensors"] if t["tensor"] == tensor and finite(t.get("sqnr_db"))]
-        if vals:
-            ax.set_ylim(max(0.0, min(vals) - 3), max(vals) + 2)
-        ax.set_ylabel("SQNR (dB)")
-        ax.set_title("tensor %s (%s)" % (tensor, {"x": "activation, fprop", "w": "weight, fprop",
-                                                  "dy": "grad_output, dgrad"}[tensor]))
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(ncol=len(recipes), loc="lower right", bbox_to_anchor=(1.0, 1.08), fontsize=9, frameon=False)
-    axes[-1].set_xticks(positions)
-    axes[-1].set_xticklabels(labels, rotation=70, ha="right", fontsize=8)
-    fig.suptitle("SQNR per layer and recipe (higher is better): %s" % os.path.basename(data["trace"]["path"]))
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "sqnr_per_layer.png"), dpi=110)
+def save(fig, out, name):
+    fig.savefig(os.path.join(out, name), dpi=DPI)
     plt.close(fig)
+
+
+class StepLayerAxis:
+    """x positions of (step, layer): layers in model order, one group per step, a gap between groups."""
+
+    def __init__(self, steps, layers):
+        self.steps, self.layers = steps, layers
+        self.x = {}
+        pos = 0.0
+        for s in steps:
+            for layer in layers:
+                self.x[(s, layer)] = pos
+                pos += 1.0
+            pos += 1.0
+
+    def decorate(self, ax, tick_labels, step_headers):
+        n = len(self.layers)
+        for gi in range(1, len(self.steps)):
+            ax.axvline(self.x[(self.steps[gi], self.layers[0])] - 1.0, color="#999999", lw=0.8)
+        ax.set_xlim(-0.8, max(self.x.values()) + 0.8)
+        ax.set_xticks([self.x[(s, layer)] for s in self.steps for layer in self.layers])
+        if tick_labels:
+            ax.set_xticklabels([short_layer(layer) for _ in self.steps for layer in self.layers], rotation=90,
+                               fontsize=8)
+        if step_headers:
+            for s in self.steps:
+                centre = self.x[(s, self.layers[0])] + (n - 1) / 2
+                ax.text(centre, 1.01, "step %d" % s, transform=ax.get_xaxis_transform(), ha="center",
+                        va="bottom", fontsize=9, fontweight="bold")
+
+
+def widen(get, set_, span, around_zero=False):
+    """Widens an axis to at least `span` (symmetric about 0 when around_zero), so that autoscaling never
+    blows a gap of a few hundredths up to the full panel."""
+    lo, hi = get()
+    if hi - lo >= span:
+        return
+    if around_zero:
+        half = max(abs(lo), abs(hi), span / 2)
+        set_(-half, half)
+    else:
+        mid = (lo + hi) / 2
+        set_(mid - span / 2, mid + span / 2)
+
+
+def dodge(i, n, width=0.56):
+    """Horizontal offset of series i of n around a slot, so that equal values stay visible side by side."""
+    return 0.0 if n < 2 else (i / (n - 1) - 0.5) * width
+
+
+def signed(v, decimals=2):
+    """'+0.25' / '−0.25' (a true minus sign)."""
+    return ("%+.*f" % (decimals, v)).replace("-", "\u2212")
+
+
+def difference_summary(recipe, baseline, diffs, unit, decimals=2):
+    """Two lines saying how far a recipe is from the baseline over the points of one panel."""
+    if not diffs:
+        return "%s:\nnothing to compare" % recipe
+    if max(abs(d) for d in diffs) < 0.5 * 10.0 ** -decimals:
+        return "%s = %s\nwithin \u00b1%.*f %s" % (recipe, baseline, decimals + 1, 0.5 * 10.0 ** -decimals, unit)
+    return "%s: mean %s %s\nrange %s to %s" % (recipe, signed(np.mean(diffs), decimals), unit,
+                                              signed(min(diffs), decimals), signed(max(diffs), decimals))
+
+
+def side_notes(ax, notes):
+    """Coloured notes stacked down the right margin of a panel: (text, colour) pairs."""
+    y = 1.0
+    for text, colour in notes:
+        ax.text(1.015, y, text, transform=ax.transAxes, ha="left", va="top", fontsize=8.5, color=colour,
+                fontweight="bold")
+        y -= 0.09 * (text.count("\n") + 1) + 0.05
+
+
+def plot_per_layer(data, out, baseline, name, rows, value, row_label, value_label, diff, diff_label, diff_unit,
+                   title, ylim_zero, min_span, diff_min_span, legend_extra=None):
+    """Rows of absolute values per (step, layer) and recipe (left) and, with more than one recipe, their
+    difference from the baseline (right); the value axes are shared down each column and at least
+    min_span / diff_min_span tall."""
+    recipes = recipes_of(data)
+    style = recipe_styles(recipes)
+    steps = sorted({t["step"] for t in data["tensors"]})
+    layers = sorted({t["layer"] for t in data["tensors"]}, key=layer_key)
+    axis = StepLayerAxis(steps, layers)
+    others = [r for r in recipes if r != baseline]
+    columns = 2 if others else 1
+    width = max(10.0 + 4.0 * (columns - 1), 0.22 * (len(axis.x) + len(steps)) * columns + 2.3 * columns)
+    fig, axes = plt.subplots(len(rows), columns, figsize=(width, 2.9 * len(rows) + 2.2), sharex=True, sharey="col",
+                             squeeze=False)
+    all_values = []
+    for ri, row in enumerate(rows):
+        ax = axes[ri][0]
+        for k, r in enumerate(recipes):
+            pts = [(axis.x[(s, layer)], value(row, s, layer, r)) for s in steps for layer in layers]
+            pts = [(x, v) for x, v in pts if finite(v)]
+            all_values += [v for _, v in pts]
+            ax.plot([x + dodge(k, len(recipes)) for x, _ in pts], [v for _, v in pts], ls="none", ms=5,
+                    marker=style[r]["marker"], color=style[r]["color"], mec="white", mew=0.4,
+                    label="%s%s" % (r, legend_extra(r) if legend_extra else ""))
+        ax.set_ylabel("%s\n%s" % (row_label(row), value_label))
+        if others:
+            dax = axes[ri][1]
+            dax.axhline(0.0, color=style[baseline]["color"], lw=1.8, zorder=1)
+            notes = [("%s = 0 (baseline)" % baseline, style[baseline]["color"])]
+            for k, r in enumerate(others):
+                pts = []
+                for s in steps:
+                    for layer in layers:
+                        d = diff(value(row, s, layer, r), value(row, s, layer, baseline))
+                        if finite(d):
+                            pts.append((axis.x[(s, layer)], d))
+                dax.plot([x + dodge(k, len(others)) for x, _ in pts], [d for _, d in pts], ls="none", ms=5,
+                         marker=style[r]["marker"], color=style[r]["color"], mec="white", mew=0.4, zorder=3)
+                notes.append((difference_summary(r, baseline, [d for _, d in pts], diff_unit), style[r]["color"]))
+            side_notes(dax, notes)
+            dax.set_ylabel(diff_label)
+        for a in axes[ri]:
+            a.grid(axis="y", alpha=0.35)
+            axis.decorate(a, tick_labels=ri == len(rows) - 1, step_headers=ri == 0)
+    if ylim_zero and all_values:
+        axes[0][0].set_ylim(0.0, max(all_values) * 1.08)
+    widen(axes[0][0].get_ylim, axes[0][0].set_ylim, min_span)
+    axes[0][0].set_title("%s per layer" % value_label, pad=20)
+    if others:
+        widen(axes[0][1].get_ylim, axes[0][1].set_ylim, diff_min_span, around_zero=True)
+        axes[0][1].set_title("difference from %s" % baseline, pad=20)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(recipes), bbox_to_anchor=(0.5, 0.955), frameon=False,
+               markerscale=1.4, fontsize=10)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    save(fig, out, name)
+
+
+def plot_sqnr(data, out, baseline):
+    table = {(t["tensor"], t["step"], t["layer"], t["recipe"]): t.get("sqnr_db") for t in data["tensors"]}
+    plot_per_layer(
+        data, out, baseline, "sqnr_per_layer.png", ROLE_ORDER,
+        value=lambda row, s, layer, r: table.get((row, s, layer, r)),
+        row_label=lambda row: ROLE_TITLE[row], value_label="SQNR (dB)",
+        diff=lambda v, b: v - b if finite(v) and finite(b) else None,
+        diff_label="SQNR \u2212 baseline (dB)\n(> 0: better than baseline)", diff_unit="dB",
+        title="Quantization SQNR per layer, step and recipe (higher is better): %s" %
+              os.path.basename(data["trace"]["path"]),
+        ylim_zero=False, min_span=6.0, diff_min_span=1.0)
+
+
+def plot_gemms(data, out, baseline):
+    gemms = data.get("gemms") or []
+    if not gemms:
+        return
+    table = {(g["gemm"], g["step"], g["layer"], g["recipe"]): g.get("rel_fro_err") for g in gemms}
+    datapath = {g["recipe"]: g["datapath"] for g in gemms}
+    kinds = [k for k in ["fprop", "dgrad", "wgrad"] if any(g["gemm"] == k for g in gemms)]
+    plot_per_layer(
+        data, out, baseline, "gemm_error.png", kinds,
+        value=lambda row, s, layer, r: table.get((row, s, layer, r)),
+        row_label=lambda row: row, value_label="relative error \u2016\u0108 \u2212 C\u2016F / \u2016C\u2016F",
+        diff=lambda v, b: 100.0 * (v / b - 1.0) if finite(v) and finite(b) and b > 0 else None,
+        diff_label="error / baseline's \u2212 1 (%)\n(< 0: smaller error)", diff_unit="%",
+        title="GEMM error against the float64 product, per layer, step and recipe (lower is better): %s" %
+              os.path.basename(data["trace"]["path"]),
+        ylim_zero=True, min_span=0.0, diff_min_span=10.0,
+        legend_extra=lambda r: " (datapath %s)" % datapath.get(r, "?"))
 
 
 def plot_scale_codes(data, out):
     recipes = recipes_of(data)
-    fig, axes = plt.subplots(1, len(recipes), figsize=(5.5 * len(recipes), 4.5), squeeze=False)
+    values_of = data.get("scale_code_values") or {}
+    fig, axes = plt.subplots(1, len(recipes), figsize=(5.6 * len(recipes), 5.2), squeeze=False, sharey=True)
+    top = 1.0
     for ax, r in zip(axes[0], recipes):
-        fmt = None
-        for ti, tensor in enumerate(ROLE_ORDER):
+        entries = [t for t in data["tensors"] if t["recipe"] == r]
+        fmt = entries[0]["scale_format"]
+        values = values_of.get(fmt)
+        if not values:
+            ax.text(0.5, 0.5, "no code values for %s in the JSON" % fmt, ha="center", va="center",
+                    transform=ax.transAxes)
+            continue
+        positive = [v for v in values if v > 0]
+        lo, hi = math.log2(min(positive)), math.log2(max(positive))
+        unplotted = []
+        for tensor in ROLE_ORDER:
             counts = defaultdict(int)
-            for t in data["tensors"]:
-                if t["recipe"] != r or t["tensor"] != tensor:
-                    continue
-                fmt = t["scale_format"]
-                for code, n in t["block_stats"]["scale_codes"].items():
-                    counts[int(code)] += n
-            xs, ys = [], []
-            zero = sum(n for code, n in counts.items() if decode_scale(fmt, code) is None)
-            used = [c for c in counts if decode_scale(fmt, c) is not None]
-            if used:
-                # Every code between the smallest and largest used one, zero-filled, so the steps are a
-                # histogram over the code axis (log2 of the decoded scale).
-                for code in range(min(used), max(used) + 1):
-                    v = decode_scale(fmt, code)
-                    if v is None:
-                        continue
-                    xs.append(math.log2(v))
-                    ys.append(max(counts.get(code, 0), 0.5))
-                ax.step(xs, ys, where="mid", color=COLORS[ti], lw=1.2,
-                        ls=["-", "--", ":"][ti % 3] if len(xs) < 3 else "-",
-                        label="%s%s" % (tensor, " (+%d zero/NaN scales)" % zero if zero else ""))
+            for t in entries:
+                if t["tensor"] == tensor:
+                    for code, n in t["block_stats"]["scale_codes"].items():
+                        counts[int(code)] += n
+            # Codes past the finite ones (NaN) and code 0 (a zero scale) have no log2.
+            no_log = sum(n for c, n in counts.items() if c >= len(values) or values[c] <= 0)
+            if no_log:
+                unplotted.append("%d %s" % (no_log, tensor))
+            used = [c for c in counts if c < len(values) and values[c] > 0]
+            if not used:
+                continue
+            # Every code between the smallest and largest used one, zero-filled, so that the steps are a
+            # histogram over the scale axis.
+            codes = [c for c in range(min(used), max(used) + 1) if values[c] > 0]
+            ax.step([math.log2(values[c]) for c in codes], [max(counts.get(c, 0), 0.5) for c in codes], where="mid",
+                    lw=1.4, label=ROLE_TITLE[tensor], **ROLE_STYLE[tensor])
+            top = max([top] + list(counts.values()))
+        pad = 0.04 * (hi - lo) + 0.5
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.axvspan(lo - pad, lo, color="#dddddd", zorder=0)
+        ax.axvspan(hi, hi + pad, color="#dddddd", zorder=0)
+        for edge, what, ha in ((lo, "smallest %s scale\n2^%.3g" % (fmt, lo), "left"),
+                               (hi, "largest %s scale\n%.6g = 2^%.3g" % (fmt, max(positive), hi), "right")):
+            ax.axvline(edge, color="black", ls=":", lw=1.2)
+            ax.text(edge, 0.98, what, transform=ax.get_xaxis_transform(), ha=ha, va="top", fontsize=8,
+                    bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
         ax.set_yscale("log")
-        ax.set_ylim(bottom=0.7)
-        ax.set_xlabel("log2 of the decoded block-scale code (%s)" % fmt)
-        ax.set_ylabel("blocks")
-        ax.set_title("%s: scale codes" % r)
+        ax.set_xlabel("log2 of the block scale (decoded %s code)" % fmt)
+        ax.set_title("%s: %s block scales\n%s" % (r, fmt, "zero scales (not drawn): %s blocks" % ", ".join(unplotted)
+                                                    if unplotted else "no zero scales"), fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("Block-scale code histograms (all steps and layers)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "scale_codes.png"), dpi=110)
-    plt.close(fig)
+    axes[0][0].set_ylim(0.7, top * 3.0)
+    axes[0][0].set_ylabel("blocks (all steps and layers)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.93), frameon=False)
+    fig.suptitle("Where the block scales sit in their scale format's range (grey: beyond the format's range)")
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    save(fig, out, "scale_codes.png")
 
 
 def plot_heatmaps(data, out):
     recipes = recipes_of(data)
     steps = sorted({t["step"] for t in data["tensors"]})
-    rows = sorted({(t["layer"], t["tensor"]) for t in data["tensors"]},
-                  key=lambda lt: (lt[0], ROLE_ORDER.index(lt[1]) if lt[1] in ROLE_ORDER else 9))
+    layers = sorted({t["layer"] for t in data["tensors"]}, key=layer_key)
+    roles = [r for r in ROLE_ORDER if any(t["tensor"] == r for t in data["tensors"])]
+    columns = [(tensor, s) for tensor in roles for s in steps]
     table = {(t["step"], t["layer"], t["tensor"], t["recipe"]): t for t in data["tensors"]}
-    quantities = [
-        ("underflow_fraction", "nonzero inputs that dequantize to 0", lambda e: e.get("underflow_fraction")),
-        ("scale_saturated", "blocks whose scale saturated (fraction)",
-         lambda e: e["scale_saturated"] / e["blocks"] if e.get("blocks") else None),
-        ("scale_underflow", "blocks whose scale underflowed (fraction)",
-         lambda e: e["scale_underflow"] / e["blocks"] if e.get("blocks") else None),
+    scale_format = {t["recipe"]: t["scale_format"] for t in data["tensors"]}
+    quantities = [  # (panel title, colour bar label, value of one entry)
+        ("inputs flushed to 0", "nonzero inputs that dequantize to 0 (%)",
+         lambda e: 100.0 * e["underflow_fraction"] if finite(e.get("underflow_fraction")) else None),
+        ("blocks whose scale saturated", "blocks whose scale saturated (% of the tensor's blocks)",
+         lambda e: 100.0 * e["scale_saturated"] / e["blocks"] if e.get("blocks") else None),
+        ("blocks whose scale underflowed", "blocks whose scale underflowed to 0 (% of the tensor's blocks)",
+         lambda e: 100.0 * e["scale_underflow"] / e["blocks"] if e.get("blocks") else None),
     ]
-    fig, axes = plt.subplots(len(quantities), len(recipes),
-                             figsize=(3.2 * len(recipes) + 2.5, 0.22 * len(rows) * len(quantities) + 2.0),
-                             squeeze=False, layout="constrained")
-    for qi, (key, title, get) in enumerate(quantities):
-        vmax = 0.0
-        grids = []
+    grids = []
+    for short, label, get in quantities:
+        by_recipe = {}
         for r in recipes:
-            g = np.full((len(rows), len(steps)), np.nan)
-            for i, (layer, tensor) in enumerate(rows):
-                for j, s in enumerate(steps):
+            g = np.full((len(layers), len(columns)), np.nan)
+            for i, layer in enumerate(layers):
+                for j, (tensor, s) in enumerate(columns):
                     e = table.get((s, layer, tensor, r))
                     v = get(e) if e is not None else None
                     if finite(v):
                         g[i, j] = v
-                        vmax = max(vmax, v)
-            grids.append(g)
-        for ri, (r, g) in enumerate(zip(recipes, grids)):
-            ax = axes[qi][ri]
-            im = ax.imshow(g, aspect="auto", cmap="magma_r", vmin=0.0, vmax=vmax if vmax > 0 else 1.0,
-                           interpolation="nearest")
-            ax.set_xticks(range(len(steps)))
-            ax.set_xticklabels([str(s) for s in steps], fontsize=8)
-            if ri == 0:
-                ax.set_yticks(range(len(rows)))
-                ax.set_yticklabels(["%s %s" % (short_layer(layer), t) for layer, t in rows], fontsize=7)
-            else:
-                ax.set_yticks([])
-            ax.set_title("%s\n%s" % (r, key), fontsize=9)
-            if qi == len(quantities) - 1:
-                ax.set_xlabel("step")
+            by_recipe[r] = g
+        vmax = max(np.nanmax(g, initial=0.0) for g in by_recipe.values())
+        grids.append((short, label, by_recipe, vmax))
+    drawn = [q for q in grids if q[3] > 0]
+    zero_everywhere = [q[0] for q in grids if q[3] <= 0]
+    cell_w, cell_h = 0.5, 0.3
+    fig = plt.figure(figsize=(len(recipes) * len(columns) * cell_w + 3.2,
+                              len(drawn) * (len(layers) * cell_h + 1.4) + 1.2), layout="constrained")
+    grid = fig.add_gridspec(len(drawn), len(recipes) + 1, width_ratios=[1.0] * len(recipes) + [0.06])
+    cmap = plt.get_cmap("magma_r").copy()
+    cmap.set_bad("white")
+    for qi, (short, label, by_recipe, vmax) in enumerate(drawn):
+        for ri, r in enumerate(recipes):
+            ax = fig.add_subplot(grid[qi, ri])
+            g = by_recipe[r]
+            shown = np.ma.masked_where(~(g > 0), g)  # zero and missing cells stay white
+            image = ax.imshow(shown, aspect="auto", cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
+            ax.set_xticks(range(len(columns)))
+            ax.set_xticklabels([str(s) for _, s in columns], fontsize=8)
+            ax.set_yticks(range(len(layers)))
+            ax.set_yticklabels([short_layer(layer) for layer in layers] if ri == 0 else [], fontsize=9)
+            ax.tick_params(length=0)
+            for k in range(1, len(roles)):
+                ax.axvline(k * len(steps) - 0.5, color="black", lw=1.5)
+            for k, tensor in enumerate(roles):
+                ax.text((k + 0.5) * len(steps) - 0.5, -0.6, tensor, ha="center", va="bottom", fontsize=10,
+                        fontweight="bold")
+            ax.set_title("%s (%s scales): %s" % (r, scale_format[r], short), pad=16, fontsize=10)
+            if qi == len(drawn) - 1:
+                ax.set_xlabel("step, per tensor")
+            if not np.nanmax(g, initial=0.0) > 0:
+                ax.text(0.5, 0.5, "none in any tensor", ha="center", va="center", transform=ax.transAxes,
+                        fontsize=11, bbox=dict(boxstyle="round", fc="#f4f4f4", ec="#bbbbbb"))
             for i in range(g.shape[0]):
                 for j in range(g.shape[1]):
-                    if np.isfinite(g[i, j]) and g[i, j] > 0:
-                        ax.text(j, i, "%.2g" % g[i, j], ha="center", va="center", fontsize=6,
-                                color="white" if g[i, j] > 0.6 * vmax else "black")
-        fig.colorbar(im, ax=axes[qi].tolist(), shrink=0.9, label=title)
-    fig.suptitle("Underflow and saturation per layer, tensor and step")
-    fig.savefig(os.path.join(out, "underflow_saturation.png"), dpi=110)
-    plt.close(fig)
+                    if g[i, j] > 0:
+                        ax.text(j, i, "%.2g" % g[i, j], ha="center", va="center", fontsize=7.5,
+                                color="white" if g[i, j] > 0.55 * vmax else "black")
+        fig.colorbar(image, cax=fig.add_subplot(grid[qi, -1])).set_label(label, fontsize=9)
+    note = ""
+    if zero_everywhere:
+        note = "\nnot drawn, zero in every tensor and recipe: " + "; ".join(zero_everywhere)
+    fig.suptitle("Underflow and scale saturation per layer, tensor and step (cells in %%; white: none)%s" % note)
+    save(fig, out, "underflow_saturation.png")
+
+
+def plot_rho(ax, head, steps, colours):
+    """rho per (layer, tensor) at each step, one column of markers per tensor role, on a log axis."""
+    ax.set_yscale("log")
+    layers = sorted({h["layer"] for h in head}, key=layer_key)
+    # A fixed offset per layer inside its column keeps equal values apart without suggesting a trend.
+    spread = {layer: dodge(i, len(layers), 0.14) for i, layer in enumerate(layers)}
+    ranked = []
+    for si, s in enumerate(steps):
+        for k, tensor in enumerate(ROLE_ORDER):
+            pts = [(si + (k - 1) * 0.25 + spread[h["layer"]], h["rho"], h["layer"]) for h in head
+                   if h["step"] == s and h["tensor"] == tensor and finite(h.get("rho"))]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="none", marker=MARKERS[k], ms=5, alpha=0.9,
+                    mec="white", mew=0.4, color=ROLE_STYLE[tensor]["color"],
+                    label=ROLE_TITLE[tensor] if si == 0 else None)
+            ranked += [(rho, x, "%s %s" % (short_layer(layer), tensor)) for x, rho, layer in pts]
+    for rho, x, label in sorted(ranked, reverse=True)[:3]:
+        ax.annotate(label, (x, rho), xytext=(6, 0), textcoords="offset points", fontsize=8, va="center")
+    target = head[0]["target"]
+    for name, f in head[0]["formats"].items():
+        u = f["max_scale"] / target
+        ax.axhline(u, ls="--", lw=1.2, color=colours[name])
+        ax.text(1.01, u, "%s\nU/T = %.3g" % (name, u), transform=ax.get_yaxis_transform(), fontsize=8,
+                va="center", color=colours[name], fontweight="bold")
+    ax.set_xticks(range(len(steps)))
+    ax.set_xticklabels([str(s) for s in steps])
+    ax.set_xlim(-0.6, len(steps) - 0.4)
+    ax.set_xlabel("step")
+    ax.set_ylabel("rho = current amax / held amax")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    ax.set_title("rho per tensor: a scale format saturates above its U/T line", fontsize=10)
 
 
 def plot_headroom(data, out):
@@ -210,169 +431,171 @@ def plot_headroom(data, out):
     if not head:
         return
     steps = sorted({h["step"] for h in head})
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 2]})
-    series = defaultdict(list)
-    for h in head:
-        if finite(h.get("rho")):
-            series[(h["layer"], h["tensor"])].append((h["step"], h["rho"], h.get("held_from_step")))
-    ranked = sorted(series.items(), key=lambda kv: -max(r for _, r, _ in kv[1]))
-    for i, ((layer, tensor), pts) in enumerate(ranked):
-        pts.sort()
-        xs = [p[0] for p in pts]
-        ys = [p[1] for p in pts]
-        label = "%s %s" % (short_layer(layer), tensor) if i < 8 else None
-        ax.plot(xs, ys, marker="o", ms=4, lw=1.2 if i < 8 else 0.6, alpha=0.9 if i < 8 else 0.35,
-                color=COLORS[i % len(COLORS)] if i < 8 else "#999999", label=label)
-    target = head[0]["target"]
-    for name, f in head[0]["formats"].items():
-        ax.axhline(f["max_scale"] / target, ls="--", lw=1, color="black" if name == "ue4m3" else "#555555")
-        ax.text(1.0, f["max_scale"] / target * 1.08, "%s: U/T = %.3g" % (name, f["max_scale"] / target),
-                fontsize=8, ha="right", transform=ax.get_yaxis_transform())
-    ax.set_yscale("log")
-    ax.set_xscale("log" if steps[0] > 0 and steps[-1] / max(steps[0], 1) > 20 else "linear")
-    ax.set_xlabel("step")
-    ax.set_ylabel("rho = current amax / held amax")
-    exact = sum(1 for h in head if h.get("held_exact"))
-    ax.set_title("Headroom rho (periodic D=%d, hold %s; held amax exact for %d of %d)" % (
-        head[0]["period"], data.get("hold", "?"), exact, len(head)), fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower left", title="largest rho", title_fontsize=7, framealpha=0.8)
-    stale = sum(1 for h in head if h.get("held_exact") is False)
-    if stale and data.get("hold") == "window":
-        ax.text(0.5, 0.5, "%d of %d entries: refresh step not captured,\nso the step holds its own amax (rho = 1).\n"
-                "Capture a whole window, or replay with --hold previous." % (stale, len(head)),
-                transform=ax.transAxes, ha="center", va="center", fontsize=9,
-                bbox=dict(boxstyle="round", fc="#fff8dc", ec="#999999"))
-
     formats = list(head[0]["formats"].keys())
+    target = head[0]["target"]
+    colours = {name: FORMAT_COLOURS[i % len(FORMAT_COLOURS)] for i, name in enumerate(formats)}
+    rho_varies = any(finite(h.get("rho")) and h["rho"] != 1 for h in head)
+    exact = sum(1 for h in head if h.get("held_exact"))
+    ncols = 3 if rho_varies else 2
+    fig, axes = plt.subplots(1, ncols, figsize=(5.8 * ncols, 6.4), squeeze=False)
+    axes = list(axes[0])
+    subtitle = ""
+    if rho_varies:
+        plot_rho(axes.pop(0), head, steps, colours)
+    else:
+        subtitle = ("\nrho = 1 for all %d tensors, so no rho panel: %d hold an amax of their own step (its refresh "
+                    "step was not captured), %d are refresh steps themselves.\nReplay with --hold previous to hold "
+                    "the previous captured step's amax and see stale scales." % (len(head), len(head) - exact, exact))
+    blocks = {s: sum(h["formats"][formats[0]]["blocks"] for h in head if h["step"] == s) for s in steps}
     width = 0.8 / max(1, len(formats))
-    for fi, name in enumerate(formats):
-        sat = [sum(h["formats"][name]["saturated_blocks"] for h in head if h["step"] == s) for s in steps]
-        unf = [sum(h["formats"][name]["underflow_blocks"] for h in head if h["step"] == s) for s in steps]
-        xs = np.arange(len(steps)) + (fi - (len(formats) - 1) / 2) * width
-        ax2.bar(xs, sat, width=width, color=COLORS[fi], label="%s saturated" % name)
-        ax2.bar(xs, unf, width=width, bottom=sat, color=COLORS[fi], alpha=0.35, hatch="//",
-                label="%s underflow" % name)
-    ax2.set_xticks(range(len(steps)))
-    ax2.set_xticklabels([str(s) for s in steps])
-    ax2.set_xlabel("step")
-    ax2.set_ylabel("blocks (all layers and tensors)")
-    ax2.set_yscale("symlog", linthresh=1)
-    ax2.set_title("Blocks saturating / underflowing with the held scale (T=%g)" % target, fontsize=10)
-    ax2.text(0.0, -0.2, "Saturated = ideal scale above U before rounding: at rho = 1 the block\n"
-             "holding the amax can land one FP32 ulp above U (one block per tensor).", transform=ax2.transAxes,
-             fontsize=7, va="top")
-    ax2.legend(fontsize=7)
-    ax2.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "headroom_rho.png"), dpi=110)
-    plt.close(fig)
+    for ax, key, what in ((axes[0], "saturated_blocks", "saturate with the held amax\n(ideal scale above U before "
+                                                          "rounding; at rho = 1 the amax's block\ncan land one FP32 "
+                                                          "ulp above U: one block per tensor)"),
+                          (axes[1], "underflow_blocks", "underflow to 0 with the held amax")):
+        top = 0
+        for fi, name in enumerate(formats):
+            counts = [sum(h["formats"][name][key] for h in head if h["step"] == s) for s in steps]
+            xs = np.arange(len(steps)) + (fi - (len(formats) - 1) / 2) * width
+            bars = ax.bar(xs, counts, width=width * 0.92, color=colours[name],
+                          label="%s (U/T = %.3g)" % (name, head[0]["formats"][name]["max_scale"] / target))
+            ax.bar_label(bars, labels=["%d" % c for c in counts], fontsize=8, padding=2)
+            top = max([top] + counts)
+        ax.set_ylim(0, max(1, top) * 1.12)
+        ax.set_xticks(range(len(steps)))
+        ax.set_xticklabels(["%d\n(%d blocks)" % (s, blocks[s]) for s in steps])
+        ax.set_xlabel("step (blocks of all layers and tensors)")
+        ax.set_ylabel("blocks")
+        ax.set_title("blocks whose scale would %s" % what, fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
+    title = "Periodic tensor scaling (D = %d, T = %g, hold %s; held amax exact for %d of %d tensors)%s" % (
+        head[0]["period"], target, data.get("hold", "?"), exact, len(head), subtitle)
+    fig.suptitle(title, fontsize=11, y=0.995)
+    legend_y = 0.985 - 0.042 * (title.count("\n") + 1)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, legend_y), ncol=len(formats),
+               frameon=False, title="scale format (U = its largest scale)", title_fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, legend_y - 0.03))
+    save(fig, out, "headroom_rho.png")
 
 
-def plot_gemms(data, out):
-    gemms = data.get("gemms") or []
-    if not gemms:
-        return
+def block_sqnr_fractions(data, recipe, tensor):
+    hist = defaultdict(int)
+    for t in data["tensors"]:
+        if t["recipe"] == recipe and t["tensor"] == tensor:
+            for db, n in t["block_stats"]["block_sqnr_db_hist"].items():
+                hist[int(db)] += n
+    total = sum(hist.values())
+    return {db: n / total for db, n in hist.items()} if total else {}
+
+
+def plot_block_sqnr(data, out, baseline):
     recipes = recipes_of(data)
-    kinds = ["fprop", "dgrad", "wgrad"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
-    for ax, kind in zip(axes, kinds):
-        for ri, r in enumerate(recipes):
-            pts = [(g["step"], g["layer"], g["rel_fro_err"]) for g in gemms
-                   if g["gemm"] == kind and g["recipe"] == r and finite(g.get("rel_fro_err"))]
-            pts.sort()
-            ax.plot(range(len(pts)), [p[2] for p in pts], marker="os^D"[ri % 4], ms=3, lw=0.8,
-                    ls=["-", "--", ":", "-."][ri % 4], color=COLORS[ri % len(COLORS)],
-                    label="%s (%s)" % (r, next((g["datapath"] for g in gemms if g["recipe"] == r), "?")))
-        ax.set_title(kind)
-        ax.set_xlabel("(step, layer) in order")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("||C_hat - C||_F / ||C||_F")
-    axes[0].legend(fontsize=8)
-    fig.suptitle("GEMM relative Frobenius error against the float64 product")
+    style = recipe_styles(recipes)
+    others = [r for r in recipes if r != baseline]
+    rows = 2 if others else 1
+    fig, axes = plt.subplots(rows, 3, figsize=(16, 8.2 if others else 5.0), sharex="col", sharey="row",
+                             squeeze=False, gridspec_kw={"height_ratios": [3, 2][:rows]})
+    shown = 0.001  # the x axis covers the bins that hold at least this fraction of some recipe's blocks
+    for col, tensor in enumerate(ROLE_ORDER):
+        ax = axes[0][col]
+        fractions = {r: block_sqnr_fractions(data, r, tensor) for r in recipes}
+        bins = sorted({db for f in fractions.values() for db, v in f.items() if v >= shown})
+        if not bins:
+            continue
+        edges = np.arange(bins[0], bins[-1] + 2)
+        for r in recipes:
+            ys = [fractions[r].get(int(b), 0.0) * 100 for b in edges[:-1]]
+            # The baseline wide and pale underneath, so that a recipe equal to it shows as a line inside it.
+            ax.stairs(ys, edges, color=style[r]["color"], lw=4.0 if others and r == baseline else 1.5,
+                      alpha=0.45 if others and r == baseline else 1.0, zorder=1 if r == baseline else 3,
+                      label=r + (" (baseline)" if others and r == baseline else ""))
+        ax.set_xlim(edges[0], edges[-1])
+        ax.set_title("tensor %s" % ROLE_TITLE[tensor])
+        ax.legend(fontsize=8)
+        for a in axes[:, col]:
+            a.grid(alpha=0.3)
+        axes[-1][col].set_xlabel("block SQNR (dB, 1 dB bins)")
+        if not others:
+            continue
+        dax = axes[1][col]
+        dax.axhline(0.0, color=style[baseline]["color"], lw=4.0, alpha=0.45, zorder=1)
+        for r in others:
+            ys = [(fractions[r].get(int(b), 0.0) - fractions[baseline].get(int(b), 0.0)) * 100 for b in edges[:-1]]
+            worst = int(np.argmax(np.abs(ys)))
+            label = ("%s \u2212 %s: largest %s pp at %d dB" % (r, baseline, signed(ys[worst], 1), edges[worst])
+                     if abs(ys[worst]) >= 0.05 else "%s = %s in every bin (within 0.05 pp)" % (r, baseline))
+            dax.stairs(ys, edges, color=style[r]["color"], lw=1.5, baseline=0.0, zorder=3, label=label)
+        dax.legend(fontsize=8, loc="best")
+    axes[0][0].set_ylabel("blocks in the bin (% of inexact blocks)")
+    if others:
+        widen(axes[1][0].get_ylim, axes[1][0].set_ylim, 2.0, around_zero=True)
+        axes[1][0].set_ylabel("difference from %s\n(percentage points)" % baseline)
+    fig.suptitle("Per-block SQNR (all steps and layers; the x axis spans the bins holding at least %.1f%% of some "
+                 "recipe's blocks)" % (100 * shown))
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "gemm_error.png"), dpi=110)
-    plt.close(fig)
-
-
-def plot_block_sqnr(data, out):
-    recipes = recipes_of(data)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
-    for ax, tensor in zip(axes, ROLE_ORDER):
-        for ri, r in enumerate(recipes):
-            hist = defaultdict(int)
-            for t in data["tensors"]:
-                if t["recipe"] == r and t["tensor"] == tensor:
-                    for db, n in t["block_stats"]["block_sqnr_db_hist"].items():
-                        hist[int(db)] += n
-            if not hist:
-                continue
-            xs = np.arange(min(hist), max(hist) + 1)
-            ys = np.array([hist.get(int(x), 0) for x in xs], dtype=float)
-            ax.step(xs + 0.5, ys / ys.sum(), where="mid", color=COLORS[ri % len(COLORS)],
-                    ls=["-", "--", ":", "-."][ri % 4], lw=1.4, label=r)
-        ax.set_title("tensor %s: per-block SQNR" % tensor)
-        ax.set_xlabel("block SQNR (dB, 1 dB bins)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("fraction of inexact blocks")
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "block_sqnr.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "block_sqnr.png")
 
 
 def plot_sweep(data, out):
     entries = data["tensors"]
     synthetic = data.get("input") == "synthetic"
     groups = defaultdict(lambda: defaultdict(list))  # input -> config -> SQNR values
+    order = []
     for t in entries:
         key = t.get("distribution") if synthetic else "tensor %s" % t["tensor"]
+        if key not in order:
+            order.append(key)
         if finite(t.get("sqnr_db")):
             groups[key][t["recipe"]].append(t["sqnr_db"])
+    if not synthetic:
+        order.sort(key=lambda k: ROLE_ORDER.index(k.split()[-1]) if k.split()[-1] in ROLE_ORDER else 9)
     configs = data.get("configs") or sorted({t["recipe"] for t in entries})
-    fig, axes = plt.subplots(2, 1, figsize=(max(9, 0.55 * len(configs) + 4), 9), sharex=True)
-    ax = axes[0]
-    width = 0.8 / max(1, len(groups))
-    for gi, (key, by) in enumerate(sorted(groups.items())):
-        ys = [np.mean(by[c]) if by.get(c) else np.nan for c in configs]
-        ax.bar(np.arange(len(configs)) + (gi - (len(groups) - 1) / 2) * width, ys, width=width,
-               color=COLORS[gi % len(COLORS)], label=key)
-    vals = [v for by in groups.values() for vs in by.values() for v in vs]
-    if vals:
-        ax.set_ylim(max(0.0, min(vals) - 2), max(vals) + 0.18 * (max(vals) - max(0.0, min(vals) - 2)) + 1.5)
-    ax.set_ylabel("SQNR (dB)%s" % ("" if synthetic else ", mean over the trace's tensors"))
-    ax.legend(fontsize=7, ncol=min(5, len(groups)))
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_title("Sweep over %s: SQNR per configuration" % ("synthetic distributions" if synthetic
-                                                            else os.path.basename(data.get("input", "?"))))
+    ys = np.arange(len(configs))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, 0.42 * len(configs) + 2.6), sharey=True,
+                                  gridspec_kw={"width_ratios": [3, 2]})
+    for gi, key in enumerate(order):
+        means = [np.mean(groups[key][c]) if groups[key].get(c) else np.nan for c in configs]
+        ax.plot(means, ys + dodge(gi, len(order), 0.5), ls="none", marker=MARKERS[gi % len(MARKERS)], ms=6,
+                color=PALETTE[gi % len(PALETTE)], mec="white", mew=0.4, label=key)
+    for a in (ax, ax2):
+        for y in ys[::2]:
+            a.axhspan(y - 0.5, y + 0.5, color="#f2f2f2", zorder=0)
+    ax.set_yticks(ys)
+    ax.set_yticklabels(configs, fontsize=9)
+    ax.set_ylim(len(configs) - 0.5, -0.5)
+    ax.set_ylabel("element / scale format / block / tensor scale / rounding")
+    widen(ax.get_xlim, ax.set_xlim, 6.0)
+    ax.set_xlabel("SQNR (dB, higher is better)%s" % ("" if synthetic else "; mean over the trace's tensors"))
+    ax.grid(axis="x", alpha=0.35)
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(5, len(order)), frameon=False)
     # Saturation and underflow of the block scales per configuration (all inputs together).
-    ax = axes[1]
     sat = defaultdict(lambda: [0, 0, 0])
     for t in entries:
         s = sat[t["recipe"]]
         s[0] += t["scale_saturated"]
         s[1] += t["scale_underflow"]
         s[2] += t["blocks"]
-    xs = np.arange(len(configs))
-    ax.bar(xs - 0.2, [sat[c][0] / max(1, sat[c][2]) for c in configs], width=0.4, color=COLORS[1],
-           label="blocks whose scale saturated")
-    ax.bar(xs + 0.2, [sat[c][1] / max(1, sat[c][2]) for c in configs], width=0.4, color=COLORS[0],
-           label="blocks whose scale underflowed")
-    ax.set_yscale("symlog", linthresh=1e-4)
-    ax.set_ylabel("fraction of blocks")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_xticks(xs)
-    ax.set_xticklabels(configs, rotation=70, ha="right", fontsize=7)
+    for k, (idx, what) in enumerate(((0, "saturated"), (1, "underflowed to 0"))):
+        vals = [100.0 * sat[c][idx] / max(1, sat[c][2]) for c in configs]
+        bars = ax2.barh(ys + (k - 0.5) * 0.38, vals, height=0.36, color=PALETTE[5 if idx == 0 else 4],
+                        label="blocks whose scale %s" % what)
+        ax2.bar_label(bars, labels=["%.2g" % v if v > 0 else "0" for v in vals], fontsize=7, padding=2)
+    ax2.set_xlim(0, max(1e-9, ax2.get_xlim()[1]) * 1.18)
+    ax2.set_xlabel("blocks (% of all blocks of the configuration)")
+    ax2.grid(axis="x", alpha=0.35)
+    ax2.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False)
+    fig.suptitle("Sweep over %s" % ("synthetic distributions (%s x %s)" % (data.get("rows"), data.get("cols"))
+                                    if synthetic else os.path.basename(data.get("input", "?"))), y=0.995)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "sqnr_sweep.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "sqnr_sweep.png")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("json", help="output of fp4sim replay --json (or fp4sim sweep --json)")
     p.add_argument("--out", default="plots", help="directory for the PNG files")
+    p.add_argument("--baseline", help="recipe the difference panels compare against (default: nvfp4 when "
+                   "replayed, else the first recipe)")
     a = p.parse_args(argv)
     with open(a.json) as f:
         data = json.load(f)
@@ -383,12 +606,18 @@ def main(argv=None):
     if data.get("kind") == "sweep":
         plot_sweep(data, a.out)
         return 0
-    plot_sqnr(data, a.out)
+    recipes = recipes_of(data)
+    baseline = a.baseline or ("nvfp4" if "nvfp4" in recipes else recipes[0])
+    if baseline not in recipes:
+        print("plot_replay.py: --baseline %s: not a replayed recipe (%s)" % (baseline, ", ".join(recipes)),
+              file=sys.stderr)
+        return 2
+    plot_sqnr(data, a.out, baseline)
     plot_scale_codes(data, a.out)
     plot_heatmaps(data, a.out)
     plot_headroom(data, a.out)
-    plot_gemms(data, a.out)
-    plot_block_sqnr(data, a.out)
+    plot_gemms(data, a.out, baseline)
+    plot_block_sqnr(data, a.out, baseline)
     return 0
 
 

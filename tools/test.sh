@@ -3,7 +3,7 @@
 #  1. set up, configure and build everything in build-setup/, run every ctest label (unit and exhaustive);
 #  2. configure and build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and run
 #     everything but the exhaustive label. Any sanitizer report fails the run.
-# Prints the time of each stage. Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and
+# Prints the wall-clock and CPU time (user + system, of every process the stage ran) of each stage. Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and
 # $FP4SIM_ASAN_BUILD_DIR (default build-asan/). For local runs only, $FP4SIM_CTEST_ARGS adds ctest
 # arguments to step 1 (e.g. "-LE exhaustive" to skip the 2^32 sweeps); CI sets nothing.
 #
@@ -16,15 +16,28 @@ build=${FP4SIM_BUILD_DIR:-$root/build-setup}
 asan_build=${FP4SIM_ASAN_BUILD_DIR:-$root/build-asan}
 jobs=$(nproc)
 timings=()
+# CPU seconds used so far by the processes this script waited for, into $cpu_now: bash's `times`, second
+# line. It must run in this shell, not in a subshell ($(...) or a pipe), which has no children of its own.
+times_file=$(mktemp)
+read_children_cpu() {
+  times > "$times_file"
+  cpu_now=$(tail -n 1 "$times_file" | awk '{ t = 0; for (i = 1; i <= 2; ++i) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%d", t }')
+}
+read_children_cpu
 stage_start=$SECONDS
+stage_cpu=$cpu_now
 stage_done() {
-  timings+=("$(printf '%-34s %5d s' "$1" $((SECONDS - stage_start)))")
+  read_children_cpu
+  timings+=("$(printf '%-34s %5d s wall %6d s CPU' "$1" $((SECONDS - stage_start)) $((cpu_now - stage_cpu)))")
   stage_start=$SECONDS
+  stage_cpu=$cpu_now
 }
 report() {
+  read_children_cpu
   echo "== test.sh timings"
   printf '  %s\n' "${timings[@]}"
-  echo "  total                              $SECONDS s"
+  printf '  %-34s %5d s wall %6d s CPU\n' total "$SECONDS" "$cpu_now"
+  rm -f "$times_file"
 }
 trap report EXIT
 

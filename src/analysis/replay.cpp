@@ -907,6 +907,18 @@ void write_json(const Result& r, std::ostream& os) {
     j.begin_object().field("name", r.recipe_names[i]).field("source", r.recipe_sources[i]).end_object();
   }
   j.end_array();
+  // The value of every finite nonnegative code of each scale format the entries use, in code order: the
+  // key to block_stats.scale_codes, so that readers (tools/plot_replay.py) hold no copy of the formats.
+  j.key("scale_code_values").begin_object();
+  std::set<std::string> written;
+  for (const TensorEntry& e : r.tensors) {
+    if (!written.insert(e.scale_format).second) continue;
+    const Format f = parse_format(e.scale_format).value();  // format_name() output always parses
+    j.key(e.scale_format).begin_array();
+    for (std::uint32_t code = 0; code <= f.max_finite_code(); ++code) j.value(decode_to_double(f, code));
+    j.end_array();
+  }
+  j.end_object();
   j.field("datapath", r.datapath);
   if (!r.datapath_note.empty()) j.field("datapath_note", r.datapath_note);
   j.field("hold", hold_rule_name(r.hold)).field("seed", r.seed);

@@ -1,6 +1,6 @@
 """Independent reference of the UE5M3 paper's block quantizer (portable order).
 
-Source: docs/semantics.md P1.3-1.5 and §3 (the paper's released portable
+Source: docs/semantics.md P1.3-P1.5 and P3 (the paper's released portable
 reference `formats.py`, its stated numerical reference for tests) and
 docs/design.md "Decisions on semantics" / "Clarifications".  Written from those
 documents, not from fp4sim's C++.

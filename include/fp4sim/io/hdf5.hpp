@@ -1,4 +1,4 @@
-// HDF5 through the C library, HighFive-style (STYLE.md, I/O): one move-only RAII handle per id type
+// HDF5 through the C library, in the style of BlueBrain/HighFive (its Object and h5*_wrapper): one move-only RAII handle per id type
 // with its own H5?close, each C call wrapped once and checked against its documented failure value,
 // failures thrown as fp4sim::DataError naming the file, the object path, the operation and the HDF5
 // error stack (walked upward with H5Ewalk2), and a guard that silences HDF5's automatic printing.
