@@ -29,6 +29,7 @@ struct SweepCliOptions {
   std::uint64_t seed = 0;
   std::string json, csv, plots;
   bool quiet = false;
+  double slab_mib = 256;
 };
 
 // The sweep's options from the flags (UsageError on a bad one).
@@ -76,6 +77,8 @@ sweep::Options sweep_options(const SweepCliOptions& o) {
   s.rows = o.rows;
   s.cols = o.cols;
   s.seed = o.seed;
+  if (!(o.slab_mib > 0)) throw UsageError("--slab-mib must be positive");
+  s.max_slab_bytes = static_cast<std::size_t>(o.slab_mib * 1024 * 1024);
   if (!o.trace.empty()) {
     s.trace = o.trace;
     if (!o.steps.empty()) s.steps = steps_from_flag(o.steps);
@@ -176,6 +179,8 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--layers", o->layers, "trace layers: regular expression");
   app.add_option("--hold", o->hold, "trace periodic scaling hold rule: window | previous")->capture_default_str();
   app.add_option("--seed", o->seed, "seed of the synthetic data and of stochastic rounding")->capture_default_str();
+  app.add_option("--slab-mib", o->slab_mib, "stream trace tensors larger than this many MiB of float32 in row slabs")
+      ->capture_default_str();
   app.add_option("--json", o->json, "write the results as JSON ('-' for stdout)");
   app.add_option("--csv", o->csv, "write one CSV row per (input, configuration)");
   app.add_option("--plots", o->plots, "write PNG plots into this directory (python3 + matplotlib)");
