@@ -76,23 +76,10 @@ std::optional<emu::Round> round_of(Rounding r) {
 std::optional<Kind> kind_of(const Format& f) {
   if (f == formats::e2m1) return Kind::e2m1;
   if (f == formats::e8m0) return Kind::e8m0;
-  const bool no_inf = f.specials == Specials::fn || f.specials == Specials::finite ||
-                      f.specials == Specials::reserved_top;
-  if (no_inf && f.bits() <= 8 && f.mantissa_bits >= 1 && f.bias <= 126) return Kind::small;
+  if (f.specials != Specials::pow2_nan && f.bits() <= 8 && f.mantissa_bits >= 1 && f.bias <= 126) {
+    return Kind::small;
+  }
   return std::nullopt;
-}
-
-emu::SmallFormat small_format_of(const Format& f) {
-  emu::SmallFormat s{};
-  s.mantissa_bits = static_cast<std::uint32_t>(f.mantissa_bits);
-  s.bias = f.bias;
-  s.max_magnitude = f.max_finite_code();
-  s.sign_mask = f.sign_mask();
-  // NaN: the canonical NaN, else +max finite under satfinite. Negative input to an unsigned format:
-  // NaN where there is one, else 0 (the golden encoder's choices; both are flagged invalid there).
-  s.nan_result = f.has_nan() ? f.nan_code() : f.max_finite_code();
-  s.negative_result = f.has_nan() ? f.nan_code() : 0u;
-  return s;
 }
 
 template <Kind K>
@@ -139,8 +126,14 @@ bool device_available() {
 }
 
 Status supports(const Format& format, const EncodeOptions& options) {
-  if (!kind_of(format)) return Status::unsupported_format;
-  if (!round_of(options.rounding) || !options.saturate || options.convention != SpecialConvention::hardware) {
+  const std::optional<Kind> kind = kind_of(format);
+  if (!kind) return Status::unsupported_format;
+  if (!round_of(options.rounding) || options.convention != SpecialConvention::hardware) {
+    return Status::unsupported_options;
+  }
+  // Without saturation, overflow needs an Inf or NaN code to go to (else it is a data error, which a
+  // kernel cannot report); the e2m1 and e8m0 kernels saturate only.
+  if (!options.saturate && (*kind != Kind::small || !(format.has_inf() || format.has_nan()))) {
     return Status::unsupported_options;
   }
   return Status::success;
@@ -176,7 +169,7 @@ Status convert(const Format& format, const EncodeOptions& options, std::span<con
   const int blocks = static_cast<int>(wanted < cap ? wanted : cap);
 
   const emu::Round r = *round_of(options.rounding);
-  const emu::SmallFormat f = small_format_of(format);
+  const emu::SmallFormat f = emu::small_format_of(format, options.saturate);
   switch (*kind_of(format)) {
     case Kind::e2m1: launch_kind<Kind::e2m1>(r, f, din, dout, n, blocks, kThreads); break;
     case Kind::small: launch_kind<Kind::small>(r, f, din, dout, n, blocks, kThreads); break;

@@ -65,7 +65,7 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
                           std::uint16_t* d_out, std::size_t k_padded, void* stream);
 
 // C [M, N] (row-major, fp32) = epilogue(A [M, Kp] . B [N, Kp]^T) with BF16 operands (uint16 bits) through
-// the wgmma kernel (bf16-tc, when wgmma_available()) or mma.sync.m16n8k16, FP32 accumulation chained in
+// the wgmma kernels (when wgmma_available()) or mma.sync.m16n8k16, FP32 accumulation chained in
 // ascending k from +0.
 //   group_k == 0: bf16-tc: C = RN(acc * alpha)
 //   group_k == 64: probe-matched: group partials (4 chained k16 steps from +0) summed with add.rz from +0,
@@ -81,8 +81,16 @@ bool wgmma_available();
 int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp,
                           float alpha, void* stream);
 
+// The wgmma probe-matched kernel (emu/gemm_probe_wgmma.cu; TMA, producer + 2 consumer warpgroups, 64-deep
+// k tiles = the datapath's groups, 5 stages). config 0: 2 consumers, 128 x 192 tiles; 1: 3 consumers,
+// 192 x 128 tiles; both with the consumers issuing in turn; 2 and 3: the same with free issue.
+// Needs kp % 64 == 0; returns the CUDA error of the launch.
+int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m,
+                                int n, int kp, bool snap, float alpha, void* stream);
+
 // Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128,
-// 4: wgmma 128x256 when wgmma_available()).
+// 4: wgmma 128x256, 5-8: wgmma probe-matched configs 0-3; 4-8 when wgmma_available()). The probe-matched
+// variants snap.
 Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c,
                                 std::size_t m, std::size_t n, std::size_t kp, void* stream);
 

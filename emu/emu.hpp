@@ -5,19 +5,22 @@
 // (tests/gpu_convert_test.cpp). Three shapes, as a GPU implementation would pick them:
 //  * e2m1: seven binary32 threshold bit patterns compared with |x| as integers, the shape of CUTLASS's
 //    software fallback `e2m1_mag_f32_rne` (sm_90 has no FP4 convert instruction, so this *is* the path);
-//  * other formats with a mantissa (e4m3, ue4m3, ue5m3, ue5m3fn, e2m3, e3m2): a rounding increment
+//  * other formats with a mantissa (e4m3, e5m2, ue4m3, ue5m3, ue5m3fn, e2m3, e3m2): a rounding increment
 //    added to the binary32 bit pattern and a truncation (ml_dtypes' RoundBitsToNearestEven shape), with
 //    a separate shift for results below the target's smallest normal;
 //  * e8m0: the binary32 exponent field plus a carry decided from the mantissa field.
 // Every function is integer-only: no float arithmetic can decide a bit.
 //
-// Semantics are those of `encode(format, float, options)` with saturation on (cvt.*.satfinite) and the
-// hardware convention for -0 and NaN, for the deterministic roundings rne, rna, rtz, rup, rdown.
+// Semantics are those of `encode(format, float, options)` with the hardware convention for -0 and NaN,
+// for the deterministic roundings rne, rna, rtz, rup, rdown; saturating (cvt.*.satfinite), and for
+// f32_to_small also not, by the overflow rule of docs/semantics.md §0.2 as SmallFormat encodes it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "fp4sim/core/format.hpp"
 #include "fp4sim/core/host_device.hpp"
 
 #if defined(__CUDACC__)
@@ -31,15 +34,34 @@ namespace fp4sim::emu {
 // Which rounding the kernel instantiates (a template argument, so the choice costs nothing per element).
 enum class Round : std::uint8_t { rne, rna, rtz, rup, rdown };
 
-// The format-dependent constants of the bit-pattern path, filled on the host from a `Format`.
+// The format-dependent constants of the bit-pattern path, filled on the host by small_format_of.
 struct SmallFormat {
-  std::uint32_t mantissa_bits;      // M >= 1
-  std::int32_t bias;                // <= 126, so binary32 subnormals always take the shift path
-  std::uint32_t max_magnitude;      // largest finite magnitude code (saturation target)
-  std::uint32_t sign_mask;          // 0 for unsigned formats
-  std::uint32_t nan_result;         // code for a NaN input (canonical NaN, or +max finite without NaN)
-  std::uint32_t negative_result;    // code for a negative nonzero input to an unsigned format
+  std::uint32_t mantissa_bits;       // M >= 1
+  std::int32_t bias;                 // <= 126, so binary32 subnormals always take the shift path
+  std::uint32_t max_magnitude;       // largest finite magnitude code
+  std::uint32_t overflow_magnitude;  // magnitude code past max_magnitude and of +-Inf: max_magnitude when
+                                     // saturating, else the Inf code, or the NaN code without Inf
+  std::uint32_t sign_mask;           // 0 for unsigned formats
+  std::uint32_t nan_result;          // code for a NaN input (canonical NaN, or +max finite without NaN)
+  std::uint32_t negative_result;     // code for a negative nonzero input to an unsigned format
 };
+
+// The constants of `f` (at most 8 bits, a mantissa, bias <= 126) under saturation or not. Without
+// saturation the format must have Inf or NaN (a format with neither makes overflow a data error, which
+// the bit-pattern path cannot report).
+inline SmallFormat small_format_of(const Format& f, bool saturate) {
+  SmallFormat s{};
+  s.mantissa_bits = static_cast<std::uint32_t>(f.mantissa_bits);
+  s.bias = f.bias;
+  s.max_magnitude = f.max_finite_code();
+  s.overflow_magnitude = saturate ? f.max_finite_code() : f.has_inf() ? f.inf_code() : f.nan_code();
+  s.sign_mask = f.sign_mask();
+  // NaN: the canonical NaN, else +max finite under satfinite. Negative input to an unsigned format:
+  // NaN where there is one, else 0 (the golden encoder's choices; both are flagged invalid there).
+  s.nan_result = f.has_nan() ? f.nan_code() : f.max_finite_code();
+  s.negative_result = f.has_nan() ? f.nan_code() : 0u;
+  return s;
+}
 
 namespace detail {
 
@@ -98,7 +120,8 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1(std::uint32_t bits) {
   return code | (negative ? 0x8u : 0u);
 }
 
-// Formats with a mantissa, exponent bias <= 126, and no Inf (Specials fn, finite, reserved_top).
+// Formats of at most 8 bits with a mantissa and exponent bias <= 126 (Specials ieee, fn, finite,
+// reserved_top). Every result but a NaN input's keeps the sign, overflow NaN included.
 template <Round R>
 FP4SIM_HOST_DEVICE std::uint32_t f32_to_small(const SmallFormat& f, std::uint32_t bits) {
   const std::uint32_t abs = bits & 0x7FFFFFFFu;
@@ -106,7 +129,7 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_small(const SmallFormat& f, std::uint32_
   if (abs > detail::kF32Inf) return f.nan_result;
   if (negative && abs != 0 && f.sign_mask == 0) return f.negative_result;
   const std::uint32_t sign = negative ? f.sign_mask : 0u;
-  if (abs == detail::kF32Inf) return f.max_magnitude | sign;  // satfinite
+  if (abs == detail::kF32Inf) return f.overflow_magnitude | sign;
 
   const std::uint32_t field = abs >> 23;
   const std::uint32_t drop = 23 - f.mantissa_bits;  // binary32 mantissa bits below the target's
@@ -129,7 +152,9 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_small(const SmallFormat& f, std::uint32_
     const std::uint32_t shift = wanted > 31 ? 31u : static_cast<std::uint32_t>(wanted);
     magnitude = (sig + detail::round_increment<R>(sig, shift, negative)) >> shift;
   }
-  if (magnitude > f.max_magnitude) magnitude = f.max_magnitude;  // satfinite; also keeps NaN codes out
+  // Past max finite (Inf and NaN codes included): max finite when rounding toward zero, else overflow.
+  const bool toward_zero = R == Round::rtz || (R == Round::rup && negative) || (R == Round::rdown && !negative);
+  if (magnitude > f.max_magnitude) magnitude = toward_zero ? f.max_magnitude : f.overflow_magnitude;
   return magnitude | sign;
 }
 
@@ -163,17 +188,6 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e8m0(std::uint32_t bits) {
   return code > 0xFEu ? 0xFEu : code;
 }
 
-// E2M1 stochastic rounding of the binary32 bit pattern with the k-bit integer r (r < 2^k, 1 <= k <= 16), in
-// integers only (no conversions, no float rounding), as the quantize kernels use it with Philox bits: the golden encoder's picture (include/fp4sim/core/codec.hpp) of |y| = sig * 2^(e - 23):
-// lower code and the fraction rest / 2^shift, with shift = 22 for |y| >= 1, 149 - field below (capped
-// at 63). With scaled_P = floor(2^P * delta):
-//   sr-fastest   up = scaled_k + r >= 2^k
-//   sr-fast      up = scaled_(k+1) + 2r + 1 >= 2^(k+1)
-//   sr-fast-f32  RN32(delta + (2r+1) 2^-(k+1)) >= 1  <=>  delta + (2r+1) 2^-(k+1) >= 1 - 2^-25 (the tie at
-//                1 - 2^-25 rounds to the even 1.0; both terms are exact binary32)
-//                <=> scaled_25 + (2r+1) 2^(24-k) >= 2^25 - 1 (the right side of the middle form is an
-//                integer multiple of 2^-25, so flooring the left side keeps the comparison).
-// Judged against the golden Float32Encoder on the host (tests/gpu_quantize_test.cpp, EmuHost.*).
 // E2M1 RNE without branches or threshold chains (the quantize kernels' element conversion); the same
 // code as f32_to_e2m1<Round::rne> for every binary32 input (tests/gpu_quantize_test.cpp, EmuHost.*):
 //  * |x| >= 1 (Inf too): round the bit pattern at bit 22 (one mantissa bit kept, ties to the even kept
@@ -201,38 +215,88 @@ FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1_rne_fast(std::uint32_t bits) {
   return abs > 0x7F800000u ? 0x7u : code;
 }
 
+// floor(2^p * |y|) for |y| < 1 (abs = the bit pattern of |y|) and 1 <= p <= 22: the sum 2^(23-p) + |y| lies in
+// [2^(23-p), 2^(24-p)), where binary32's quantum is 2^-p, so rounding it toward zero keeps exactly the
+// multiples of 2^-p in |y|; its bit pattern minus that of 2^(23-p) counts them. One FADD.RZ on the GPU; the
+// host computes the same rounding from an RN sum (stepped down when it rounded up; t - 2^(23-p) is exact by
+// Sterbenz). For |y| >= 1 the result is meaningless but defined.
+FP4SIM_HOST_DEVICE std::uint32_t floor_scaled_below_one(std::uint32_t abs, int p) {
+  const std::uint32_t base = static_cast<std::uint32_t>(127 + 23 - p) << 23;
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(__fadd_rz(__uint_as_float(abs), __uint_as_float(base))) - base;
+#else
+  float a, b;
+  std::memcpy(&a, &abs, 4);
+  std::memcpy(&b, &base, 4);
+  const volatile float sum = a + b;  // binary32 RNE (no excess precision on x86-64 SSE)
+  float t = sum;
+  const volatile float back = t - b;
+  if (back > a) t = std::nextafter(t, 0.0f);
+  std::uint32_t tb;
+  std::memcpy(&tb, &t, 4);
+  return tb - base;
+#endif
+}
+
+// E2M1 stochastic rounding of the binary32 bit pattern with the k-bit integer r (r < 2^k, 1 <= k <= 16), the
+// quantize kernels' form with Philox bits, without branches. delta is |y|'s position between its lower code
+// and the next (step 0.5 below 2, 1 below 4, 2 above); with scaled_P = floor(2^P * delta):
+//   sr-fastest   up = scaled_k + r >= 2^k
+//   sr-fast      up = scaled_(k+1) + 2r + 1 >= 2^(k+1)
+//   sr-fast-f32  RN32(delta + (2r+1) 2^-(k+1)) >= 1  <=>  delta + (2r+1) 2^-(k+1) >= 1 - 2^-25 (the tie at
+//                1 - 2^-25 rounds to the even 1.0; both terms are exact binary32)
+//                <=> scaled_25 + (2r+1) 2^(24-k) >= 2^25 - 1 (the right side of the middle form is an
+//                integer multiple of 2^-25, so flooring the left side keeps the comparison).
+// Each decision is "a fixed-point count of |y| plus an offset carries into the code's position":
+//  * |y| >= 1 (Inf too): the 22 mantissa bits below E2M1's one kept bit are 2^22 delta exactly, so adding
+//    the offset r 2^(22-k) (sr-fastest) or (2r+1) 2^(21-k) (sr-fast; sr-fast-f32 too, since delta + offset
+//    has at most 22 fraction bits here and RN32 is exact) to the bit pattern carries into the kept bit
+//    exactly when the value rounds up; then code = (pattern >> 22) - 0xFC, saturated at 7 (6.0), as in
+//    f32_to_e2m1_rne_fast below;
+//  * |y| < 1 (step 0.5, codes 0, 1, 2): with F = floor(2^(P+1) |y|) (= 2^P lower code + scaled_P),
+//    code = (F + r) >> k (sr-fastest, P = k), (F + 2r + 1) >> (k+1) (sr-fast, P = k+1); sr-fast-f32 is
+//    its own definition in binary32: delta = 2|y| - lower (exact: Sterbenz), the offset (2r+1) 2^-(k+1)
+//    (exact, built from bits), one RN addition and a comparison with 1;
+//  * NaN: 7 (+max finite, satfinite); otherwise the sign of y.
+// Judged against the golden Float32Encoder on the host (tests/gpu_quantize_test.cpp, EmuHost.*).
 enum class Sr : std::uint8_t { fastest, fast, fast_f32 };
 template <Sr S>
 FP4SIM_HOST_DEVICE std::uint32_t f32_to_e2m1_sr(std::uint32_t bits, std::uint32_t r, int k) {
   const std::uint32_t abs = bits & 0x7FFFFFFFu;
   const std::uint32_t sign = (bits >> 28) & 0x8u;
-  if (abs > 0x7F800000u) return 0x7u;          // NaN: +max finite (satfinite)
-  if (abs >= 0x40C00000u) return 0x7u | sign;  // |y| >= 6 (Inf too): saturate
-  const std::uint32_t field = abs >> 23, mant = abs & 0x7FFFFFu;
-  std::uint32_t lower, rest, shift;
-  if (field >= 127) {
-    lower = 2u * (field - 127u) + 2u + (mant >> 22);
-    rest = mant & 0x3FFFFFu;
-    shift = 22;
-  } else {
-    lower = field == 126 ? 1u : 0u;
-    rest = field == 126 ? mant : (field != 0 ? mant | 0x800000u : mant);
-    shift = 149u - field;
-  }
-  constexpr int kP = S == Sr::fast_f32 ? 25 : 0;
-  const int p = S == Sr::fastest ? k : (S == Sr::fast ? k + 1 : kP);
-  std::uint32_t drop = shift + 25u - static_cast<std::uint32_t>(p);  // >= 22
-  drop = drop > 63u ? 63u : drop;
-  const std::uint32_t scaled = static_cast<std::uint32_t>((static_cast<std::uint64_t>(rest) << 25) >> drop);
-  bool up;
+  const std::uint32_t odd = 2u * r + 1u;
+  const std::uint32_t offset = S == Sr::fastest ? r << (22 - k) : odd << (21 - k);
+  const std::uint32_t carried = (abs + offset) >> 22;
+  const std::uint32_t hi = (carried < 0x103u ? carried : 0x103u) - 0xFCu;
+  std::uint32_t lo;
   if constexpr (S == Sr::fastest) {
-    up = scaled + r >= (1u << k);
+    lo = (floor_scaled_below_one(abs, k + 1) + r) >> k;
   } else if constexpr (S == Sr::fast) {
-    up = scaled + 2u * r + 1u >= (2u << k);
+    lo = (floor_scaled_below_one(abs, k + 2) + odd) >> (k + 1);
   } else {
-    up = scaled + ((2u * r + 1u) << (24 - k)) >= (1u << 25) - 1u;
+    // (2r+1) 2^-(k+1) = (2^(22-k) + (2r+1) 2^-(k+1)) - 2^(22-k), the first term's bits being those of
+    // 2^(22-k) with 2r+1 (< 2^23) in the mantissa. For |y| >= 1 (lo unused) the arithmetic stays defined.
+    const std::uint32_t lower = abs >= 0x3F000000u ? 1u : 0u;
+    const std::uint32_t magic = static_cast<std::uint32_t>(127 + 22 - k) << 23;
+#if defined(__CUDA_ARCH__)
+    const float delta = __fmaf_rn(__uint_as_float(abs), 2.0f, -static_cast<float>(lower));
+    const float offset_f = __fsub_rn(__uint_as_float(magic | odd), __uint_as_float(magic));
+    lo = lower + (__fadd_rn(delta, offset_f) >= 1.0f ? 1u : 0u);
+#else
+    float a, with_odd, base;
+    std::memcpy(&a, &abs, 4);
+    const std::uint32_t magic_odd = magic | odd;
+    std::memcpy(&with_odd, &magic_odd, 4);
+    std::memcpy(&base, &magic, 4);
+    const volatile float twice = a * 2.0f;
+    const volatile float delta = twice - static_cast<float>(lower);
+    const volatile float offset_f = with_odd - base;
+    const volatile float sum = delta + offset_f;
+    lo = lower + (sum >= 1.0f ? 1u : 0u);
+#endif
   }
-  return (lower + (up ? 1u : 0u)) | sign;
+  const std::uint32_t code = (abs >= 0x3F800000u ? hi : lo) | sign;
+  return abs > 0x7F800000u ? 0x7u : code;
 }
 
 }  // namespace fp4sim::emu

@@ -10,8 +10,9 @@
 // A k16 step beyond Kp is skipped (never fed zeros), so the chain has exactly Kp/16 steps.
 // probe-matched folds the accumulator into a second register set with add.rz.f32 every 64 k and restarts
 // it from +0.
-// bf16-tc runs on the wgmma kernel of emu/gemm_wgmma.cu (same chain, same bits) when the build has sm_90a
-// code and the device loads it; this mma.sync kernel is the fallback and the probe-matched kernel.
+// bf16-tc and probe-matched run on the wgmma kernels of emu/gemm_wgmma.cu and emu/gemm_probe_wgmma.cu (same
+// chains, same bits) when the build has sm_90a code and the device loads it; this mma.sync kernel is the
+// fallback.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -390,6 +391,8 @@ Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, floa
     } else {
       e = launch_gemm_cfg<128, 128, 64, 32, false>(d_a, d_b, d_c, M, N, K, alpha, false, s);
     }
+  } else if (wgmma_available()) {
+    e = static_cast<cudaError_t>(launch_gemm_probe_wgmma_raw(0, d_a, d_b, d_c, M, N, K, snap, alpha, stream));
   } else {
     e = launch_gemm_cfg<128, 128, 64, 32, true>(d_a, d_b, d_c, M, N, K, alpha, snap, s);
   }
@@ -408,6 +411,13 @@ Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std
     case 3: e = launch_gemm_cfg<128, 128, 64, 32, true>(d_a, d_b, d_c, M, N, K, 1.0f, true, s); break;
     case 4:
       if (wgmma_available()) e = static_cast<cudaError_t>(launch_gemm_wgmma_raw(d_a, d_b, d_c, M, N, K, 1.0f, stream));
+      break;
+    case 5:
+    case 6:
+    case 7:
+    case 8:
+      if (wgmma_available())
+        e = static_cast<cudaError_t>(launch_gemm_probe_wgmma_raw(variant - 5, d_a, d_b, d_c, M, N, K, true, 1.0f, stream));
       break;
     default: break;
   }

@@ -14,8 +14,10 @@
 //    fraction delta = (|y| - lower) / step, exact in binary32 (Sterbenz), compared per mode: sr-fastest
 //    floor(2^k delta) + r >= 2^k; sr-fast 2^(k+1) delta + 2r + 1 >= 2^(k+1) (exact); sr-fast-f32
 //    RN32(delta + (2r+1) 2^-(k+1)) >= 1. Random integers are Philox4x32-10 (include/fp4sim/core/random.hpp,
-//    the one shared host/device helper): one Philox block serves four consecutive elements; the words
-//    are drawn right after the loads are issued, so the Philox rounds overlap the memory latency.
+//    the one shared host/device helper) under contract v2 (docs/random-bits.md): for k <= 8 one Philox
+//    block serves 16 consecutive elements (a byte each); at k = 8 (every preset) a thread whose first element
+//    starts a block draws its BC / 16 blocks right after the loads are issued, so the Philox rounds overlap
+//    the memory latency; other threads (ragged rows) and other k draw per element.
 // The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -146,6 +148,18 @@ __device__ __forceinline__ std::uint32_t e2m1_stochastic_int(std::uint32_t bits,
   return emu::f32_to_e2m1_sr<kMode>(bits, r, k);
 }
 
+// The Philox blocks that hold the byte lanes of elements base .. base + BC - 1 (base a multiple of 16):
+// element i's integer is byte i % 4 of words[i / 4].
+template <int BC>
+__device__ __forceinline__ void draw_byte_lanes(const QuantArgs& a, std::uint64_t base, std::uint32_t* words) {
+#pragma unroll
+  for (int q = 0; q < BC / 16; ++q) {
+    const Philox4x32::Counter w = Philox4x32::block(a.seed, a.stream, base / 16 + q);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) words[4 * q + j] = w[j];
+  }
+}
+
 template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -168,7 +182,11 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const bool vector_path = (a.cols % BC) == 0;
 
   float v[BC];
-  std::uint32_t rpack[R != ElementRound::rne ? BC / 2 : 1];
+  // Random integers of this thread's elements at k = 8 (every preset: byte lanes), drawn in whole blocks when
+  // the first element starts one (always, for rows of whole blocks of 16).
+  std::uint32_t rwords[R != ElementRound::rne ? BC / 4 : 1];
+  const std::uint64_t base_index = r * a.cols + c0;
+  const bool whole_blocks = a.explicit_bits == nullptr && a.sr_bits == 8 && (base_index & 15u) == 0;
   if (valid) {
     const float* row = a.x + r * a.cols;
     if (vector_path) {
@@ -187,22 +205,8 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
     }
     if constexpr (R != ElementRound::rne) {
       // Philox words for the stochastic rounding, drawn while the loads are in flight (they do not
-      // depend on x): two k-bit integers (k <= 16) per register.
-      const std::uint64_t base = r * a.cols + c0;
-      if (a.explicit_bits == nullptr && (base & 3) == 0) {
-        const std::uint32_t mask = (1u << a.sr_bits) - 1u;
-        const Philox4x32::Key key{static_cast<std::uint32_t>(a.seed), static_cast<std::uint32_t>(a.seed >> 32)};
-#pragma unroll
-        for (int q = 0; q < BC / 4; ++q) {
-          const std::uint64_t block = (base >> 2) + q;
-          const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                                        static_cast<std::uint32_t>(a.stream),
-                                        static_cast<std::uint32_t>(a.stream >> 32)};
-          const Philox4x32::Counter w = Philox4x32::generate(ctr, key);
-          rpack[2 * q] = (w[0] & mask) | ((w[1] & mask) << 16);
-          rpack[2 * q + 1] = (w[2] & mask) | ((w[3] & mask) << 16);
-        }
-      }
+      // depend on x).
+      if (whole_blocks) draw_byte_lanes<BC>(a, base_index, rwords);
     }
     if constexpr (RHT) {
 #pragma unroll
@@ -260,7 +264,6 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   }
   if (lane_in_group == 0) a.scales[sr * a.scale_cols + cb] = static_cast<std::uint8_t>(scale_code);
 
-  const std::uint64_t base_index = r * a.cols + c0;
   std::uint32_t codes[BC];
 #pragma unroll
   for (int i = 0; i < BC; ++i) {
@@ -278,18 +281,22 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
         const std::uint32_t rb = c0 + i < a.cols ? a.explicit_bits[base_index + i] : 0u;
         codes[i] = e2m1_stochastic<R>(__fmul_rn(v[i], mult), rb, a.sr_bits);
       }
-    } else if ((base_index & 3) == 0) {
+    } else if (whole_blocks) {
+      // k = 8 as a constant: the decision's shifts and offsets become immediates.
 #pragma unroll
       for (int i = 0; i < BC; ++i) {
-        const std::uint32_t rb = (rpack[i / 2] >> (16 * (i & 1))) & 0xFFFFu;
-        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, a.sr_bits);
+        const std::uint32_t rb = (rwords[i / 4] >> (8 * (i % 4))) & 0xFFu;
+        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, 8);
       }
     } else {
+      // Ragged rows and k != 8: one draw per element, in a loop kept rolled (the integers go through a
+      // small local array) so that this rare path does not inline BC Philox blocks.
+      std::uint32_t drawn[BC];
+#pragma unroll 1
+      for (int i = 0; i < BC; ++i) drawn[i] = random_bits(a.seed, a.stream, base_index + i, a.sr_bits);
 #pragma unroll
-      for (int i = 0; i < BC; ++i) {
-        const std::uint32_t rb = random_bits(a.seed, a.stream, base_index + i, a.sr_bits);
-        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), rb, a.sr_bits);
-      }
+      for (int i = 0; i < BC; ++i)
+        codes[i] = e2m1_stochastic_int<R>(__float_as_uint(__fmul_rn(v[i], mult)), drawn[i], a.sr_bits);
     }
   }
 
@@ -496,6 +503,7 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     p.scale_format.mantissa_bits = static_cast<std::uint32_t>(sf.mantissa_bits);
     p.scale_format.bias = sf.bias;
     p.scale_format.max_magnitude = sf.max_finite_code();
+    p.scale_format.overflow_magnitude = sf.max_finite_code();  // saturating
     p.scale_format.sign_mask = 0;
     p.scale_format.nan_result = sf.has_nan() ? sf.nan_code() : sf.max_finite_code();
     p.scale_format.negative_result = 0;

@@ -244,6 +244,21 @@ def test_values_that_saturate_are_not_errors(tmp_path):
     assert np.load(tmp_path / "c.npy").tolist() == [0x78, 0xF7, 0xF7]
 
 
+def test_overflow_and_special_values_follow_nvidia(tmp_path):
+    # docs/semantics.md §0.2, as cuda_fp8.h: saturating, +-Inf -> +-max in e5m2 too; not saturating, an
+    # e4m3 overflow NaN keeps the sign; a NaN input is the canonical 0x7F in both.
+    x = np.array([np.inf, -np.inf, 1e6, -1e6, np.nan, -np.nan], dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    expected = {("e5m2", "--saturate"): [0x7B, 0xFB, 0x7B, 0xFB, 0x7F, 0x7F],
+                ("e5m2", "--no-saturate"): [0x7C, 0xFC, 0x7C, 0xFC, 0x7F, 0x7F],
+                ("e4m3", "--saturate"): [0x7E, 0xFE, 0x7E, 0xFE, 0x7F, 0x7F],
+                ("e4m3", "--no-saturate"): [0x7F, 0xFF, 0x7F, 0xFF, 0x7F, 0x7F]}
+    for (fmt, sat), codes in expected.items():
+        r = run("convert", "--format", fmt, sat, "--in", tmp_path / "x.npy", "--out", tmp_path / "c.npy")
+        assert r.returncode == 0, r.stderr
+        assert np.load(tmp_path / "c.npy").tolist() == codes, (fmt, sat)
+
+
 @pytest.mark.parametrize(
     "rbits",
     [

@@ -178,10 +178,12 @@ Expected reference_encode(const Reference& R, double x, Rounding mode, bool satu
     if (saturate) return {false, 0};  // e8m0: its minimum, code 0
     return {true};
   }
+  // Overflow and +-Inf (NVIDIA's rule, docs/semantics.md §0.2): +-max when saturating, IEEE formats too;
+  // else +-Inf, else NaN with the sign, else a data error.
   if (std::isinf(x)) {
-    if (R.has_inf) return {false, R.inf_code | sign};
     if (saturate) return {false, R.max().code | sign};
-    if (R.has_nan) return {false, R.nan_code};
+    if (R.has_inf) return {false, R.inf_code | sign};
+    if (R.has_nan) return {false, R.nan_code | sign};
     return {true};
   }
   const double a = std::fabs(x);
@@ -226,7 +228,7 @@ Expected reference_encode(const Reference& R, double x, Rounding mode, bool satu
       } else if (R.has_inf) {
         out.code = R.inf_code | sign;
       } else if (R.has_nan) {
-        out.code = R.nan_code;
+        out.code = R.nan_code | sign;
       } else {
         out.invalid = true;
       }

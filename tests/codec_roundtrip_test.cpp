@@ -1,5 +1,6 @@
 // Every code of every enumerable preset decodes to the value its fields say and re-encodes to itself
-// under every rounding mode (ml_dtypes float8_test.cc `CastThroughFloat`), plus one named test per
+// under every rounding mode (ml_dtypes float8_test.cc `CastThroughFloat`; an Inf code, saturating, to
+// max finite with its sign, as cvt .satfinite gives), plus one named test per
 // known trap (ml_dtypes `DoubleRound`, `SmallCastToDenormal`): double rounding, exact ties,
 // saturation, -0, NaN, Inf, e8m0's missing zero, and the te_python convention of e2m1.
 //
@@ -178,7 +179,10 @@ TEST_P(CodecRoundTrip, EveryCodeReencodesToItselfUnderEveryMode) {
             const Reading in = read_code(f, code);
             if (in.kind == Kind::invalid) continue;  // checked by DecodeMatchesTheFieldFormula
             const double v = decode_to_double(f, code);
-            const std::uint32_t want = in.kind == Kind::nan ? canonical_nan(f) : code;
+            const bool clamped_inf = in.kind == Kind::inf && saturate;
+            const std::uint32_t want = in.kind == Kind::nan ? canonical_nan(f)
+                                       : clamped_inf       ? (code & f.sign_mask()) | f.max_finite_code()
+                                                           : code;
             const Encoded got = encode(f, v, o, r);
             const Encoded got32 = encode(f, static_cast<float>(v), o, r);
             const std::uint32_t got_fast = fast(std::bit_cast<std::uint32_t>(static_cast<float>(v)), r);
@@ -188,7 +192,7 @@ TEST_P(CodecRoundTrip, EveryCodeReencodesToItselfUnderEveryMode) {
                      hex(code) + " = " + hexfloat(v) + " expected " + hex(want);
             };
             ASSERT_EQ(got.code, want) << where() << " golden(double) gave " << hex(got.code);
-            ASSERT_EQ(got.flags, 0) << where() << " flags " << hex(got.flags);
+            ASSERT_EQ(got.flags, clamped_inf ? flag::overflow : 0) << where() << " flags " << hex(got.flags);
             ASSERT_EQ(got32.code, want) << where() << " golden(float) gave " << hex(got32.code);
             ASSERT_EQ(got_fast, want) << where() << " Float32Encoder gave " << hex(got_fast);
             ++checked;
@@ -399,15 +403,17 @@ INSTANTIATE_TEST_SUITE_P(Presets, CodecTies, ::testing::ValuesIn(enumerable_pres
 TEST(CodecTraps, SaturationAndOverflow) {
   const auto& e4m3 = formats::e4m3;
   // 464 is the tie between 448 (0x7E, even) and the would-be 480 (0x7F, the NaN code): RNE keeps 448
-  // even without saturation; anything above 464 overflows: 448 when saturating, NaN (0x7F) when not.
+  // even without saturation; anything above 464 overflows: 448 when saturating, NaN with the input's
+  // sign when not (0xFF for a negative value, as cuda_fp8.h's __NV_NOSAT, ml_dtypes and gfloat give).
   expect_code(e4m3, 464.0, opts(Rounding::rne, false), 0x7E);
   expect_code(e4m3, 464.00000000000006, opts(Rounding::rne, false), 0x7F);
-  expect_code(e4m3, -464.00000000000006, opts(Rounding::rne, false), 0x7F);  // canonical NaN is positive
+  expect_code(e4m3, -464.00000000000006, opts(Rounding::rne, false), 0xFF);
   expect_code(e4m3, 464.00000000000006, opts(Rounding::rne, true), 0x7E);
   expect_code(e4m3, -1e30, opts(Rounding::rne, true), 0xFE);
   expect_code(e4m3, 1e30, opts(Rounding::rtz, false), 0x7E);  // toward zero never overflows to NaN
   expect_code(e4m3, -1e30, opts(Rounding::rup, false), 0xFE);
-  expect_code(e4m3, -1e30, opts(Rounding::rdown, false), 0x7F);
+  expect_code(e4m3, -1e30, opts(Rounding::rdown, false), 0xFF);
+  expect_code(e4m3, -1e30, opts(Rounding::rna, false), 0xFF);
   expect_code(e4m3, 449.0, opts(Rounding::rup, false), 0x7F);
   expect_code(e4m3, 449.0, opts(Rounding::rup, true), 0x7E);
   {
@@ -434,7 +440,8 @@ TEST(CodecTraps, SaturationAndOverflow) {
   expect_code(formats::ue5m3, 63488.0, opts(Rounding::rne, true), 0xF7);
   EXPECT_NE(encode(formats::ue5m3, 63488.0, opts(Rounding::rne, false)).flags & flag::invalid, 0)
       << "docs/design.md: above 61,440 with --no-saturate is a data error for ue5m3";
-  // ue5m3fn: max 114688 = 0xFE; 118784 ties to the even 0xFE; above it is NaN without saturation.
+  // ue5m3fn: max 114688 = 0xFE; 118784 ties to the even 0xFE; above it is NaN without saturation
+  // (unsigned: no sign bit to keep).
   expect_code(formats::ue5m3fn, 118784.0, opts(Rounding::rne, false), 0xFE);
   expect_code(formats::ue5m3fn, 118784.00000000001, opts(Rounding::rne, false), 0xFF);
   expect_code(formats::ue5m3fn, 118784.00000000001, opts(Rounding::rne, true), 0xFE);
@@ -451,17 +458,27 @@ TEST(CodecTraps, SaturationAndOverflow) {
 
 TEST(CodecTraps, InfinityInputs) {
   const double inf = HUGE_VAL;
-  // IEEE formats keep Inf, saturating or not (docs/design.md; NVIDIA's e5m2 satfinite differs, see
-  // tests/cuda_host_exhaustive_test.cpp).
-  for (const bool sat : {true, false}) {
-    expect_code(formats::e5m2, inf, opts(Rounding::rne, sat), 0x7C);
-    expect_code(formats::e5m2, -inf, opts(Rounding::rne, sat), 0xFC);
-    expect_code(formats::fp16, -inf, opts(Rounding::rtz, sat), 0xFC00);
-    expect_code(formats::bf16, inf, opts(Rounding::rdown, sat), 0x7F80);
+  // Saturating, every format gives +-max finite, IEEE formats too (PTX cvt .satfinite, cuda_fp8.h
+  // __NV_SATFINITE: +-Inf -> +-MAXNORM). Not saturating, IEEE formats keep Inf in every rounding mode.
+  for (const Rounding r : {Rounding::rne, Rounding::rtz, Rounding::rup, Rounding::rdown}) {
+    expect_code(formats::e5m2, inf, opts(r, true), 0x7B);
+    expect_code(formats::e5m2, -inf, opts(r, true), 0xFB);
+    expect_code(formats::fp16, -inf, opts(r, true), 0xFBFF);
+    expect_code(formats::bf16, inf, opts(r, true), 0x7F7F);
+    expect_code(formats::fp32, -inf, opts(r, true), 0xFF7FFFFF);
+    expect_code(formats::e5m2, inf, opts(r, false), 0x7C);
+    expect_code(formats::e5m2, -inf, opts(r, false), 0xFC);
+    expect_code(formats::fp16, -inf, opts(r, false), 0xFC00);
+    expect_code(formats::bf16, inf, opts(r, false), 0x7F80);
   }
-  // Others: +-max when saturating; NaN (fn formats) when not; a data error when neither exists.
+  EXPECT_EQ(encode(formats::e5m2, inf, opts(Rounding::rne, true)).flags, flag::overflow);
+  EXPECT_EQ(encode(formats::e5m2, inf, opts(Rounding::rne, false)).flags, 0);
+  // Others: +-max when saturating; NaN with the sign (fn formats) when not; a data error when neither
+  // exists.
   expect_code(formats::e4m3, -inf, opts(Rounding::rne, true), 0xFE);
-  expect_code(formats::e4m3, -inf, opts(Rounding::rne, false), 0x7F);
+  expect_code(formats::e4m3, inf, opts(Rounding::rne, false), 0x7F);
+  expect_code(formats::e4m3, -inf, opts(Rounding::rne, false), 0xFF);
+  expect_code(formats::e4m3, -inf, opts(Rounding::rtz, false), 0xFF);
   expect_code(formats::e2m1, inf, opts(Rounding::rne, true), 0x7);
   expect_code(formats::e2m1, -inf, opts(Rounding::rne, true), 0xF);
   EXPECT_NE(encode(formats::e2m1, inf, opts(Rounding::rne, false)).flags & flag::invalid, 0);

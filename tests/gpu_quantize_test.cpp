@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "emu.hpp"
@@ -120,6 +121,68 @@ TEST(Device, QuantizeEveryPresetAndSpec) {
             ASSERT_EQ(std::bit_cast<std::uint32_t>(dq[i]), std::bit_cast<std::uint32_t>(ref[i])) << r.name << " " << i;
         }
       }
+    }
+  }
+}
+
+// Random-bits contract v2 on the GPU: byte lanes (k <= 8: one Philox block per 16 elements), 16-bit lanes
+// (k = 12, 16: one per 8) and the per-element fallback (ragged rows, whose threads do not start a block),
+// under every SR mode, against the golden quantizer, which draws random_bits() per element.
+TEST(Device, StochasticRoundingEveryLaneWidth) {
+  if (!gpu::device_available()) GTEST_SKIP() << "no CUDA device that can run sm_90 kernels";
+  for (const char* name : {"nvfp4", "ue5m3", "ue5m3-b32"}) {
+    for (int k : {3, 8, 12, 16}) {
+      for (Rounding mode : {Rounding::sr_fastest, Rounding::sr_fast, Rounding::sr_fast_f32}) {
+        Recipe r = *find_recipe(name);
+        r.sr_bits = k;
+        OperandSpec spec = operand_for_role(r, Role::grad_output);
+        spec.rounding = mode;
+        for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{64, 128}, {37, 97}, {9, 1000}, {33, 40}}) {
+          const auto x = values(rows * cols, rows * 7 + cols + static_cast<std::size_t>(k));
+          QuantizeRequest req;
+          req.spec = spec;
+          req.random.seed = 0x5EED + static_cast<std::uint64_t>(k);
+          req.random.stream = 3;
+          const QuantizedTensor golden = quantize(r, req, x, rows, cols);
+          QuantizedTensor got;
+          ASSERT_EQ(gpu::quantize(r, req, x, rows, cols, got), gpu::Status::success);
+          EXPECT_EQ(got.codes, golden.codes) << name << " k " << k << " " << rounding_name(mode) << " " << rows << "x" << cols;
+          EXPECT_EQ(got.scales, golden.scales) << name << " k " << k;
+        }
+      }
+    }
+  }
+}
+
+// The probe-matched path (the wgmma kernel where the build has sm_90a code, else mma.sync) against the golden
+// probe-matched datapath: tiles cut by M and N (128 x 192 blocks), several k groups, snap on and off.
+TEST(Device, ProbeMatchedGemmEqualsGolden) {
+  if (!gpu::device_available()) GTEST_SKIP() << "no CUDA device that can run sm_90 kernels";
+  const Recipe r = *find_recipe("ue5m3");
+  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{40, 24, 256}, {200, 300, 512}, {130, 193, 64},
+                         {257, 385, 1024}}) {
+    QuantizeRequest ra, rb;
+    ra.spec = operands_for(r, Gemm::fprop).a;
+    rb.spec = operands_for(r, Gemm::fprop).b;
+    const auto qa = quantize(r, ra, values(m * k, m + k), m, k);
+    const auto qb = quantize(r, rb, values(n * k, n + k + 1), n, k);
+    for (bool snap : {true, false}) {
+      GemmOptions go;
+      go.datapath = find_datapath("probe-matched");
+      ASSERT_NE(go.datapath, nullptr);
+      go.snap = snap;
+      go.alpha = 0.75f;
+      const auto ref = gemm(qa, qb, go);
+      std::vector<float> c(m * n);
+      gpu::GemmOptions o;
+      o.path = gpu::GemmPath::probe_matched;
+      o.alpha = go.alpha;
+      o.snap = snap;
+      ASSERT_EQ(gpu::gemm(qa, qb, o, c), gpu::Status::success);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < c.size(); ++i)
+        bad += std::bit_cast<std::uint32_t>(c[i]) != std::bit_cast<std::uint32_t>(ref[i]);
+      EXPECT_EQ(bad, 0u) << m << "x" << n << "x" << k << " snap " << snap;
     }
   }
 }

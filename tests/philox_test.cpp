@@ -1,6 +1,6 @@
 // Philox4x32-10 against Random123's published known-answer vectors, and the properties of
-// random_bits() that the rest of fp4sim relies on (the documented counter/key mapping, masking,
-// replay of any element alone, and the statistics of the stream).
+// random_bits() that the rest of fp4sim relies on (the documented counter/key mapping and packing of
+// contract v2, masking, replay of any element alone, and the statistics of the stream).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -79,35 +79,68 @@ TEST(Philox4x32, MatchesAnIndependentTranscriptionOnManyInputs) {
   for (const Kat& k : kKats) EXPECT_EQ(philox_reference(k.ctr, k.key), k.expected);
 }
 
-// The mapping documented in random.hpp (and docs/): element i of (seed, stream) is word i % 4 of the
-// block with counter {i / 4 (low, high), stream (low, high)} and key {seed (low, high)}.
-TEST(RandomBits, DocumentedCounterAndKeyMapping) {
-  const std::uint64_t seeds[] = {0, 1, 0xDEADBEEFCAFEF00Dull, ~0ull};
-  const std::uint64_t streams[] = {0, 7, 0x123456789ull, ~0ull};
-  const std::uint64_t indices[] = {0, 1, 2, 3, 4, 5, 1023, (1ull << 32) * 4 + 3, (1ull << 34) + 1, ~0ull};
-  for (const auto seed : seeds) {
-    for (const auto stream : streams) {
-      for (const auto i : indices) {
-        const std::uint64_t block = i / 4;
-        const Philox4x32::Counter c{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                                    static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
-        const Philox4x32::Key k{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
-        const std::uint32_t want = philox_reference(c, k)[i % 4];
-        EXPECT_EQ(random_bits(seed, stream, i, 32), want) << "seed " << seed << " stream " << stream << " index " << i;
-      }
-    }
-  }
-  // The all-zero case is the first KAT: element 0..3 of seed 0, stream 0 are its four words.
-  for (std::uint64_t i = 0; i < 4; ++i) EXPECT_EQ(random_bits(0, 0, i, 32), kKats[0].expected[i]);
+// Contract v2 (docs/random-bits.md), stated here from the document, not from random.hpp: for k <= 8
+// element i is byte i % 4 (bits 8(i % 4) + 7 .. 8(i % 4)) of word (i / 4) % 4 of the block with counter
+// {i / 16 (low, high), stream (low, high)} and key {seed (low, high)}; for 9 <= k <= 16 the 16-bit half
+// i % 2 of word (i / 2) % 4 of block i / 8; above 16 word i % 4 of block i / 4. Each keeps its low k bits.
+std::uint32_t documented_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t i, int k) {
+  const std::uint64_t per_word = k <= 8 ? 4 : k <= 16 ? 2 : 1;
+  const std::uint64_t block = i / (4 * per_word), word = (i / per_word) % 4;
+  const Philox4x32::Counter c{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+                              static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
+  const Philox4x32::Key key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
+  const std::uint64_t lane_bits = 32 / per_word;
+  const std::uint64_t lane = (philox_reference(c, key)[word] >> (lane_bits * (i % per_word))) &
+                             ((std::uint64_t{1} << lane_bits) - 1);
+  return static_cast<std::uint32_t>(lane & ((std::uint64_t{1} << k) - 1));
 }
 
-TEST(RandomBits, KeepsTheLowBitsOfTheWord) {
+TEST(RandomBits, DocumentedCounterKeyAndPackingV2) {
+  const std::uint64_t seeds[] = {0, 1, 0xDEADBEEFCAFEF00Dull, ~0ull};
+  const std::uint64_t streams[] = {0, 7, 0x123456789ull, ~0ull};
+  const std::uint64_t indices[] = {0,  1,  2,  3,  4,  5,  7,  8,  15, 16, 17, 1023, (1ull << 32) * 16 + 3,
+                                   (1ull << 36) + 5, (1ull << 34) + 1, ~0ull - 16, ~0ull};
+  for (const auto seed : seeds)
+    for (const auto stream : streams)
+      for (const auto i : indices)
+        for (const int k : {1, 4, 7, 8, 9, 12, 16, 17, 24, 32})
+          EXPECT_EQ(random_bits(seed, stream, i, k), documented_bits(seed, stream, i, k))
+              << "seed " << seed << " stream " << stream << " index " << i << " k " << k;
+}
+
+TEST(RandomBits, FirstKnownAnswerBlockUnpackedByHand) {
+  // Seed 0, stream 0: block 0 is the first KAT, words 6627e8d5 e169c58d bc57ac4c 9b00dbd8. At k = 8
+  // elements 0..15 are its bytes, least significant first within each word (G4: element k <- bits
+  // 8k+7..8k); at k = 16 elements 0..7 its 16-bit halves; at k = 32 elements 0..3 its words (v1's layout).
+  const std::uint32_t bytes[16] = {0xd5, 0xe8, 0x27, 0x66, 0x8d, 0xc5, 0x69, 0xe1,
+                                   0x4c, 0xac, 0x57, 0xbc, 0xd8, 0xdb, 0x00, 0x9b};
+  for (std::uint64_t i = 0; i < 16; ++i) EXPECT_EQ(random_bits(0, 0, i, 8), bytes[i]) << i;
+  const std::uint32_t halves[8] = {0xe8d5, 0x6627, 0xc58d, 0xe169, 0xac4c, 0xbc57, 0xdbd8, 0x9b00};
+  for (std::uint64_t i = 0; i < 8; ++i) EXPECT_EQ(random_bits(0, 0, i, 16), halves[i]) << i;
+  for (std::uint64_t i = 0; i < 4; ++i) EXPECT_EQ(random_bits(0, 0, i, 32), kKats[0].expected[i]) << i;
+  // k < 8 keeps the low bits of the byte: element 1 is 0xe8, so 4 bits give 0x8 and 7 bits 0x68.
+  EXPECT_EQ(random_bits(0, 0, 1, 4), 0x8u);
+  EXPECT_EQ(random_bits(0, 0, 1, 7), 0x68u);
+}
+
+TEST(RandomBits, KeepsTheLowBitsOfTheLane) {
   for (std::uint64_t i = 0; i < 256; ++i) {
-    const std::uint32_t word = random_bits(42, 3, i, 32);
     for (int bits = 1; bits <= 32; ++bits) {
+      const int lane = bits <= 8 ? 8 : bits <= 16 ? 16 : 32;
+      const std::uint32_t whole = random_bits(42, 3, i, lane);
       const std::uint32_t mask = bits == 32 ? ~0u : (1u << bits) - 1;
-      ASSERT_EQ(random_bits(42, 3, i, bits), word & mask) << "index " << i << " bits " << bits;
-      ASSERT_LE(static_cast<std::uint64_t>(random_bits(42, 3, i, bits)), static_cast<std::uint64_t>(mask));
+      ASSERT_EQ(random_bits(42, 3, i, bits), whole & mask) << "index " << i << " bits " << bits;
+    }
+  }
+}
+
+TEST(RandomBits, FillEqualsElementwiseFromAnyOffset) {
+  for (const int k : {3, 8, 11, 16, 20, 32}) {
+    for (const std::uint64_t first : {0ull, 1ull, 5ull, 15ull, 16ull, 17ull, (1ull << 33) - 3}) {
+      std::vector<std::uint32_t> got(77);
+      fill_random_bits(0xABCDEF, 9, first, k, got);
+      for (std::size_t j = 0; j < got.size(); ++j)
+        ASSERT_EQ(got[j], random_bits(0xABCDEF, 9, first + j, k)) << "k " << k << " first " << first << " j " << j;
     }
   }
 }
@@ -168,6 +201,12 @@ TEST(RandomBits, UniformBytesAndBits) {
     equal_words += random_bits(1, 0, 4 * block, 32) == random_bits(1, 0, 4 * block + 1, 32);
   }
   EXPECT_EQ(equal_words, 0);
+  // Neighbouring 8-bit draws share a word under v2: they must still agree only by chance. Over 2^16
+  // neighbour pairs the agreements are Binomial(2^16, 1/256), mean 256, sd 16; 384 is 8 sd away.
+  int equal_neighbours = 0;
+  for (std::uint64_t i = 0; i < (1u << 16); ++i) equal_neighbours += random_bits(3, 1, i, 8) == random_bits(3, 1, i + 1, 8);
+  EXPECT_LT(equal_neighbours, 384);
+  EXPECT_GT(equal_neighbours, 128);
 }
 
 }  // namespace

@@ -157,23 +157,6 @@ std::vector<double> transpose(std::span<const double> x, std::size_t rows, std::
   return t;
 }
 
-// random_bits(seed, stream, first + k, bits) for every k, one Philox block per four elements (the
-// same integers, docs/random-bits.md).
-void fill_random_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t first, int bits,
-                      std::span<std::uint32_t> out) {
-  const std::uint32_t mask = bits >= 32 ? 0xFFFFFFFFu : (std::uint32_t{1} << bits) - 1;
-  const Philox4x32::Key key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
-  std::size_t k = 0;
-  while (k < out.size()) {
-    const std::uint64_t index = first + k;
-    const std::uint64_t block = index >> 2;
-    const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                                  static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
-    const Philox4x32::Counter words = Philox4x32::generate(ctr, key);
-    for (std::uint64_t w = index & 3; w < 4 && k < out.size(); ++w, ++k) out[k] = words[w] & mask;
-  }
-}
-
 // Rows of one work chunk: a multiple of every block-row count in use, about 64 Ki elements.
 std::size_t chunk_rows_for(std::size_t cols, std::size_t multiple) {
   const std::size_t target = (std::size_t{1} << 16) / std::max<std::size_t>(cols, 1);

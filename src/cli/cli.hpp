@@ -26,6 +26,7 @@ void setup_crosscheck(CLI::App& app);
 void setup_verify(CLI::App& app);
 void setup_replay(CLI::App& app);
 void setup_sweep(CLI::App& app);
+void setup_vectors(CLI::App& app);
 
 // Name -> value maps built from the preset tables, for CLI::CheckedTransformer, so flags accept
 // exactly the tables' names.

@@ -111,10 +111,12 @@ void setup_convert(CLI::App& app) {
   app.add_option("--rbits", o->rbits, "explicit random integers (.npy, uint8/16/32, shape of --in)");
   auto* sat = app.add_flag_function(
       "--saturate", [o](std::int64_t) { o->saturate = true; },
-      "overflow to max finite (default for formats without Inf)");
+      "overflow and +-Inf to +-max finite, as cvt .satfinite, IEEE formats too (default for formats without "
+      "Inf)");
   app.add_flag_function(
          "--no-saturate", [o](std::int64_t) { o->saturate = false; },
-         "overflow to Inf/NaN, or a data error where the format has neither (default for IEEE formats)")
+         "overflow to +-Inf, else NaN with the sign, else a data error where the format has neither (default for "
+         "IEEE formats)")
       ->excludes(sat);
   app.add_option("--specials", o->specials,
                  "-0 and NaN convention: hardware (cvt.*.satfinite) or te-python (TE's cast_to_fp4x2: -0, NaN -> +0)")

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   fp4sim::cli::setup_verify(*app.add_subcommand("verify", "check your own kernel's quantize or GEMM output against the golden model"));
   fp4sim::cli::setup_replay(*app.add_subcommand("replay", "replay a tensor trace through recipes: error, scale and GEMM statistics"));
   fp4sim::cli::setup_sweep(*app.add_subcommand("sweep", "grid of formats x block sizes x tensor scaling x rounding over a trace or synthetic data"));
+  fp4sim::cli::setup_vectors(*app.add_subcommand("vectors", "write bit-exact conformance vectors for a recipe (.npy + manifest.json), checkable with numpy alone"));
   try {
     app.parse(argc, argv);
     return 0;

@@ -109,10 +109,12 @@ Encoded encode_nan(const Format& f, const EncodeOptions& o) {
   return o.saturate ? Encoded{f.max_finite_code(), 0} : Encoded{0, flag::invalid};
 }
 
+// +-Inf under EncodeOptions' rule: +-max finite when saturating (Inf formats too), else +-Inf, else NaN
+// with the sign, else a data error.
 Encoded encode_inf(const Format& f, const EncodeOptions& o, bool negative) {
-  if (f.has_inf()) return {with_sign(f, f.inf_code(), negative), 0};
   if (o.saturate) return {with_sign(f, f.max_finite_code(), negative), flag::overflow};
-  if (f.has_nan()) return {f.nan_code(), flag::overflow};
+  if (f.has_inf()) return {with_sign(f, f.inf_code(), negative), 0};
+  if (f.has_nan()) return {with_sign(f, f.nan_code(), negative), flag::overflow};
   return {with_sign(f, f.max_finite_code(), negative), flag::invalid};
 }
 
@@ -199,7 +201,7 @@ Encoded round_pack(const Format& f, const EncodeOptions& o, bool negative, int e
   } else if (f.has_inf()) {
     out.code = with_sign(f, f.inf_code(), negative);
   } else if (f.has_nan()) {
-    out.code = f.nan_code();
+    out.code = with_sign(f, f.nan_code(), negative);
   } else {
     out.flags |= flag::invalid;
     out.code = with_sign(f, f.max_finite_code(), negative);
@@ -232,9 +234,7 @@ Float32Encoder::Float32Encoder(const Format& f, const EncodeOptions& o)
       min_normal_exponent_(f.min_normal_exponent()),
       sr_bits_(o.sr_bits),
       is_signed_(f.is_signed),
-      has_nan_(f.has_nan()),
       drop_zero_sign_(o.convention == SpecialConvention::te_python),
-      nan_code_(f.nan_code()),
       sign_mask_(f.sign_mask()),
       max_finite_(f.max_finite_code()),
       overflow_code_(o.saturate ? f.max_finite_code()

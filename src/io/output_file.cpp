@@ -54,4 +54,41 @@ void OutputPath::commit() {
   committed_ = true;
 }
 
+namespace {
+std::filesystem::path without_trailing_separator(std::filesystem::path path) {
+  while (!path.has_filename() && path.has_relative_path()) path = path.parent_path();
+  return path;
+}
+}  // namespace
+
+OutputDirectory::OutputDirectory(std::filesystem::path path)
+    : path_(without_trailing_separator(std::move(path))), temporary_(temporary_for(path_)) {
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(path_, ec);
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_directory(status)) throw UsageError(path_.string() + ": exists and is not a directory");
+    if (!std::filesystem::is_empty(path_, ec) || ec) {
+      throw UsageError(path_.string() + ": directory exists and is not empty (give a new or empty directory)");
+    }
+  }
+  std::filesystem::remove_all(temporary_, ec);  // a stale one left by a killed run of the same pid
+  if (!std::filesystem::create_directory(temporary_, ec) || ec) {
+    throw DataError(temporary_.string() + ": cannot create directory: " + ec.message());
+  }
+}
+
+OutputDirectory::~OutputDirectory() {
+  if (!committed_) {
+    std::error_code ec;
+    std::filesystem::remove_all(temporary_, ec);
+  }
+}
+
+void OutputDirectory::commit() {
+  std::error_code ec;
+  std::filesystem::rename(temporary_, path_, ec);
+  if (ec) throw DataError(path_.string() + ": cannot rename into place: " + ec.message());
+  committed_ = true;
+}
+
 }  // namespace fp4sim

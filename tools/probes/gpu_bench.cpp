@@ -1,6 +1,7 @@
 // Benchmarks of the emu/ kernels on the H200 (docs/BENCHMARKS.md): device-to-device copy bandwidth, quantize
 // per preset and operand spec at >= 256M elements (held amax: one pass; current amax: two passes), and the
-// bf16-tc / probe-matched GEMM kernels against cuBLAS's BF16 GEMM at 8192^3 in the same run.
+// bf16-tc / probe-matched GEMM kernels against cuBLAS's BF16 GEMM at 8192^3 and at a 1B-parameter model's
+// linear shapes in the same run.
 #include <cstdio>
 #include <string>
 
@@ -47,16 +48,24 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (gpu::GemmPath path : {gpu::GemmPath::bf16_tc, gpu::GemmPath::probe_matched}) {
-    gpu::BenchFigures ours, cublas;
-    const gpu::Status st = gpu::bench_gemm(path, gemm_n, gemm_n, gemm_n, 10, ours, cublas);
-    if (st != gpu::Status::success) {
-      std::printf("gemm %s: %s\n", std::string(gpu::gemm_path_name(path)).c_str(), std::string(gpu::status_name(st)).c_str());
-      continue;
+  // gemm_n^3, then the linears of a 1B-parameter model at 8192 tokens (d 2048, ffn 8192): up (M = tokens,
+  // N = 8192, K = 2048) and down (N = 2048, K = 8192).
+  struct Shape {
+    std::size_t m, n, k;
+  };
+  const Shape shapes[] = {{gemm_n, gemm_n, gemm_n}, {8192, 8192, 2048}, {8192, 2048, 8192}};
+  for (const Shape& sh : shapes) {
+    for (gpu::GemmPath path : {gpu::GemmPath::bf16_tc, gpu::GemmPath::probe_matched}) {
+      gpu::BenchFigures ours, cublas;
+      const gpu::Status st = gpu::bench_gemm(path, sh.m, sh.n, sh.k, 10, ours, cublas);
+      if (st != gpu::Status::success) {
+        std::printf("gemm %s: %s\n", std::string(gpu::gemm_path_name(path)).c_str(), std::string(gpu::status_name(st)).c_str());
+        continue;
+      }
+      std::printf("gemm %-14s %zux%zux%zu: %.3f ms %.1f TFLOP/s | cuBLAS bf16 %.3f ms %.1f TFLOP/s | ratio %.1f%%\n",
+                  std::string(gpu::gemm_path_name(path)).c_str(), sh.m, sh.n, sh.k, ours.ms, ours.flops / ours.ms / 1e9,
+                  cublas.ms, cublas.flops / cublas.ms / 1e9, 100.0 * cublas.ms / ours.ms);
     }
-    std::printf("gemm %-14s %zu^3: %.3f ms %.1f TFLOP/s | cuBLAS bf16 %.3f ms %.1f TFLOP/s | ratio %.1f%%\n",
-                std::string(gpu::gemm_path_name(path)).c_str(), gemm_n, ours.ms, ours.flops / ours.ms / 1e9, cublas.ms,
-                cublas.flops / cublas.ms / 1e9, 100.0 * cublas.ms / ours.ms);
   }
   return 0;
 }

@@ -37,9 +37,14 @@ float decode_to_float(const Format& format, std::uint32_t code);
 // reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code).
 enum class SpecialConvention : std::uint8_t { hardware, te_python };
 
+// Overflow, Inf and NaN follow one rule for every format, NVIDIA's (docs/semantics.md §0.2, with its
+// sources; tests/cuda_host_exhaustive_test.cpp holds e4m3 and e5m2 to cuda_fp8.h on all 2^32 binary32
+// inputs): saturating, a magnitude past max finite, +-Inf included, gives +-max finite (IEEE formats
+// too); not saturating, +-Inf, else NaN with the sign, else a data error; a NaN input gives the
+// canonical NaN in both modes.
 struct EncodeOptions {
   Rounding rounding = Rounding::rne;
-  bool saturate = true;  // overflow (and Inf, where the format has none) goes to max finite
+  bool saturate = true;  // .satfinite (the rule above) or not
   int sr_bits = 8;       // k: random bits per element for stochastic modes, 1..24
   SpecialConvention convention = SpecialConvention::hardware;
 };
@@ -163,10 +168,10 @@ class Float32Encoder {
     const std::uint32_t is_nan = static_cast<std::uint32_t>(field == 255) & ((abs & 0x7FFFFFu) != 0);
     const std::uint32_t special_code = is_nan != 0 ? nan_input_ : inf_input_;
     std::uint32_t code = field == 255 ? special_code : abs == 0 ? zero_input_ : finite_code;
-    // NaN results are canonical (unsigned); a format without NaN keeps the sign of -Inf, -0 and -x.
-    const std::uint32_t is_signed = is_signed_, has_nan = has_nan_, drop_zero_sign = drop_zero_sign_;
-    const std::uint32_t keep_sign = is_signed & (is_nan ^ 1u) & ((has_nan & (code == nan_code_)) ^ 1u) &
-                                    ((static_cast<std::uint32_t>(abs == 0) & drop_zero_sign) ^ 1u);
+    // Every result but a NaN input's keeps the input's sign (NaN from overflow too: EncodeOptions' rule).
+    const std::uint32_t is_signed = is_signed_, drop_zero_sign = drop_zero_sign_;
+    const std::uint32_t keep_sign =
+        is_signed & (is_nan ^ 1u) & ((static_cast<std::uint32_t>(abs == 0) & drop_zero_sign) ^ 1u);
     code |= (keep_sign & sign) != 0 ? sign_mask_ : 0u;
     const std::uint32_t unsigned_negative = (is_signed ^ 1u) & sign & (abs != 0) & (is_nan ^ 1u);
     return unsigned_negative != 0 ? unsigned_negative_ : code;
@@ -188,9 +193,7 @@ class Float32Encoder {
   std::int32_t min_normal_exponent_;
   std::int32_t sr_bits_;
   bool is_signed_;
-  bool has_nan_;
   bool drop_zero_sign_;
-  std::uint32_t nan_code_;
   std::uint32_t sign_mask_;
   std::uint32_t max_finite_;
   std::uint32_t overflow_code_;

@@ -69,7 +69,8 @@ struct Format {
     return 0;
   }
   // Canonical NaN: the all-ones positive magnitude (0x7F for e4m3/e5m2, 0x7FFF for fp16/bf16,
-  // 0xFF for e8m0), which is what NVIDIA's conversion instructions produce.
+  // 0xFF for e8m0), what NVIDIA's binary32 conversions give for a NaN input. (A NaN from overflow keeps
+  // the input's sign: docs/semantics.md §0.2.)
   constexpr std::uint32_t nan_code() const { return magnitude_mask(); }
   constexpr std::uint32_t inf_code() const {
     return ((std::uint32_t{1} << exponent_bits) - 1) << mantissa_bits;

@@ -1,9 +1,11 @@
 // Philox4x32-10 (Salmon et al., SC'11; Random123), keyed by (seed, stream, counter), so CPU and GPU
 // draw the same random integer for any element and any element can be replayed alone.
+// The mapping from element index to bits is contract v2 (docs/random-bits.md).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 #include "fp4sim/core/host_device.hpp"
 
@@ -28,19 +30,55 @@ struct Philox4x32 {
     }
     return ctr;
   }
+
+  // The block with counter {block (64-bit), stream (64-bit)} under key = seed (64-bit).
+  FP4SIM_HOST_DEVICE static Counter block(std::uint64_t seed, std::uint64_t stream, std::uint64_t block) {
+    return generate({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+                     static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
+                    {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+  }
 };
 
-// The random integer of `bits` bits (1..32) for element `index` of stream `stream` under `seed`:
-// element i uses word i % 4 of the Philox block with counter {i / 4 (64-bit), stream (64-bit)} and
-// key = seed (64-bit), keeping the word's low `bits` bits. Documented in docs/random-bits.md.
+// Width of the lane a `bits`-bit draw takes from the Philox output: 8 for bits <= 8 (four elements per
+// 32-bit word, one block per 16 elements: the packing PTX cvt.rs and TransformerEngine use at k = 8),
+// 16 for bits <= 16, 32 above (one word per element).
+FP4SIM_HOST_DEVICE constexpr int random_lane_bits(int bits) { return bits <= 8 ? 8 : bits <= 16 ? 16 : 32; }
+
+// The random integer of `bits` bits (1..32) for element `index` of stream `stream` under `seed`
+// (contract v2): with L = random_lane_bits(bits) and n = 32 / L lanes per word, element i takes lane
+// i % n (bits L*(i % n) + L-1 .. L*(i % n)) of word (i / n) % 4 of Philox block (i / n) / 4, and keeps
+// the lane's low `bits` bits.
 FP4SIM_HOST_DEVICE std::uint32_t random_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t index,
                                              int bits) {
-  const std::uint64_t block = index >> 2;
-  const Philox4x32::Counter ctr{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                                static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
-  const Philox4x32::Key key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
-  const std::uint32_t word = Philox4x32::generate(ctr, key)[index & 3];
-  return bits >= 32 ? word : word & ((std::uint32_t{1} << bits) - 1);
+  const int lane = random_lane_bits(bits);
+  const int lanes_log2 = lane == 8 ? 2 : lane == 16 ? 1 : 0;
+  const std::uint64_t word_index = index >> lanes_log2;
+  const Philox4x32::Counter words = Philox4x32::block(seed, stream, word_index >> 2);
+  // Selected, not indexed: a run-time index would put the block in a GPU thread's local memory.
+  const std::uint32_t word = (word_index & 2) != 0 ? ((word_index & 1) != 0 ? words[3] : words[2])
+                                                   : ((word_index & 1) != 0 ? words[1] : words[0]);
+  const int shift = lane * static_cast<int>(index & ((std::uint64_t{1} << lanes_log2) - 1));
+  const std::uint32_t value = word >> shift;
+  return bits >= 32 ? value : value & ((std::uint32_t{1} << bits) - 1);
+}
+
+// random_bits(seed, stream, first + j, bits) into out[j] for every j, one Philox block per 16, 8 or 4
+// elements (the same integers; the host's fast path).
+inline void fill_random_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t first, int bits,
+                             std::span<std::uint32_t> out) {
+  const int lane = random_lane_bits(bits);
+  const std::uint64_t per_block = 4 * static_cast<std::uint64_t>(32 / lane);
+  const std::uint32_t lane_mask = lane == 32 ? 0xFFFFFFFFu : (std::uint32_t{1} << lane) - 1;
+  const std::uint32_t mask = bits >= 32 ? 0xFFFFFFFFu : (std::uint32_t{1} << bits) - 1;
+  std::size_t j = 0;
+  while (j < out.size()) {
+    const std::uint64_t index = first + j;
+    const Philox4x32::Counter words = Philox4x32::block(seed, stream, index / per_block);
+    for (std::uint64_t e = index % per_block; e < per_block && j < out.size(); ++e, ++j) {
+      const std::uint64_t bit = e * static_cast<std::uint64_t>(lane);
+      out[j] = (words[bit / 32] >> (bit % 32)) & lane_mask & mask;
+    }
+  }
 }
 
 }  // namespace fp4sim

@@ -30,9 +30,10 @@ std::string_view status_name(Status status);
 // True when a CUDA device is present and this build's kernels can be launched on it.
 bool device_available();
 
-// Whether `convert` implements (format, options): formats of at most 8 bits with a mantissa and no
-// Inf (e2m1, e2m3, e3m2, e4m3, ue4m3, ue5m3, ue5m3fn, and descriptors like them) and e8m0; rounding
-// rne, rna, rtz, rup or rdown; saturation on; the hardware convention for -0 and NaN. Needs no device.
+// Whether `convert` implements (format, options): formats of at most 8 bits with a mantissa (e2m1,
+// e2m3, e3m2, e4m3, e5m2, ue4m3, ue5m3, ue5m3fn, and descriptors like them) and e8m0; rounding rne, rna,
+// rtz, rup or rdown; saturation on, or off for a format with Inf or NaN other than e2m1 and e8m0
+// (e4m3, e5m2, ue4m3, ue5m3fn); the hardware convention for -0 and NaN. Needs no device.
 Status supports(const Format& format, const EncodeOptions& options);
 
 // out[i] = the code of in[i] (binary32) in `format` under `options`, computed on the GPU; equal to

@@ -1,5 +1,6 @@
 // An output written under a temporary name and renamed into place by commit(); destroyed without
 // commit() it removes the temporary, so a failed command leaves no partial file (docs/cli.md).
+// OutputDirectory does the same for a directory of files that must appear together.
 #pragma once
 
 #include <filesystem>
@@ -34,6 +35,29 @@ class OutputPath {
   ~OutputPath();
 
   const std::filesystem::path& temporary_path() const { return temporary_; }
+  void commit();
+
+ private:
+  std::filesystem::path path_;
+  std::filesystem::path temporary_;
+  bool committed_ = false;
+};
+
+// A directory built under a temporary sibling name and renamed into place by commit(), so it appears
+// with all its files or not at all. The target may not exist yet or be an empty directory (rename(2)
+// replaces an empty directory); anything else is refused with a UsageError saying what is there. A
+// trailing separator in the path is ignored. Destroyed without commit() it removes the temporary tree.
+class OutputDirectory {
+ public:
+  explicit OutputDirectory(std::filesystem::path path);
+  OutputDirectory(const OutputDirectory&) = delete;
+  OutputDirectory& operator=(const OutputDirectory&) = delete;
+  ~OutputDirectory();
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& temporary_path() const { return temporary_; }
+  // Where a file of the directory is written before commit().
+  std::filesystem::path file(const std::filesystem::path& name) const { return temporary_ / name; }
   void commit();
 
  private:

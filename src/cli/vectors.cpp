@@ -1,0 +1,51 @@
+#include <cstdio>
+#include <memory>
+
+#include "cli.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/analysis/vectors.hpp"
+#include "recipe_options.hpp"
+
+namespace fp4sim::cli {
+
+namespace {
+
+struct VectorsOptions {
+  std::string recipe, out;
+  std::optional<std::size_t> cases;
+  std::uint64_t seed = 0;
+};
+
+void run_vectors(const VectorsOptions& o) {
+  const auto recipe = find_recipe(o.recipe);
+  if (!recipe) throw UsageError("--recipe: unknown recipe '" + o.recipe + "'");
+  const std::size_t cases = o.cases.value_or(vectors::default_cases(*recipe));
+  const vectors::VectorSet set = vectors::generate(*recipe, o.seed, cases);
+  const std::size_t files = vectors::write(set, o.out);
+  std::printf("vectors: %zu cases for recipe %s (seed %llu) in %s: manifest.json and %zu .npy files\n",
+              set.cases.size(), recipe->name.c_str(), static_cast<unsigned long long>(o.seed), o.out.c_str(),
+              files - 1);
+}
+
+}  // namespace
+
+void setup_vectors(CLI::App& app) {
+  auto o = std::make_shared<VectorsOptions>();
+  std::vector<std::string> names;
+  for (const auto& preset : recipe_presets()) names.emplace_back(preset.name);
+  app.add_option("--recipe", o->recipe, recipe_help())
+      ->required()
+      ->check(CLI::IsMember(names));
+  app.add_option("--cases", o->cases,
+                 "number of cases: the recipe's edge cases first, then random tensors (default: the edge cases "
+                 "plus 4)");
+  app.add_option("--seed", o->seed, "seed of the input draws and of the Philox stochastic-rounding bits")
+      ->default_val(0);
+  app.add_option("--out", o->out,
+                 "output directory: must not exist or be empty; manifest.json and the .npy files appear together "
+                 "or not at all")
+      ->required();
+  app.callback([o] { run_vectors(*o); });
+}
+
+}  // namespace fp4sim::cli
