@@ -1,12 +1,13 @@
 """README.md's examples, run as written.
 
 Every ```console block's `$ ` commands (with their backslash-continued lines) run with bash, in README order,
-in one scratch directory that holds a link to the repository's traces/ and no other file, with the built
+in one scratch directory that holds links to the repository's traces/ and tools/ and no other file, with the built
 fp4sim first on PATH. Each command's standard output must equal the lines the README shows under it, up
 to the next `$ ` line; a line holding only `...` stands for any number of lines (the README's marked
 elisions), and whitespace at line ends is ignored (Markdown does not show it). A command must exit 0, or
 with the N of a trailing `# exits N` comment. A ```python block must run without error with the built
-module (skipped, saying so, when the module was not built).
+module (skipped, saying so, when the module was not built), unless its fence names a file
+(```` ```python file=NAME ````): that block is a file the README's later commands use, written to NAME.
 
 The binary is $FP4SIM_BINARY, the module's directory $FP4SIM_PYTHON_DIR (ctest sets both).
 """
@@ -29,16 +30,17 @@ pytestmark = pytest.mark.skipif(
 
 
 def readme_blocks(text):
-    """(language, section heading, body) of every ```console and ```python block, in order."""
+    """(language, section heading, body, file name or None) of every ```console and ```python block, in order."""
     blocks, heading = [], "README"
-    fence = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
+    fence = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```$", re.S | re.M)
     pos = 0
     for m in fence.finditer(text):
         for h in re.findall(r"^#+ (.+)$", text[pos:m.start()], re.M):
             heading = h
         pos = m.end()
         if m.group(1) in ("console", "python"):
-            blocks.append((m.group(1), heading, m.group(2)))
+            file = re.search(r"\bfile=(\S+)", m.group(2))
+            blocks.append((m.group(1), heading, m.group(3), file.group(1) if file else None))
     return blocks
 
 
@@ -74,7 +76,8 @@ BLOCKS = readme_blocks((ROOT / "README.md").read_text())
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     d = tmp_path_factory.mktemp("readme")
-    (d / "traces").symlink_to(ROOT / "traces")
+    for folder in ("traces", "tools"):
+        (d / folder).symlink_to(ROOT / folder)
     return d
 
 
@@ -96,7 +99,10 @@ def test_elision_matching():
                          ids=["%d-%s-%s" % (i, b[0], re.sub(r"\W+", "_", b[1]).strip("_"))
                               for i, b in enumerate(BLOCKS)])
 def test_readme_example(index, workdir):
-    language, heading, body = BLOCKS[index]
+    language, heading, body, file = BLOCKS[index]
+    if file is not None:
+        (workdir / file).write_text(body)
+        return
     env = dict(os.environ, PATH=str(Path(FP4SIM).resolve().parent) + os.pathsep + os.environ["PATH"],
                PYTHONDONTWRITEBYTECODE="1")
     if language == "python":

@@ -601,32 +601,10 @@ def readme_blocks():
     return blocks
 
 
-def test_readme_vectors_section_runs_as_written(tmp_path):
-    blocks = readme_blocks()
-    python = [body for lang, body in blocks if lang == "python"]
-    assert len(python) == 1
-    (tmp_path / "my_mxfp4_kernel.py").write_text(python[0])
-    (tmp_path / "tools").symlink_to(HERE.parent / "tools")
-    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(FP4SIM)) + os.pathsep + os.environ["PATH"])
-    commands = 0
-    for lang, body in blocks:
-        if lang != "console":
-            continue
-        steps = []
-        for line in body.splitlines():
-            if line.startswith("$ "):
-                steps.append((line[2:], []))
-            else:
-                steps[-1][1].append(line)
-        for command, shown in steps:
-            r = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                               timeout=300)
-            assert r.stderr == "", (command, r.stderr)
-            assert r.stdout.splitlines() == shown, (command, r.stdout)
-            commands += 1
-    assert commands == 6
-    # The manifest excerpt is the nvfp4 case it names, as `fp4sim vectors --recipe nvfp4` writes it.
-    excerpt = json.loads(next(body for lang, body in blocks if lang == "json"))
+def test_readme_manifest_excerpt_is_what_vectors_writes(tmp_path):
+    # The README's commands run as written in tests/readme_test.py; here its manifest excerpt is the nvfp4
+    # case it names, as `fp4sim vectors --recipe nvfp4` writes it.
+    excerpt = json.loads(next(body for lang, body in readme_blocks() if lang == "json"))
     r = run("vectors", "--recipe", "nvfp4", "--out", tmp_path / "vectors-nvfp4")
     assert r.returncode == 0, r.stderr
     manifest = json.loads((tmp_path / "vectors-nvfp4" / "manifest.json").read_text())
