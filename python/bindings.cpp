@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "fp4sim/core/arrays.hpp"
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/convert_call.hpp"
 #include "fp4sim/core/datapath.hpp"
@@ -320,6 +321,14 @@ NB_MODULE(_fp4sim, m) {
     for (const Datapath* d : datapath_presets()) names.emplace_back(d->name);
     return names;
   });
+  m.def(
+      "_binary32",
+      [](const DoubleIn& x, const std::string& what) {
+        std::vector<std::size_t> shape(x.ndim());
+        for (std::size_t d = 0; d < shape.size(); ++d) shape[d] = x.shape(d);
+        return to_numpy(binary32_values({x.data(), x.size()}, what), shape);
+      },
+      "x"_a.noconvert(), "what"_a, "float64 values as float32, each a binary32 value (the CLI's rule for .npy inputs).");
   m.def("_address", [](const FloatIn& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, "x"_a.noconvert(),
         "The address the extension reads a float32 array from (tests prove zero-copy with it).");
 

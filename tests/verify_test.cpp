@@ -19,6 +19,7 @@
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/core/float_text.hpp"
 #include "fp4sim/core/gemm.hpp"
 #include "fp4sim/core/layout.hpp"
 #include "fp4sim/io/npy.hpp"
@@ -377,12 +378,12 @@ TEST(Json, NoBareNonFiniteNumbersAndTheCountsAreThere) {
 }
 
 TEST(Text, FloatsPrintShortAndExact) {
-  EXPECT_EQ(detail::float_text(0.09375f), "0.09375");
-  EXPECT_EQ(detail::float_text(320.0f), "320");
-  EXPECT_EQ(detail::float_text(0.1f), "0.1");
-  EXPECT_EQ(detail::float_text(-0.0f), "-0");
-  EXPECT_EQ(detail::float_text(std::numeric_limits<float>::max()), "3.4028235e+38");
-  EXPECT_EQ(detail::hex_bits(1.0f), "0x3f800000");
+  EXPECT_EQ(float_text(0.09375f), "0.09375");
+  EXPECT_EQ(float_text(320.0f), "320");
+  EXPECT_EQ(float_text(0.1f), "0.1");
+  EXPECT_EQ(float_text(-0.0f), "-0");
+  EXPECT_EQ(float_text(std::numeric_limits<float>::max()), "3.4028235e+38");
+  EXPECT_EQ(hex_bits(1.0f), "0x3f800000");
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -76,12 +76,7 @@ def _float32(x: Any, what: str, ndim: tuple = (1, 2)) -> _np.ndarray:
     if a.dtype == _np.float32:
         return _np.ascontiguousarray(a)  # no copy when already C-contiguous
     if a.dtype == _np.float64:
-        f = a.astype(_np.float32)
-        bad = ~((f.astype(_np.float64) == a) | _np.isnan(a))
-        if bad.any():
-            i = int(_np.flatnonzero(bad.ravel())[0])
-            raise DataError(f"{what}: element {i} is not a binary32 value (expected float32, or float64 holding float32 values)")
-        return _np.ascontiguousarray(f)
+        return _fp4sim._binary32(_np.ascontiguousarray(a), what)
     raise DataError(f"{what}: expected float32 or float64 values, got {a.dtype}")
 
 

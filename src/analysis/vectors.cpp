@@ -9,6 +9,7 @@
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/core/float_text.hpp"
 #include "fp4sim/core/gemm.hpp"
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/names.hpp"
@@ -580,12 +581,6 @@ VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) 
 // Writing
 
 namespace {
-
-std::string hex_bits(float v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", std::bit_cast<std::uint32_t>(v));
-  return buf;
-}
 
 // A binary32 value as a JSON number (exact: the shortest decimal of the widened double) and its bit
 // pattern; non-finite values are null and the bits say which.

@@ -17,8 +17,28 @@ std::size_t element_count(const std::vector<std::size_t>& shape) {
 }
 
 std::string position_text(const std::vector<std::size_t>& shape, std::size_t index) {
-  if (shape.size() == 2) return "[" + std::to_string(index / shape[1]) + ", " + std::to_string(index % shape[1]) + "]";
-  return "[" + std::to_string(index) + "]";
+  std::string text(1, '[');  // appended, not "[" + ...: GCC 12 warns falsely (-Wrestrict) on literal + temporary
+  if (shape.size() == 2) {
+    text += std::to_string(index / shape[1]);
+    text += ", ";
+    text += std::to_string(index % shape[1]);
+  } else {
+    text += std::to_string(index);
+  }
+  return text += ']';
+}
+
+std::vector<float> binary32_values(std::span<const double> values, const std::string& source) {
+  std::vector<float> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double d = values[i];
+    out[i] = static_cast<float>(d);
+    if (static_cast<double>(out[i]) != d && d == d) {
+      throw DataError(source + ": element " + std::to_string(i) + " (" + std::to_string(d) +
+                      ") is not a binary32 value: the recipes take binary32 inputs");
+    }
+  }
+  return out;
 }
 
 std::vector<std::uint32_t> checked_random_bits(const RandomBitsArray& bits, const std::vector<std::size_t>& operand_shape,

@@ -86,7 +86,7 @@ std::string format_name(const Format& format) {
   }
   std::string name = format.is_signed ? "e" : "ue";
   name += std::to_string(format.exponent_bits) + "m" + std::to_string(format.mantissa_bits);
-  if (format.bias != (1 << (format.exponent_bits - 1)) - 1) name += "b" + std::to_string(format.bias);
+  if (format.bias != (1 << (format.exponent_bits - 1)) - 1) (name += 'b') += std::to_string(format.bias);
   if (format.specials == Specials::fn) name += "fn";
   if (format.specials == Specials::finite) name += "fin";
   return name;

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstdio>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/core/float_text.hpp"
 #include "fp4sim/core/fp32.hpp"
 #include "gemm_internal.hpp"
 
@@ -19,16 +19,6 @@ using detail::EncodedTable;
 using detail::encoded_input;
 using detail::inner_of;
 using detail::OperandInfo;
-
-namespace {
-
-std::string hex8(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%02X", v);
-  return buf;
-}
-
-}  // namespace
 
 void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o) {
   if (!o.datapath) throw UsageError("gemm: no datapath given");
@@ -77,7 +67,7 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
     const OperandInfo info(*t, sign_ignored);
     for (std::size_t i = 0; i < t->scales.size(); ++i) {
       if (info.scale_invalid[t->scales[i]])
-        throw DataError(std::string("gemm: operand ") + (t == &a ? "A" : "B") + " scale code " + hex8(t->scales[i]) +
+        throw DataError(std::string("gemm: operand ") + (t == &a ? "A" : "B") + " scale code " + hex_code(t->scales[i], 2) +
                         " at scale index " + std::to_string(i) + " is not a valid " + format_name(t->scale) + " code");
     }
   }
@@ -111,7 +101,7 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
             const Unpacked& s = info.scale[sc];
             const char* why = (s.cls == Unpacked::nan || s.cls == Unpacked::inf) ? "a NaN scale" : "not exactly representable";
             throw DataError(std::string("gemm: operand ") + (t == &a ? "A" : "B") + " element [" + std::to_string(r) +
-                            ", " + std::to_string(c) + "] (code " + hex8(ec) + ", scale " + hex8(sc) +
+                            ", " + std::to_string(c) + "] (code " + hex_code(ec, 2) + ", scale " + hex_code(sc, 2) +
                             "): the encoded value q·s is " + why + " in " + format_name(input) + ", the input of " +
                             std::string(dp.kind == DatapathKind::probe_matched ? inner_of(o).name : dp.name));
           }

@@ -51,7 +51,7 @@ std::string to_text(const GemmVerifyReport& rep) {
     line("worst " + std::to_string(rep.worst.size()) + " output(s), traced through " + rep.datapath + ":");
   }
   for (std::size_t w = 0; w < rep.worst.size(); ++w) {
-    line("[" + std::to_string(w + 1) + "] " + rep.worst[w].summary);
+    line(std::to_string(w + 1).insert(0, 1, '[') + "] " + rep.worst[w].summary);
     for (const auto& d : rep.worst[w].details) line("    " + d);
   }
   return out;

@@ -10,41 +10,11 @@
 
 namespace fp4sim {
 
-namespace detail {
-
-std::string float_text(float v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  // Integers below 2^24 print whole ("320", not "3.2e+02").
-  if (v == std::trunc(v) && std::fabs(v) < 16777216.0f) {
-    std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(v));
-    return std::signbit(v) && v == 0.0f ? "-0" : buf;
-  }
-  for (int precision = 1; precision <= 9; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-std::string hex_bits(float v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", std::bit_cast<std::uint32_t>(v));
-  return buf;
-}
-
-}  // namespace detail
-
 namespace report {
 
 std::string with_bits(float v) { return float_text(v) + " (" + hex_bits(v) + ")"; }
 
-std::string hex_code(const Format& f, std::uint32_t code) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, f.storage_bits() <= 4 ? "0x%X" : "0x%02X", code);
-  return buf;
-}
+std::string hex_code(const Format& f, std::uint32_t code) { return fp4sim::hex_code(code, f.storage_bits() <= 4 ? 1 : 2); }
 
 std::string code_text(const Format& f, std::uint32_t code) {
   if (decode(f, code).cls == ValueClass::invalid) return hex_code(f, code) + " (not a valid " + format_name(f) + " code)";

@@ -7,13 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "fp4sim/core/float_text.hpp"
 #include "fp4sim/core/format.hpp"
 #include "fp4sim/verify/verify.hpp"
 
 namespace fp4sim::report {
-
-using detail::float_text;
-using detail::hex_bits;
 
 std::string with_bits(float value);                        // "0.09375 (0x3dc00000)"
 std::string code_text(const Format& f, std::uint32_t code);  // "0x7A (320)"

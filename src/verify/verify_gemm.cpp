@@ -19,8 +19,6 @@ namespace fp4sim {
 
 namespace {
 
-using report::float_text;
-using report::hex_bits;
 using report::with_bits;
 
 std::string ld_text(long double v) {

@@ -24,8 +24,6 @@ namespace fp4sim {
 namespace {
 
 using report::code_text;
-using report::float_text;
-using report::hex_bits;
 using report::hex_code;
 using report::range_text;
 using report::with_bits;

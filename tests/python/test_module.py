@@ -190,7 +190,7 @@ def test_other_layouts_and_dtypes():
     np.testing.assert_array_equal(fp4sim.quantize(x.astype(np.float64), "nvfp4").codes, q.codes)
     bad = x.astype(np.float64)
     bad[1, 2] = 0.1
-    with pytest.raises(fp4sim.DataError, match="element 66 is not a binary32 value"):
+    with pytest.raises(fp4sim.DataError, match=r"x: element 66 \(0\.100000\) is not a binary32 value"):
         fp4sim.quantize(bad, "nvfp4")
     with pytest.raises(fp4sim.DataError, match="expected float32 or float64"):
         fp4sim.quantize(x.astype(np.int32), "nvfp4")

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct ArrayShape {
 std::string shape_text(const std::vector<std::size_t>& shape);  // "[2, 3]"
 std::size_t element_count(const std::vector<std::size_t>& shape);
 std::string position_text(const std::vector<std::size_t>& shape, std::size_t index);  // "[1, 2]" of a [.., 3] array
+
+// Float64 input values, each of which must be a binary32 value (NaN passes): the recipes take binary32
+// inputs (DataError naming `source` and the first element that is not).
+std::vector<float> binary32_values(std::span<const double> values, const std::string& source);
 
 // Explicit stochastic-rounding integers as a user gives them.
 struct RandomBitsArray {

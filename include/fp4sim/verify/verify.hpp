@@ -166,10 +166,4 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
 std::string to_text(const GemmVerifyReport& report);
 std::string to_json(const GemmVerifyReport& report);
 
-namespace detail {
-// Shortest decimal that reads back as the same binary32 ("0.09375", "6", "1.17549435e-38").
-std::string float_text(float value);
-std::string hex_bits(float value);  // "0x3dc00000"
-}  // namespace detail
-
 }  // namespace fp4sim
