@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "device.hpp"
+#include "device_buffer.hpp"
 #include "wgmma.cuh"
 
 namespace fp4sim::gpu::detail {
@@ -142,12 +143,15 @@ bool wgmma_available() {
   static const bool available = [] {
     if (std::getenv("FP4SIM_NO_WGMMA") != nullptr) return false;  // A/B runs against the mma.sync kernel
     if (wgmma::encode_fn() == nullptr) return false;
-    int* d = nullptr;
+    DeviceBuffer flag;
     int h = 0;
-    if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) return false;
-    wgmma_flag_kernel<<<1, 1>>>(d);
-    const bool ok = cudaGetLastError() == cudaSuccess && cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-    cudaFree(d);
+    if (!flag.allocate(sizeof(int))) {
+      cudaGetLastError();
+      return false;
+    }
+    wgmma_flag_kernel<<<1, 1>>>(flag.as<int>());
+    const bool ok = cudaGetLastError() == cudaSuccess &&
+                    cudaMemcpy(&h, flag.as<int>(), sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
     cudaGetLastError();
     return ok && h == 1;
   }();
