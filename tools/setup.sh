@@ -16,6 +16,8 @@ debian_packages=(
   libboost-dev                               # Boost.Multiprecision, header only: the exact datapath
   libhdf5-dev hdf5-tools                     # HDF5 C API (traces, quantize output); h5dump for debugging
   libcli11-dev                               # command line
+  libcereal-dev                              # replay/sweep results as bytes between MPI ranks
+  openmpi-bin libopenmpi-dev                 # mpirun -np N fp4sim replay|sweep (optional to the build)
   libgtest-dev libgmock-dev googletest       # tests
   zlib1g-dev                                 # the vendored tensor-core vectors (.txt.gz)
   libbenchmark-dev                           # tests/bench_*.cpp (Google Benchmark)

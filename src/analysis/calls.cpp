@@ -118,6 +118,8 @@ sweep::Options sweep::Call::resolve() const {
   s.rows = rows;
   s.cols = cols;
   s.seed = seed;
+  if (!(slab_mib > 0)) throw UsageError("--slab-mib must be positive");
+  s.max_slab_bytes = static_cast<std::size_t>(slab_mib * 1024 * 1024);
   if (!trace.empty()) {
     s.trace = trace;
     if (!steps.empty()) s.steps = steps_from(steps);

@@ -1,6 +1,7 @@
 #include "fp4sim/analysis/replay.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -164,12 +165,18 @@ class Replayer {
     for (const auto& s : reader.info().steps) captured_.insert(s.step);
   }
 
-  void run_step_layer(const trace::StepInfo& step, const trace::LayerInfo& layer) {
+  // The tensors i (x 0, w 1, dy 2) of `mine` of one (step, layer) and, with GEMM entries (then all three
+  // are mine), its GEMMs; `item` is 3 x the pair's position in the one-process order.
+  void run_step_layer(const trace::StepInfo& step, const trace::LayerInfo& layer, const std::array<bool, 3>& mine,
+                      std::uint64_t item) {
     LoadedTensor loaded[3];
     const TensorRole roles[3] = {TensorRole::activation, TensorRole::weight, TensorRole::grad_output};
     const Gemm views[3] = {Gemm::fprop, Gemm::fprop, Gemm::dgrad};
     const std::size_t slab_limit = std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1);
     for (int i = 0; i < 3; ++i) {
+      if (!mine[i]) continue;
+      item_ = item + static_cast<std::uint64_t>(i);
+      if (o_.starting) o_.starting(item_);
       const trace::TensorInfo& t = *layer.find(roles[i]);
       loaded[i].info = &t;
       const bool fits = t.elements() <= slab_limit;
@@ -306,6 +313,7 @@ class Replayer {
       e.stream = stream;
       e.amax = current;
       e.hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
+      e.item = item_;
       QuantizeRequest q;
       q.spec = operand_for_role(r, role);
       q.amax_ref = amax_ref(r, e.hold, current);
@@ -326,6 +334,7 @@ class Replayer {
     h.block_cols = 16;
     h.amax = current;
     h.hold = hold_for(TensorScalePolicy::periodic, o_.headroom_period, step, layer.name, current, amax_at);
+    h.item = item_;
     for (const auto& [name, f] : {std::pair{"ue4m3", formats::ue4m3}, std::pair{"ue5m3", formats::ue5m3},
                                   std::pair{"ue5m3fn", formats::ue5m3fn}}) {
       stats::HeadroomCounts c;
@@ -490,6 +499,7 @@ class Replayer {
         t.recipe_index = ri;
         t.ops = operands_for(r, p.gemm);
         GemmEntry& e = t.entry;
+        e.item = item_;
         e.step = step;
         e.layer = layer.name;
         e.gemm = p.gemm;
@@ -608,6 +618,7 @@ class Replayer {
   std::set<std::int64_t> captured_;
   std::map<std::tuple<std::int64_t, std::string, int, bool>, float> amax_;
   const Datapath* datapath_;  // the row Options::datapath names (nullptr for "recipe" and "f64")
+  std::uint64_t item_ = 0;    // the work item being done
 };
 
 }  // namespace
@@ -673,28 +684,74 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     for (const auto& s : info.steps) steps.push_back(&s);
   }
   std::vector<std::pair<const trace::StepInfo*, const trace::LayerInfo*>> work;
-  std::uint64_t total_elements = 0;
   for (const auto* s : steps) {
     for (const auto& l : s->layers) {
       if (layer_regex && !std::regex_search(l.name, *layer_regex)) continue;
       work.emplace_back(s, &l);
-      total_elements += l.x().elements() + l.w().elements() + l.dy().elements();
     }
   }
   if (work.empty()) throw UsageError("--layers '" + o.layers + "' matches no layer of " + info.path);
   for (const auto* s : steps) result.steps.push_back(s->step);
 
+  // Units of work (share.hpp): a layer name, or without GEMM entries a (layer name, tensor), through every
+  // selected step. A unit's estimated cost counts its elements and, with GEMM entries, the multiply-adds
+  // of its three GEMMs: quantizing one element costs about as much as 100 multiply-adds of a GEMM entry
+  // (trace_a, one thread: 40 ns per element and recipe against 0.4 ns per multiply-add and recipe).
+  constexpr std::uint64_t kMultiplyAddsPerElement = 100;
+  std::map<std::pair<std::string, int>, std::size_t> unit_of;
+  std::vector<std::uint64_t> unit_cost;
+  auto unit = [&](const trace::LayerInfo& l, int tensor) {
+    const auto key = std::make_pair(l.name, o.gemms ? 0 : tensor);
+    const auto [it, added] = unit_of.emplace(key, unit_cost.size());
+    if (added) unit_cost.push_back(0);
+    return it->second;
+  };
+  for (const auto& [s, l] : work) {
+    const trace::TensorInfo* tensors[3] = {&l->x(), &l->w(), &l->dy()};
+    for (int i = 0; i < 3; ++i) {
+      std::uint64_t cost = tensors[i]->elements() * kMultiplyAddsPerElement;
+      if (o.gemms && i == 0) cost += 3 * std::uint64_t{l->x().rows} * l->x().cols * l->w().rows;
+      unit_cost[unit(*l, i)] += cost;
+    }
+  }
+  const std::vector<int> share_of = assign_shares(unit_cost, o.share);
+  auto mine = [&](const trace::LayerInfo& l, int tensor) { return share_of[unit(l, tensor)] == o.share.index; };
+
+  std::uint64_t total_elements = 0;
+  for (const auto& [s, l] : work) {
+    const trace::TensorInfo* tensors[3] = {&l->x(), &l->w(), &l->dy()};
+    for (int i = 0; i < 3; ++i) total_elements += mine(*l, i) ? tensors[i]->elements() : 0;
+  }
   Replayer replayer(reader, o, result);
   std::uint64_t done = 0;
-  for (const auto& [s, l] : work) {
+  for (std::size_t w = 0; w < work.size(); ++w) {
+    const auto& [s, l] = work[w];
+    const std::array<bool, 3> which{mine(*l, 0), mine(*l, 1), mine(*l, 2)};
+    if (!which[0] && !which[1] && !which[2]) continue;
     if (o.progress) o.progress(total_elements ? static_cast<double>(done) / total_elements : 0.0,
                                "step " + std::to_string(s->step) + " " + l->name);
-    replayer.run_step_layer(*s, *l);
-    done += l->x().elements() + l->w().elements() + l->dy().elements();
+    replayer.run_step_layer(*s, *l, which, 3 * static_cast<std::uint64_t>(w));
+    const trace::TensorInfo* tensors[3] = {&l->x(), &l->w(), &l->dy()};
+    for (int i = 0; i < 3; ++i) done += which[i] ? tensors[i]->elements() : 0;
   }
   if (o.progress) o.progress(1.0, "done");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+Result merge(std::vector<Result> shares) {
+  if (shares.empty()) throw UsageError("merge: no share");
+  Result out = std::move(shares.front());
+  for (std::size_t i = 1; i < shares.size(); ++i) {
+    Result& part = shares[i];
+    merge_in_item_order(out.tensors, std::move(part.tensors));
+    merge_in_item_order(out.gemms, std::move(part.gemms));
+    merge_in_item_order(out.headroom, std::move(part.headroom));
+    out.tensor_bytes += part.tensor_bytes;
+    out.seconds = std::max(out.seconds, part.seconds);
+  }
+  out.shares = static_cast<int>(shares.size());
+  return out;
 }
 
 }  // namespace fp4sim::replay

@@ -139,6 +139,7 @@ void write_json(const Result& r, std::ostream& os) {
   j.end_array();
   j.field("tensor_bytes", r.tensor_bytes);
   j.number_field("seconds", r.seconds);
+  j.field("shares", r.shares);
   j.key("tensors").begin_array();
   for (const TensorEntry& e : r.tensors) write_tensor_json(j, e);
   j.end_array();

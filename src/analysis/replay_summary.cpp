@@ -185,6 +185,7 @@ std::string summary(const Result& r) {
   out << "\n"
       << fmt("%.2f", r.tensor_bytes / 1e6) << " MB of float32 tensor data per recipe in " << fmt("%.2f", r.seconds)
       << " s";
+  if (r.shares > 1) out << " on " << r.shares << " processes";
   if (!r.gemms.empty()) {
     out << "; GEMM datapaths:";
     for (const auto& name : r.recipe_names) {

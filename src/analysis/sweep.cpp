@@ -241,6 +241,8 @@ Result run(const Options& o) {
     ro.hold = o.hold;
     ro.max_slab_bytes = o.max_slab_bytes;
     ro.progress = o.progress;
+    ro.share = o.share;
+    ro.starting = o.starting;
     replay::Result rr = replay::run(o.trace, ro);
     result.tensors = std::move(rr.tensors);
   } else {
@@ -250,9 +252,15 @@ Result run(const Options& o) {
     result.rows = o.rows;
     result.cols = o.cols;
     const Gemm view = o.role == Role::grad_output ? Gemm::dgrad : Gemm::fprop;
+    const std::vector<int> share_of =
+        assign_shares(std::vector<std::uint64_t>(o.distributions.size(), o.rows * o.cols), o.share);
+    const auto mine = static_cast<std::size_t>(std::count(share_of.begin(), share_of.end(), o.share.index));
     std::size_t done = 0;
-    const std::size_t total = o.distributions.size() * points.size();
-    for (const Distribution& d : o.distributions) {
+    const std::size_t total = mine * points.size();
+    for (std::size_t item = 0; item < o.distributions.size(); ++item) {
+      if (share_of[item] != o.share.index) continue;
+      if (o.starting) o.starting(item);
+      const Distribution& d = o.distributions[item];
       const std::uint64_t stream = stream_of(d.name);
       const std::vector<float> x = generate(d, o.rows, o.cols, o.seed, stream);
       const float amax = abs_max(x);
@@ -265,6 +273,7 @@ Result run(const Options& o) {
         e.layer = "synthetic";
         e.tensor = d.name;
         e.distribution = d.name;
+        e.item = item;
         e.stream = stream;
         e.amax = amax;
         QuantizeRequest q;
@@ -300,6 +309,17 @@ Result run(const Options& o) {
   return result;
 }
 
+Result merge(std::vector<Result> shares) {
+  if (shares.empty()) throw UsageError("merge: no share");
+  Result out = std::move(shares.front());
+  for (std::size_t i = 1; i < shares.size(); ++i) {
+    merge_in_item_order(out.tensors, std::move(shares[i].tensors));
+    out.seconds = std::max(out.seconds, shares[i].seconds);
+  }
+  out.shares = static_cast<int>(shares.size());
+  return out;
+}
+
 void write_json(const Result& r, std::ostream& os) {
   stats::JsonWriter j(os, false);
   j.begin_object();
@@ -312,6 +332,7 @@ void write_json(const Result& r, std::ostream& os) {
   for (const auto& c : r.configs) j.value(c);
   j.end_array();
   j.number_field("seconds", r.seconds);
+  j.field("shares", r.shares);
   j.key("tensors").begin_array();
   for (const auto& e : r.tensors) replay::write_tensor_json(j, e);
   j.end_array();
@@ -386,7 +407,9 @@ std::string summary(const Result& r) {
         << " dB)\n";
   }
   std::snprintf(buf, sizeof buf, "%.2f", r.seconds);
-  out << "\n" << buf << " s\n";
+  out << "\n" << buf << " s";
+  if (r.shares > 1) out << " on " << r.shares << " processes";
+  out << "\n";
   return out.str();
 }
 

@@ -2,6 +2,7 @@
 #include <exception>
 
 #include "cli.hpp"
+#include "ranks.hpp"
 #include "fp4sim/core/error.hpp"
 
 int main(int argc, char** argv) {
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
+  } catch (const fp4sim::cli::ReportedByRankZero&) {
+    return 0;
   } catch (const fp4sim::UsageError& e) {
     std::fprintf(stderr, "fp4sim: error: %s\n", e.what());
     return 2;

@@ -6,6 +6,8 @@
 
 #include "cli.hpp"
 #include "fp4sim/analysis/calls.hpp"
+#include "fp4sim/analysis/result_bytes.hpp"
+#include "ranks.hpp"
 #include "replay_common.hpp"
 
 namespace fp4sim::cli {
@@ -22,23 +24,30 @@ struct ReplayCliOptions {
 };
 
 void run_replay(const ReplayCliOptions& o) {
-  replay::Options options = o.call.resolve();
   fs::path script;
-  if (!o.outputs.plots.empty()) script = plot_script();
-  // Output paths are checked now and written only when everything succeeded (temporaries renamed).
-  check_outputs(o.outputs);
-
-  replay::Result result;
-  {
-    FatalSignalGuard guard(o.trace);
-    ProgressBar bar;
-    options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
-    result = replay::run(o.trace, options);
-  }
-  const ResultWriters writers{[&] { return replay::summary(result); },
-                              [&](std::ostream& os) { replay::write_json(result, os); },
-                              [&](std::ostream& os) { replay::write_csv(result, os); },
-                              [&](const fs::path& path) { replay::write_h5(result, path); }, "replay.json"};
+  // On many processes (ranks.hpp) each does its share; rank 0 writes the outputs, so it alone checks them.
+  const auto result = run_on_ranks<replay::Result>(
+      Ranks::world(),
+      [&](const Share& share, const Starting& starting) {
+        replay::Options options = o.call.resolve();
+        if (share.index == 0) {
+          if (!o.outputs.plots.empty()) script = plot_script();
+          // Output paths are checked now and written only when everything succeeded (temporaries renamed).
+          check_outputs(o.outputs);
+        }
+        options.share = share;
+        options.starting = starting;
+        FatalSignalGuard guard(o.trace);
+        ProgressBar bar;
+        options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+        return replay::run(o.trace, options);
+      },
+      replay_result_from_bytes, replay::merge);
+  if (!result) return;
+  const ResultWriters writers{[&] { return replay::summary(*result); },
+                              [&](std::ostream& os) { replay::write_json(*result, os); },
+                              [&](std::ostream& os) { replay::write_csv(*result, os); },
+                              [&](const fs::path& path) { replay::write_h5(*result, path); }, "replay.json"};
   write_outputs(writers, o.outputs, script, o.quiet);
 }
 

@@ -4,6 +4,8 @@
 
 #include "cli.hpp"
 #include "fp4sim/analysis/calls.hpp"
+#include "fp4sim/analysis/result_bytes.hpp"
+#include "ranks.hpp"
 #include "replay_common.hpp"
 
 namespace fp4sim::cli {
@@ -17,21 +19,28 @@ struct SweepCliOptions {
 };
 
 void run_sweep(const SweepCliOptions& o) {
-  sweep::Options s = o.call.resolve();
   std::filesystem::path script;
-  if (!o.outputs.plots.empty()) script = plot_script();
-  check_outputs(o.outputs);
-
-  sweep::Result result;
-  {
-    FatalSignalGuard guard(o.call.trace.empty() ? std::string("synthetic input") : o.call.trace);
-    ProgressBar bar;
-    s.progress = [&](double f, const std::string& what) { bar.update(f, what); };
-    result = sweep::run(s);
-  }
-  const ResultWriters writers{[&] { return sweep::summary(result); },
-                              [&](std::ostream& os) { sweep::write_json(result, os); },
-                              [&](std::ostream& os) { sweep::write_csv(result, os); }, {}, "sweep.json"};
+  // On many processes (ranks.hpp) each does its share; rank 0 writes the outputs, so it alone checks them.
+  const auto result = run_on_ranks<sweep::Result>(
+      Ranks::world(),
+      [&](const Share& share, const Starting& starting) {
+        sweep::Options s = o.call.resolve();
+        if (share.index == 0) {
+          if (!o.outputs.plots.empty()) script = plot_script();
+          check_outputs(o.outputs);
+        }
+        s.share = share;
+        s.starting = starting;
+        FatalSignalGuard guard(o.call.trace.empty() ? std::string("synthetic input") : o.call.trace);
+        ProgressBar bar;
+        s.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+        return sweep::run(s);
+      },
+      sweep_result_from_bytes, sweep::merge);
+  if (!result) return;
+  const ResultWriters writers{[&] { return sweep::summary(*result); },
+                              [&](std::ostream& os) { sweep::write_json(*result, os); },
+                              [&](std::ostream& os) { sweep::write_csv(*result, os); }, {}, "sweep.json"};
   write_outputs(writers, o.outputs, script, o.quiet);
 }
 
@@ -65,6 +74,8 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--layers", o->call.layers, "trace layers: regular expression");
   app.add_option("--hold", o->call.hold, "trace periodic scaling hold rule: window | previous")->capture_default_str();
   app.add_option("--seed", o->call.seed, "seed of the synthetic data and of stochastic rounding")->capture_default_str();
+  app.add_option("--slab-mib", o->call.slab_mib, "stream trace tensors larger than this many MiB of float32 in row slabs")
+      ->capture_default_str();
   app.add_option("--json", o->outputs.json, "write the results as JSON ('-' for stdout)");
   app.add_option("--csv", o->outputs.csv, "write one CSV row per (input, configuration)");
   app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)");

@@ -476,7 +476,9 @@ Group Group::create_group(std::string_view name) const {
   // Intermediate groups are created as needed ("a/b/c").
   PropertyListHandle lcpl(H5Pcreate(H5P_LINK_CREATE));
   if (!lcpl || H5Pset_create_intermediate_group(lcpl.get(), 1) < 0) fail("H5Pset_create_intermediate_group");
-  GroupHandle g(H5Gcreate2(id_, n.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
+  PropertyListHandle gcpl(H5Pcreate(H5P_GROUP_CREATE));
+  if (!gcpl || H5Pset_obj_track_times(gcpl.get(), 0) < 0) fail("H5Pset_obj_track_times");
+  GroupHandle g(H5Gcreate2(id_, n.c_str(), lcpl.get(), gcpl.get(), H5P_DEFAULT));
   if (!g) hdf5::fail(*file_, child_path(n), "H5Gcreate2 (create group)");
   return Group(file_, child_path(n), std::move(g));
 }
@@ -491,6 +493,8 @@ Dataset Group::create_dataset_raw(std::string_view name, std::span<const hsize_t
   if (!space) hdf5::fail(*file_, where, "H5Screate_simple");
   PropertyListHandle dcpl(H5Pcreate(H5P_DATASET_CREATE));
   if (!dcpl) hdf5::fail(*file_, where, "H5Pcreate(H5P_DATASET_CREATE)");
+  // No creation/modification times in the object header: the same content gives the same bytes.
+  if (H5Pset_obj_track_times(dcpl.get(), 0) < 0) hdf5::fail(*file_, where, "H5Pset_obj_track_times");
   std::vector<hsize_t> chunk = options.chunk;
   const bool filtered = options.gzip > 0 || options.shuffle;
   if (chunk.empty() && filtered && !dims.empty()) chunk.assign(dims.size(), 0);

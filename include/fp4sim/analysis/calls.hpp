@@ -38,6 +38,7 @@ struct Call {
   std::string base = "ue5m3";
   std::string steps, layers, hold = "window";
   std::uint64_t seed = 0;
+  double slab_mib = 256;  // stream trace tensors larger than this in row slabs
 
   Options resolve() const;  // UsageError
 };

@@ -11,6 +11,10 @@
 // Memory: a tensor larger than max_slab_bytes is streamed in row slabs (two passes: amax, then
 // quantization), so the per-tensor statistics hold one slab at a time. GEMM entries need the three
 // operands of one layer in memory at once.
+//
+// Many processes (share.hpp): a run given Options::share does the units of work of that share only: a
+// layer through every selected step (its x, w, dy and GEMMs) or, without GEMM entries, one tensor of a
+// layer through every selected step; merge() joins the shares' results into the one-process result.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/analysis/share.hpp"
 #include "fp4sim/analysis/stats.hpp"
 #include "fp4sim/io/trace.hpp"
 
@@ -57,7 +62,15 @@ struct Options {
   std::size_t max_slab_bytes = std::size_t{256} << 20;  // float32 bytes of one slab of a large tensor
   std::function<void(double fraction, const std::string& what)> progress;  // optional
   GemmEvaluator gemm_evaluator;                // empty: the float64 product of dequantized operands
+  Share share;                                 // the part of the work this run does (default: all of it)
+  // Optional: called before each work item with its position in the one-process order (the `item` of
+  // the entries it makes), so that processes sharing a run agree on the failure one process meets first.
+  std::function<void(std::uint64_t item)> starting;
 };
+
+// Work items, in the order one process does them: 3 x (index of the (step, layer) pair among the selected
+// ones, steps ascending, layers in trace order) + the tensor (x 0, w 1, dy 2); a layer's GEMM entries
+// follow its dy and share its item.
 
 // The tensor-scale reference a quantization used.
 struct Hold {
@@ -84,6 +97,7 @@ struct TensorEntry {
   stats::TensorStats stats;
   // sweep only: what the grid point was
   std::string distribution;
+  std::uint64_t item = 0;     // the work item (see Options::starting); merge() orders shares by it
 };
 
 struct HeadroomEntry {
@@ -96,6 +110,7 @@ struct HeadroomEntry {
   float amax = 0.0f;
   Hold hold;
   std::vector<stats::HeadroomCounts> formats;  // ue4m3, ue5m3, ue5m3fn
+  std::uint64_t item = 0;
 };
 
 struct GemmEntry {
@@ -109,6 +124,7 @@ struct GemmEntry {
   double ref_fro_norm = 0.0;
   Hold hold_a, hold_b;
   std::uint64_t stream_a = 0, stream_b = 0;
+  std::uint64_t item = 0;
 };
 
 struct Result {
@@ -123,7 +139,9 @@ struct Result {
   std::vector<GemmEntry> gemms;
   std::vector<HeadroomEntry> headroom;
   std::uint64_t tensor_bytes = 0;  // float32 bytes of tensor data quantized per recipe
-  double seconds = 0.0;
+  // Run metadata, the only fields by which a run on many processes differs from one on a single process:
+  double seconds = 0.0;            // wall time (merged: of the slowest share)
+  int shares = 1;                  // the processes that did the work
 };
 
 // Replays a trace. DataError for bad input (naming file, path and rule); UsageError for options that
@@ -133,6 +151,10 @@ Result run(const std::filesystem::path& trace_path, const Options& options);
 // A tensors entry as far as the recipe decides it: role, view, recipe name, shape, block shape, formats,
 // rounding and tensor-scale policy (the caller fills where the tensor came from and what was measured).
 TensorEntry tensor_entry(const Recipe& recipe, Role role, Gemm view, std::size_t rows, std::size_t cols);
+
+// The results of every share of one run (share.hpp), in any order, as one process would have returned
+// it: entries in one-process order, tensor_bytes summed, seconds of the slowest share, shares counted.
+Result merge(std::vector<Result> shares);
 
 // The random stream of one quantized operand: FNV-1a (64-bit) of "<step>/<layer>/<tensor>/<gemm>",
 // e.g. "200/lm_head/dy/dgrad" (documented in docs/replay.md).

@@ -69,6 +69,11 @@ struct Options {
   std::uint64_t seed = 0;
   std::size_t max_slab_bytes = std::size_t{256} << 20;
   std::function<void(double, const std::string&)> progress;
+  // The part of the work this run does (share.hpp): on a trace, replay's units (a tensor of a layer); on
+  // synthetic input, a distribution. `starting` as replay::Options::starting (synthetic: the item is the
+  // distribution's index).
+  Share share;
+  std::function<void(std::uint64_t item)> starting;
 };
 
 struct Skipped {
@@ -82,10 +87,14 @@ struct Result {
   std::string input;                         // trace path or "synthetic"
   std::uint64_t seed = 0;
   std::size_t rows = 0, cols = 0;
+  // Run metadata (as replay::Result's):
   double seconds = 0.0;
+  int shares = 1;
 };
 
 Result run(const Options& options);
+// The results of every share of one run, as one process would have returned it (replay::merge's rules).
+Result merge(std::vector<Result> shares);
 
 void write_json(const Result& r, std::ostream& os);  // {"kind":"sweep", ..., "tensors":[...], "skipped":[...]}
 void write_csv(const Result& r, std::ostream& os);   // replay's tensor columns

@@ -1,0 +1,220 @@
+"""`mpirun -np N fp4sim replay|sweep` (docs/replay.md "Many processes") against one process.
+
+The outputs of 2 and 3 ranks (oversubscribed on small machines) equal one process's byte for byte: CSV and
+HDF5 whole, JSON but for the run metadata ("seconds", "shares"); on traces/trace_a.h5 and on generated
+traces with fewer layers than ranks and more. Bad data in any rank's share fails the run with one
+process's message and exit code and writes nothing; a rank killed mid-run ends the run with an error
+within a time limit, not a hang.
+
+Needs FP4SIM_BINARY and FP4SIM_MPIEXEC (CMake sets both; FP4SIM_MPIEXEC is empty when fp4sim was built
+without MPI, and every test here is skipped). OpenMPI refuses to run as root without
+OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), which CI needs; this file sets them for the runs it starts.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+BINARY = os.environ.get("FP4SIM_BINARY", "fp4sim")
+MPIEXEC = os.environ.get("FP4SIM_MPIEXEC", "")
+TRACE_A = Path(__file__).resolve().parent.parent / "traces" / "trace_a.h5"
+
+pytestmark = pytest.mark.skipif(not MPIEXEC, reason="fp4sim was built without MPI")
+
+# Ranks share the machine's cores: one OpenMP thread each; more ranks than cores are allowed.
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+TIMEOUT = 600
+
+RUN_METADATA = re.compile(rb'"seconds":[^,]*,"shares":([0-9]+),')
+
+
+def fp4sim(ranks, *args, cwd=None):
+    """fp4sim ARGS on `ranks` MPI processes (0: a plain process, no mpirun)."""
+    command = [BINARY, *map(str, args)]
+    if ranks:
+        command = [MPIEXEC, "-np", str(ranks), *command]
+    return subprocess.run(command, capture_output=True, env=ENV, timeout=TIMEOUT, cwd=cwd)
+
+
+def outputs(tmp_path, ranks, *args, kinds=("json", "csv", "h5")):
+    """Runs fp4sim ARGS on `ranks` ranks writing each output kind; returns {kind: bytes}."""
+    out = tmp_path / f"np{ranks}"
+    out.mkdir()
+    paths = {kind: out / f"result.{kind}" for kind in kinds}
+    args = [*args, "-q"]
+    for kind, path in paths.items():
+        args += [f"--{kind}", path]
+    r = fp4sim(ranks, *args)
+    assert r.returncode == 0, (ranks, r.returncode, r.stderr.decode())
+    return {kind: path.read_bytes() for kind, path in paths.items()}
+
+
+def assert_same_as_one_process(tmp_path, *args, kinds=("json", "csv", "h5")):
+    one = outputs(tmp_path, 0, *args, kinds=kinds)
+    assert RUN_METADATA.search(one["json"]).group(1) == b"1"
+    for ranks in (2, 3):
+        many = outputs(tmp_path, ranks, *args, kinds=kinds)
+        assert RUN_METADATA.search(many["json"]).group(1) == str(ranks).encode()
+        # The run metadata is the only difference: the JSON without it is byte for byte one process's.
+        assert RUN_METADATA.sub(b"", many["json"]) == RUN_METADATA.sub(b"", one["json"]), ranks
+        for kind in kinds:
+            if kind != "json":
+                assert many[kind] == one[kind], (ranks, kind)
+
+
+def write_trace(path, layers, steps=(1, 2, 3), tokens=48, width=64, seed=0):
+    """A trace of `layers` linears (in = out = width, except every third layer has 2x out) over `steps`,
+    gzip-chunked like captured traces, amaxes moving between steps."""
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        f.attrs["schema"] = "fp4-trace"
+        f.attrs["schema_version"] = np.int64(1)
+        for step in steps:
+            g = f.create_group(f"step_{step:06d}")
+            g.attrs["step"] = np.int64(step)
+            for i in range(layers):
+                out = width * (2 if i % 3 == 2 else 1)
+                layer = g.create_group(f"model.layers.{i}.proj")
+                gain = 1.0 + 0.5 * step + 0.1 * i
+                for name, shape, scale in (("x", (tokens, width), gain), ("w", (out, width), 0.02),
+                                           ("dy", (tokens, out), 1e-5 * gain)):
+                    data = (rng.standard_normal(shape) * scale).astype("<f4")
+                    layer.create_dataset(name, data=data, chunks=(8, shape[1]), compression="gzip", shuffle=True)
+    return path
+
+
+def corrupt(path, dataset):
+    """Overwrites the middle of the first compressed chunk of `dataset`: its metadata stays valid, reading
+    its data fails."""
+    with h5py.File(path, "r") as f:
+        info = f[dataset].id.get_chunk_info(0)
+    with open(path, "r+b") as raw:
+        raw.seek(info.byte_offset + info.size // 4)
+        raw.write(b"\xff" * (info.size // 2))
+
+
+# --- the same figures as one process ------------------------------------------------------------------
+
+
+def test_replay_trace_a(tmp_path):
+    assert_same_as_one_process(tmp_path, "replay", TRACE_A)
+
+
+def test_sweep_trace_a(tmp_path):
+    assert_same_as_one_process(tmp_path, "sweep", TRACE_A, "--blocks", "16", "--tensor-scales", "current,periodic:50",
+                               kinds=("json", "csv"))
+
+
+def test_sweep_synthetic(tmp_path):
+    assert_same_as_one_process(tmp_path, "sweep", "--rows", 64, "--cols", 256, kinds=("json", "csv"))
+
+
+@pytest.mark.parametrize("layers", [2, 7], ids=["fewer_layers_than_ranks", "more_layers_than_ranks"])
+@pytest.mark.parametrize("flags", [("--datapath", "f64"), ("--no-gemms", "--hold", "previous", "--slab-mib", "0.004")],
+                         ids=["layer_units", "tensor_units"])
+def test_replay_generated_trace(tmp_path, layers, flags):
+    trace = write_trace(tmp_path / "trace.h5", layers)
+    assert_same_as_one_process(tmp_path, "replay", trace, *flags)
+
+
+def test_plain_process_is_one_share(tmp_path):
+    one = outputs(tmp_path, 0, "replay", TRACE_A, "--steps", "1", "--no-gemms", kinds=("json",))
+    assert RUN_METADATA.search(one["json"]).group(1) == b"1"
+
+
+# --- failures -----------------------------------------------------------------------------------------
+
+
+def error_lines(stderr):
+    return [line for line in stderr.decode().splitlines() if line.startswith("fp4sim: error:")]
+
+
+def assert_fails_like_one_process(tmp_path, trace, *flags, code):
+    """The run fails on 1, 2 and 3 ranks with one process's message (once) and exit code, writing nothing."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    args = ["replay", trace, "-q", *flags, "--json", out / "r.json", "--csv", out / "r.csv", "--h5", out / "r.h5"]
+    one = fp4sim(0, *args)
+    assert one.returncode == code, one.stderr.decode()
+    expected = error_lines(one.stderr)
+    assert len(expected) == 1, one.stderr.decode()
+    for ranks in (2, 3):
+        r = fp4sim(ranks, *args)
+        assert r.returncode == code, (ranks, r.stderr.decode())
+        assert error_lines(r.stderr) == expected, (ranks, r.stderr.decode())
+        assert list(out.iterdir()) == [], ranks
+    return expected[0]
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-gemms",)], ids=["layer_units", "tensor_units"])
+def test_bad_data_in_one_share_fails_the_run(tmp_path, flags):
+    trace = write_trace(tmp_path / "bad.h5", layers=5)
+    corrupt(trace, "step_000002/model.layers.3.proj/dy")
+    message = assert_fails_like_one_process(tmp_path, trace, "--datapath", "f64", *flags, code=3)
+    assert "model.layers.3.proj/dy" in message
+
+
+def test_bad_data_in_several_shares_reports_the_first_one_process_meets(tmp_path):
+    trace = write_trace(tmp_path / "bad.h5", layers=6)
+    # Layers 4 and 5 are one rank's and layer 0 another's, on 2 ranks and on 3 (largest first: 2 and 5 have
+    # twice the columns); one process meets step 2 before step 3 and layer 4 before layer 5.
+    corrupt(trace, "step_000003/model.layers.0.proj/x")
+    corrupt(trace, "step_000002/model.layers.4.proj/w")
+    corrupt(trace, "step_000002/model.layers.5.proj/x")
+    message = assert_fails_like_one_process(tmp_path, trace, "--datapath", "f64", code=3)
+    assert "step_000002/model.layers.4.proj/w" in message
+
+
+def test_usage_and_metadata_errors_fail_every_rank_alike(tmp_path):
+    assert_fails_like_one_process(tmp_path, TRACE_A, "--layers", "no-such-layer", code=2)
+    trace = write_trace(tmp_path / "meta.h5", layers=3)
+    with h5py.File(trace, "r+") as f:
+        del f["step_000002/model.layers.1.proj/w"]
+    assert_fails_like_one_process(tmp_path, trace, code=3)
+
+
+def children(pid):
+    """The ids of the processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # pid (comm) state ppid ...: comm may hold spaces, so split after its closing parenthesis.
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_rank_ends_the_run_with_an_error(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    # trace_a through the recipes' GEMM datapaths: seconds of work per rank.
+    command = [MPIEXEC, "-np", "2", BINARY, "replay", str(TRACE_A), "-q", "--json", str(out / "r.json")]
+    mpirun = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        ranks = []
+        deadline = time.monotonic() + 60
+        while len(ranks) < 2 and time.monotonic() < deadline and mpirun.poll() is None:
+            ranks = [pid for pid in children(mpirun.pid) if Path(f"/proc/{pid}/exe").resolve() == Path(BINARY).resolve()]
+            time.sleep(0.05)
+        assert len(ranks) == 2, "the ranks did not start"
+        time.sleep(0.5)  # inside the replay
+        os.kill(ranks[-1], signal.SIGKILL)
+        _, stderr = mpirun.communicate(timeout=60)
+    finally:
+        if mpirun.poll() is None:
+            mpirun.kill()
+            mpirun.wait()
+    assert mpirun.returncode != 0, stderr.decode()
+    assert list(out.iterdir()) == []
