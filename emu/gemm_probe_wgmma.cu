@@ -78,40 +78,16 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kTh
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the swizzle repeats every 1024 bytes
   const std::uint32_t sA = base, sB = base + STAGES * T::kStageA;
 
-  const int tiles_m = (M + T::kBM - 1) / T::kBM, tiles_n = (N + BN - 1) / BN;
-  // Grouped rasterisation: 8 m tiles at a time sweep the n tiles (L2 reuse of B).
-  constexpr int kGroup = 8;
-  const int bid = static_cast<int>(blockIdx.x);
-  const int per_group = kGroup * tiles_n;
-  const int first_m = (bid / per_group) * kGroup;
-  const int gsize = min(tiles_m - first_m, kGroup);
-  const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
-  const int m0 = tm * T::kBM, n0 = tn * BN;
+  const auto [m0, n0] = grouped_tile(M, N, T::kBM, BN);
   const int KT = K / kBK;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), CONSUMERS * 4);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  }
+  if (threadIdx.x == 0) init_ring<STAGES>(full, empty, CONSUMERS * 4);
   __syncthreads();
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (tid == 0) {
-      for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % STAGES;
-        if (kt >= STAGES) mbar_wait(smem_u32(&empty[s]), ((kt / STAGES) - 1) & 1);
-        const std::uint32_t bar = smem_u32(&full[s]);
-        mbar_expect_tx(bar, T::kStageA + T::kStageB);
-        tma_load_2d(sA + s * T::kStageA, &map_a, bar, kt * kBK, m0);
-        tma_load_2d(sB + s * T::kStageB, &map_b, bar, kt * kBK, n0);
-      }
-    }
+    if (tid == 0) produce<STAGES>(&map_a, &map_b, full, empty, sA, sB, T::kStageA, T::kStageB, KT, kBK, m0, n0);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(T::kConsumerRegs));
     const int c = wg - 1;  // rows m0 + 64c .. +63
@@ -149,7 +125,6 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kTh
     // 8 * ((i / 2) & 1), col = 8 * b + 2 * (lane % 4) + (i & 1)): optional snap, then RN(C * alpha).
     const int warp = tid / 32, lane = tid % 32;
     const int row0 = m0 + 64 * c + 16 * warp + lane / 4;
-    const bool pairs = (N % 2) == 0;
 #pragma unroll
     for (int b = 0; b < BN / 8; ++b) {
       const int col = n0 + 8 * b + 2 * (lane % 4);
@@ -163,13 +138,7 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kTh
           if (snap) v[e] = __fmul_rn(rintf(__fmul_rn(v[e], 1024.0f)), 0.0009765625f);
           v[e] = __fmul_rn(v[e], alpha);
         }
-        float* p = C + static_cast<std::size_t>(row) * N + col;
-        if (pairs && col + 1 < N) {
-          *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
-        } else {
-          if (col < N) p[0] = v[0];
-          if (col + 1 < N) p[1] = v[1];
-        }
+        store_pair(C, N, row, col, v[0], v[1]);
       }
     }
   }

@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "device.hpp"
+#include "device_buffer.hpp"
 #include "wgmma.cuh"
 
 namespace fp4sim::gpu::detail {
@@ -52,41 +53,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const std::uint32_t sA = base, sB = base + kStages * kStageBytesA;
 
-  const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
-  // Grouped rasterisation: 8 m tiles at a time sweep the n tiles (L2 reuse of B).
-  constexpr int kGroup = 8;
-  const int bid = static_cast<int>(blockIdx.x);
-  const int per_group = kGroup * tiles_n;
-  const int first_m = (bid / per_group) * kGroup;
-  const int gsize = min(tiles_m - first_m, kGroup);
-  const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
-  const int m0 = tm * kBM, n0 = tn * kBN;
+  const auto [m0, n0] = grouped_tile(M, N, kBM, kBN);
   const int KT = (K + kBK - 1) / kBK;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), kConsumers * 4);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  }
+  if (threadIdx.x == 0) init_ring<kStages>(full, empty, kConsumers * 4);
   __syncthreads();
 
   if (wg == 0) {
     // Producer: one thread issues the copies.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (tid == 0) {
-      for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % kStages;
-        if (kt >= kStages) mbar_wait(smem_u32(&empty[s]), ((kt / kStages) - 1) & 1);
-        const std::uint32_t bar = smem_u32(&full[s]);
-        mbar_expect_tx(bar, kStageBytesA + kStageBytesB);
-        tma_load_2d(sA + s * kStageBytesA, &map_a, bar, kt * kBK, m0);
-        tma_load_2d(sB + s * kStageBytesB, &map_b, bar, kt * kBK, n0);
-      }
-    }
+    if (tid == 0) produce<kStages>(&map_a, &map_b, full, empty, sA, sB, kStageBytesA, kStageBytesB, KT, kBK, m0, n0);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int c = wg - 1;  // consumer index: rows m0 + 64c .. +63
@@ -118,7 +95,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     // row = 16 * warp + lane / 4 + 8 * ((i / 2) & 1), col = 8 * b + 2 * (lane % 4) + (i & 1)).
     const int warp = tid / 32, lane = tid % 32;
     const int row0 = m0 + 64 * c + 16 * warp + lane / 4;
-    const bool pairs = (N % 2) == 0;
 #pragma unroll
     for (int b = 0; b < 32; ++b) {
       const int col = n0 + 8 * b + 2 * (lane % 4);
@@ -126,14 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + 8 * h;
         if (row >= M) continue;
-        const float v0 = __fmul_rn(d[4 * b + 2 * h], alpha), v1 = __fmul_rn(d[4 * b + 2 * h + 1], alpha);
-        float* p = C + static_cast<std::size_t>(row) * N + col;
-        if (pairs && col + 1 < N) {
-          *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
-        } else {
-          if (col < N) p[0] = v0;
-          if (col + 1 < N) p[1] = v1;
-        }
+        store_pair(C, N, row, col, __fmul_rn(d[4 * b + 2 * h], alpha), __fmul_rn(d[4 * b + 2 * h + 1], alpha));
       }
     }
   }
@@ -174,12 +143,15 @@ bool wgmma_available() {
   static const bool available = [] {
     if (std::getenv("FP4SIM_NO_WGMMA") != nullptr) return false;  // A/B runs against the mma.sync kernel
     if (wgmma::encode_fn() == nullptr) return false;
-    int* d = nullptr;
+    DeviceBuffer flag;
     int h = 0;
-    if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) return false;
-    wgmma_flag_kernel<<<1, 1>>>(d);
-    const bool ok = cudaGetLastError() == cudaSuccess && cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-    cudaFree(d);
+    if (!flag.allocate(sizeof(int))) {
+      cudaGetLastError();
+      return false;
+    }
+    wgmma_flag_kernel<<<1, 1>>>(flag.as<int>());
+    const bool ok = cudaGetLastError() == cudaSuccess &&
+                    cudaMemcpy(&h, flag.as<int>(), sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
     cudaGetLastError();
     return ok && h == 1;
   }();

@@ -1,5 +1,6 @@
 // Hopper (sm_90a) building blocks shared by the wgmma GEMM kernels (emu/gemm_wgmma.cu, bf16-tc;
-// emu/gemm_probe_wgmma.cu, probe-matched): mbarriers, TMA tile loads, shared-memory matrix descriptors
+// emu/gemm_probe_wgmma.cu, probe-matched): mbarriers, TMA tile loads, the tile order and the producer of
+// the shared-memory ring, the paired output store, shared-memory matrix descriptors
 // for 128-byte-swizzled K-major tiles, and wgmma.mma_async m64nNk16 with BF16 inputs and FP32
 // accumulators. The device code exists only where the compiler targets sm_90a (FP4SIM_WGMMA_BODY);
 // the host helpers (the driver's cuTensorMapEncodeTiled) always.
@@ -51,6 +52,64 @@ __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap
           "r"(dst),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
+}
+
+// The kernels' pipeline: one producer thread streams k tiles of A and B into a STAGES-deep shared-memory
+// ring with TMA; `full[s]` completes on the producer's arrival plus the stage's bytes, `empty[s]` on one
+// arrival per consumer warp once the stage's wgmmas are done.
+
+// Grouped rasterisation: 8 m tiles at a time sweep the n tiles (L2 reuse of B); this block's tile origin.
+struct TileOrigin {
+  int m0, n0;
+};
+__device__ __forceinline__ TileOrigin grouped_tile(int M, int N, int bm, int bn) {
+  constexpr int kGroup = 8;
+  const int tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn;
+  const int bid = static_cast<int>(blockIdx.x);
+  const int per_group = kGroup * tiles_n;
+  const int first_m = (bid / per_group) * kGroup;
+  const int gsize = min(tiles_m - first_m, kGroup);
+  const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
+  return {tm * bm, tn * bn};
+}
+
+// Thread 0, before the block's __syncthreads.
+template <int STAGES>
+__device__ __forceinline__ void init_ring(std::uint64_t* full, std::uint64_t* empty, int consumer_warps) {
+  for (int s = 0; s < STAGES; ++s) {
+    mbar_init(smem_u32(&full[s]), 1);
+    mbar_init(smem_u32(&empty[s]), consumer_warps);
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// The producer thread: k tile kt (columns kt * bk ..) of A's rows m0.. and B's rows n0.. into stage
+// kt % STAGES, once the consumers have released that stage's previous tile.
+template <int STAGES>
+__device__ __forceinline__ void produce(const CUtensorMap* map_a, const CUtensorMap* map_b, std::uint64_t* full,
+                                        std::uint64_t* empty, std::uint32_t sA, std::uint32_t sB,
+                                        std::uint32_t stage_a, std::uint32_t stage_b, int KT, int bk, int m0, int n0) {
+  for (int kt = 0; kt < KT; ++kt) {
+    const int s = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(smem_u32(&empty[s]), ((kt / STAGES) - 1) & 1);
+    const std::uint32_t bar = smem_u32(&full[s]);
+    mbar_expect_tx(bar, stage_a + stage_b);
+    tma_load_2d(sA + s * stage_a, map_a, bar, kt * bk, m0);
+    tma_load_2d(sB + s * stage_b, map_b, bar, kt * bk, n0);
+  }
+}
+
+// Outputs (row, col) and (row, col + 1) of the row-major C [.., N], row in range: one 8-byte store when N
+// is even, else each column that is in range.
+__device__ __forceinline__ void store_pair(float* C, int N, int row, int col, float v0, float v1) {
+  float* p = C + static_cast<std::size_t>(row) * N + col;
+  if ((N % 2) == 0 && col + 1 < N) {
+    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+  } else {
+    if (col < N) p[0] = v0;
+    if (col + 1 < N) p[1] = v1;
+  }
 }
 
 // Shared-memory matrix descriptor: K-major tile of 128-byte rows written by TMA with the 128-byte swizzle;
