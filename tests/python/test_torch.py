@@ -87,6 +87,16 @@ def test_cpu_held_amax_and_rbits_reach_the_golden_model():
         ft.quantize(x, "ue5m3", "fprop.a", rbits=r)  # an RNE operand takes no random bits
 
 
+def test_philox_key_is_pinned():
+    # The SR key of docs/torch.md: the first 8 bytes (little-endian) of BLAKE2b-64 of
+    # "fp4sim.torch/<seed>/<module>/<gemm>/<step>", top bit cleared. A run is replayable only while it holds.
+    import hashlib
+    d = hashlib.blake2b(b"fp4sim.torch/0/layers.0.q_proj/dgrad/1", digest_size=8).digest()
+    assert philox_seed(0, "layers.0.q_proj", "dgrad", 1) == int.from_bytes(d, "little") & (2**63 - 1)
+    assert philox_seed(0, "layers.0.q_proj", "dgrad", 1) == 890282198297139595
+    assert philox_seed(42, "", "wgrad", 7) == 2835373926617080224
+
+
 def golden_linear(layer, x, dy, step, amax):
     """Y, dX, dW of the fp4sim Linear by hand: fp4sim.gemm per GEMM with the layer's keys and held amaxes."""
     xb = f32(x.reshape(-1, x.shape[-1]).to(torch.bfloat16))
