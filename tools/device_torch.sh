@@ -40,6 +40,12 @@ if [ $status -ne 0 ]; then
   exit $status
 fi
 
+# The extension links the CUDA runtime shared library (libcudart.so.13): from the toolkit, or the copy
+# torch's CUDA wheels install (nvidia/cu13/lib), whichever the loader finds first.
+cuda_wheel_lib=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libcudart.so*"))})))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib:${cuda_wheel_lib}:${LD_LIBRARY_PATH:-}"
+(cd /tmp && python3 -c 'import fp4sim.torch as ft; print("fp4sim.torch imported; cuda_available:", ft.cuda_available())') 2>&1 | tee -a "$log"
+
 say "tests/python/test_torch.py"
 start=$(date +%s)
 # From outside the repository, so that `import fp4sim` is the installed package.
