@@ -213,6 +213,13 @@ def test_fake_ops_give_shapes_for_compile():
         assert c.shape == (48, 48) and c.dtype == torch.bfloat16
 
 
+def test_ops_compile_into_one_graph():
+    a, b = sample((64, 128), 1), sample((32, 128), 2)
+    fn = lambda a_, b_: ft.gemm(a_, b_, "nvfp4", "wgrad", seed=1) * 2  # noqa: E731
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)  # fullgraph: a graph break fails
+    assert_bits(compiled(a, b), fn(a, b), "compiled")
+
+
 # ---------------------------------------------------------------------------------------------------
 # GPU: CUDA results against the CPU results (the golden model)
 

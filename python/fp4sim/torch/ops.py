@@ -45,8 +45,10 @@ def _overrides(text: str) -> dict:
 
 
 def overrides_text(overrides: dict) -> str:
-    """Recipe overrides as the operators take them (canonical: sorted keys, no Nones)."""
-    return json.dumps({k: v for k, v in sorted(overrides.items()) if v is not None})
+    """Recipe overrides as the operators take them (canonical: sorted keys, no Nones; "" for none, which
+    torch.compile traces without calling the JSON encoder)."""
+    kept = {k: v for k, v in sorted(overrides.items()) if v is not None}
+    return json.dumps(kept) if kept else ""
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,6 +57,7 @@ def operand_info(recipe: str, overrides: str, role: str) -> dict:
     return dict(_fp4sim.operand_info(recipe, _overrides(overrides), role))
 
 
+@torch.compiler.assume_constant_result  # a function of its string arguments: a constant in a compiled graph
 def default_datapath(recipe: str, overrides: str = "") -> str:
     """The recipe's datapath when the GPU has a kernel for it (probe-matched for ue5m3*), else sm90-bf16
     (the bf16-tc kernel): the same choice on CPU and GPU, so both compute the same thing."""
