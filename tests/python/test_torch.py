@@ -305,19 +305,19 @@ def check_records(records):
     return checked
 
 
-@gpu
-@pytest.mark.parametrize("recipe", ["ue5m3", "nvfp4", "mxfp4"])
-def test_gpu_small_llama_trains_equal_to_golden(recipe):
+def train_and_check(device, recipe, sampled, steps=3, batch=4, seq=64, **model_kwargs):
+    """Train SmallLlama(**model_kwargs) on `device` for `steps` steps under `recipe`, capturing every GEMM of
+    the `sampled` linears (None: all), and check each against the CPU operators. Returns (checked, losses)."""
     torch.manual_seed(0)
-    model = ft.convert(SmallLlama().cuda(), recipe=recipe, exclude=["lm_head"])
-    sampled = {"layers.0.q_proj", "layers.0.down_proj", "layers.5.v_proj", "layers.5.gate_proj"}
-    if os.environ.get("FP4SIM_TORCH_CHECK") == "all":
-        sampled = {n for n, m in model.named_modules() if isinstance(m, ft.Linear)}
+    model = ft.convert(SmallLlama(**model_kwargs).to(device), recipe=recipe, exclude=["lm_head"])
+    linears = {n for n, m in model.named_modules() if isinstance(m, ft.Linear)}
+    sampled = linears if sampled is None else set(sampled)
+    assert sampled <= linears
     records = []
 
-    def keep(r):
-        records.append({k: (v.detach().cpu() if isinstance(v, torch.Tensor) else
-                            tuple(t.detach().cpu() for t in v) if isinstance(v, tuple) else v)
+    def keep(r):  # copies: on the CPU, .cpu() would alias the weight the optimizer then updates
+        records.append({k: (v.detach().cpu().clone() if isinstance(v, torch.Tensor) else
+                            tuple(t.detach().cpu().clone() for t in v) if isinstance(v, tuple) else v)
                         for k, v in r.items()})
 
     for name, m in model.named_modules():
@@ -325,17 +325,36 @@ def test_gpu_small_llama_trains_equal_to_golden(recipe):
             m.capture = keep
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     text = open(__file__, "rb").read() * 4
-    batches = byte_batches(text, batch=4, seq=64, generator=torch.Generator().manual_seed(0))
+    batches = byte_batches(text, batch=batch, seq=seq, generator=torch.Generator().manual_seed(0))
     losses = []
-    for step in range(1, 4):
+    for step in range(1, steps + 1):
         ft.begin_step(model, step)
         x, y = next(batches)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(x.cuda())
-        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, 256), y.cuda().reshape(-1))
+        with torch.autocast(device, dtype=torch.bfloat16):
+            logits = model(x.to(device))
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, 256), y.to(device).reshape(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert all(np.isfinite(losses)), losses
-    assert check_records(records) == len(sampled) * 3 * 3
+    checked = check_records(records)
+    assert checked == len(sampled) * 3 * steps
+    return checked, losses
+
+
+def test_cpu_training_harness_checks_every_sampled_gemm():
+    # The harness of the GPU training test on a tiny model on the CPU (where it compares the golden model
+    # with itself): every sampled linear yields its three GEMMs per step, and the checks run.
+    checked, _ = train_and_check("cpu", "ue5m3", None, steps=2, batch=2, seq=32, d=64, layers=1, heads=1, ffn=128)
+    assert checked == 7 * 3 * 2
+
+
+@gpu
+@pytest.mark.parametrize("recipe", ["ue5m3", "nvfp4", "mxfp4"])
+def test_gpu_small_llama_trains_equal_to_golden(recipe):
+    sampled = None if os.environ.get("FP4SIM_TORCH_CHECK") == "all" else \
+        ["layers.0.q_proj", "layers.0.down_proj", "layers.5.v_proj", "layers.5.gate_proj"]
+    checked, losses = train_and_check("cuda", recipe, sampled)
+    print(f"{recipe}: {checked} GEMMs and {2 * checked} quantized operands equal to the golden model; "
+          f"losses {losses}")
