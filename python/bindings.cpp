@@ -147,21 +147,51 @@ nb::object convert_py(const DoubleIn& x, const std::string& format, const std::s
     codes = fp4sim::convert(call, r, {"x", shape_of(x)}, span_of(x), bits ? &*bits : nullptr);
   }
   const auto shape = shape_of(x);
-  const int width = r.format.storage_bits() <= 8 ? 1 : r.format.storage_bits() <= 16 ? 2 : 4;
+  const int width = code_bytes(r.format);
   if (width == 1) return nb::cast(to_numpy(std::vector<std::uint8_t>(codes.begin(), codes.end()), shape));
   if (width == 2) return nb::cast(to_numpy(std::vector<std::uint16_t>(codes.begin(), codes.end()), shape));
   return nb::cast(to_numpy(std::move(codes), shape));
 }
 
-nb::ndarray<nb::numpy, double> decode_codes(const WordsIn& codes, const std::string& format_name_) {
-  const Format format = format_argument(format_name_, "--format");
-  std::vector<double> out(codes.size());
+// float32 in place through the fast encoder, the codes written straight into the array returned.
+template <class Code>
+nb::object convert_float32_as(const ConvertCall& call, const ConvertCall::Resolved& r, const FloatIn& x,
+                              const RandomBitsArray* bits) {
+  std::vector<Code> codes(x.size());
+  const ArrayShape input{"x", shape_of(x)};
+  {
+    nb::gil_scoped_release release;
+    fp4sim::convert(call, r, input, span_of(x), bits, std::span<Code>(codes));
+  }
+  return nb::cast(to_numpy(std::move(codes), input.shape));
+}
+
+nb::object convert_float32_py(const FloatIn& x, const std::string& format, const std::string& rounding, int sr_bits,
+                              std::uint64_t seed, const std::optional<RandomBitsIn>& rbits,
+                              std::optional<bool> saturate, const std::string& specials) {
+  const ConvertCall call{format, rounding, sr_bits, seed, saturate, specials, rbits.has_value()};
+  const ConvertCall::Resolved r = call.resolve();
+  const std::optional<RandomBitsArray> bits = random_bits_array(rbits, "rbits");
+  const RandomBitsArray* b = bits ? &*bits : nullptr;
+  switch (code_bytes(r.format)) {
+    case 1: return convert_float32_as<std::uint8_t>(call, r, x, b);
+    case 2: return convert_float32_as<std::uint16_t>(call, r, x, b);
+    default: return convert_float32_as<std::uint32_t>(call, r, x, b);
+  }
+}
+
+// Codes of any unsigned width, read in place; float32 out (every format's values are binary32 values).
+template <class Code>
+nb::ndarray<nb::numpy, float> decode_codes(const nb::ndarray<const Code, nb::c_contig, nb::device::cpu>& codes,
+                                           const std::string& format_name_) {
+  const Format format = format_argument(format_name_, "format");
+  std::vector<float> out(codes.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (codes.data()[i] >= format.code_count()) {
       throw DataError("codes: element " + std::to_string(i) + " = " + std::to_string(codes.data()[i]) +
                       " is not a " + format_name_ + " code");
     }
-    out[i] = decode_to_double(format, codes.data()[i]);
+    out[i] = decode_to_float(format, codes.data()[i]);
   }
   return to_numpy(std::move(out), shape_of(codes));
 }
@@ -332,9 +362,13 @@ NB_MODULE(_fp4sim, m) {
   m.def("_address", [](const FloatIn& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, "x"_a.noconvert(),
         "The address the extension reads a float32 array from (tests prove zero-copy with it).");
 
+  m.def("convert", &convert_float32_py, "x"_a.noconvert(), "format"_a, "rounding"_a, "sr_bits"_a, "seed"_a,
+        "rbits"_a.none(), "saturate"_a.none(), "specials"_a);
   m.def("convert", &convert_py, "x"_a.noconvert(), "format"_a, "rounding"_a, "sr_bits"_a, "seed"_a, "rbits"_a.none(),
         "saturate"_a.none(), "specials"_a);
-  m.def("decode", &decode_codes, "codes"_a.noconvert(), "format"_a);
+  m.def("decode", &decode_codes<std::uint8_t>, "codes"_a.noconvert(), "format"_a);
+  m.def("decode", &decode_codes<std::uint16_t>, "codes"_a.noconvert(), "format"_a);
+  m.def("decode", &decode_codes<std::uint32_t>, "codes"_a.noconvert(), "format"_a);
 
   nb::class_<QuantizedTensor>(m, "QuantizedTensor")
       .def_ro("rows", &QuantizedTensor::rows)

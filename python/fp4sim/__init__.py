@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import numpy as _np
 
-from . import _fp4sim
+from . import _dtypes, _fp4sim
 from ._fp4sim import DataError, UsageError
 
 __all__ = [
@@ -203,16 +203,57 @@ def datapaths() -> list:
     return _fp4sim.datapaths()
 
 
-def convert(x, format: str, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0, rbits=None,
-            saturate: Optional[bool] = None, specials: str = "hardware") -> _np.ndarray:
-    """Element-wise encode (``fp4sim convert``): one code per element, same shape; uint8 (uint16 for
-    16-bit formats, uint32 for fp32). Stochastic modes take ``rbits`` or the Philox stream of ``seed``."""
-    return _fp4sim.convert(_float64(x, "x"), format, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
+def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0, rbits=None,
+            saturate: Optional[bool] = None, specials: str = "hardware"):
+    """Element-wise encode (``fp4sim convert``), as ``x.astype(dtype)`` does in ml_dtypes.
+
+    ``format`` is fp4sim's name (``"e2m1"``, ``"E2M1"``), ml_dtypes'/NumPy's (``"float4_e2m1fn"``,
+    ``"bfloat16"``) or the dtype itself (``ml_dtypes.float8_e4m3fn``). ``x``: float32 (read in place and
+    encoded by the fast binary32 encoder), float16 or bfloat16 (widened exactly), or float64 (each value
+    rounded once); any shape; a scalar gives a scalar. The result has x's shape and, where ml_dtypes or
+    NumPy has the format (e2m1, e2m3, e3m2, e4m3, e5m2, ue5m3fn, e8m0, bf16, fp16, fp32), that dtype —
+    ``.view(np.uint8)`` gives the codes; other formats give unsigned codes (uint8). Stochastic modes take
+    ``rbits`` (one integer per element) or the Philox stream of ``seed``.
+
+    >>> import numpy as np, fp4sim
+    >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
+    array([0.5, -3, 6], dtype=float4_e2m1fn)
+    >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "e2m1").view(np.uint8)
+    array([ 1, 13,  7], dtype=uint8)
+    >>> fp4sim.convert(1.3, "e4m3")
+    1.25
+    """
+    fmt = _dtypes.format_name(format)
+    a = _as_numpy(x, "x")
+    scalar = a.ndim == 0
+    a = _dtypes.widen(a.reshape(1) if scalar else a)
+    if a.dtype == _np.float32:
+        a = _np.ascontiguousarray(a)  # no copy when already C-contiguous
+    elif a.dtype == _np.float64:
+        a = _np.ascontiguousarray(a)
+    else:
+        raise TypeError(f"x: expected floating-point values (float32, float64, float16 or bfloat16), got {a.dtype}")
+    codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
+    dtype = _dtypes.code_dtype(fmt)
+    out = codes if dtype is None else codes.view(dtype)
+    return out[0] if scalar else out
 
 
-def decode(codes, format: str) -> _np.ndarray:
-    """The exact value of each code, as float64."""
-    return _fp4sim.decode(_words(codes, "codes"), format)
+def decode(codes, format=None) -> _np.ndarray:
+    """The exact value of each code, as float32 (every format's values are binary32 values).
+
+    ``codes``: unsigned integers (read in place when uint8/16/32) in ``format``, or an ml_dtypes/NumPy
+    array of a format, whose dtype is then the format.
+
+    >>> fp4sim.decode(np.array([1, 13, 7], np.uint8), "e2m1")
+    array([ 0.5, -3. ,  6. ], dtype=float32)
+    """
+    a = _as_numpy(codes, "codes")
+    fmt = _dtypes.format_name(a.dtype if format is None else format)
+    a = _dtypes.as_codes(a)
+    if a.dtype not in (_np.uint8, _np.uint16, _np.uint32):
+        a = _words(a, "codes")
+    return _fp4sim.decode(_np.ascontiguousarray(a), fmt)
 
 
 def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[float] = None, seed: int = 0,

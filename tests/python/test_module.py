@@ -71,10 +71,12 @@ def test_convert_matches_the_cli(tmp_path, fmt, rounding):
     cli("convert", "--format", fmt, "--rounding", rounding, "--seed", 9, "--in", tmp_path / "x.npy",
         "--out", tmp_path / "c.npy", "--decoded", tmp_path / "d.npy")
     theirs = np.load(tmp_path / "c.npy")
-    ours = fp4sim.convert(x, fmt, rounding, seed=9)
-    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    ours = fp4sim.convert(x, fmt, rounding, seed=9).view(theirs.dtype)  # the codes under their ml_dtypes dtype
+    assert ours.shape == theirs.shape
     np.testing.assert_array_equal(ours, theirs)
-    np.testing.assert_array_equal(fp4sim.decode(ours, fmt).view(np.uint64), np.load(tmp_path / "d.npy").view(np.uint64))
+    decoded = fp4sim.decode(ours, fmt)
+    assert decoded.dtype == np.float32
+    np.testing.assert_array_equal(decoded.astype(np.float64).view(np.uint64), np.load(tmp_path / "d.npy").view(np.uint64))
 
 
 @needs_cli
