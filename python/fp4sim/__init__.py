@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import numpy as _np
 
-from . import _dtypes, _fp4sim
+from . import _dtypes, _fp4sim, _ml_dtypes_conventions
 from ._fp4sim import DataError, UsageError
 
 __all__ = [
@@ -215,6 +215,11 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     ``.view(np.uint8)`` gives the codes; other formats give unsigned codes (uint8). Stochastic modes take
     ``rbits`` (one integer per element) or the Philox stream of ``seed``.
 
+    Overflow, Inf, NaN and -0 follow the hardware (``specials="hardware"``: cvt.*.satfinite; ``saturate``
+    defaults to True for formats without Inf), TE's Python reference (``"te-python"``), or ml_dtypes'
+    ``astype`` exactly (``"ml_dtypes"``: no saturation where the format has Inf or NaN, NaN keeps its sign,
+    +NaN -> -0 in e2m1, e8m0 ties away from zero; docs/semantics.md lists each difference).
+
     >>> import numpy as np, fp4sim
     >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
     array([0.5, -3, 6], dtype=float4_e2m1fn)
@@ -224,17 +229,28 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     1.25
     """
     fmt = _dtypes.format_name(format)
-    a = _as_numpy(x, "x")
-    scalar = a.ndim == 0
-    a = _dtypes.widen(a.reshape(1) if scalar else a)
-    if a.dtype == _np.float32:
-        a = _np.ascontiguousarray(a)  # no copy when already C-contiguous
-    elif a.dtype == _np.float64:
-        a = _np.ascontiguousarray(a)
-    else:
+    original = _as_numpy(x, "x")
+    scalar = original.ndim == 0
+    if scalar:
+        original = original.reshape(1)
+    a = _np.ascontiguousarray(_dtypes.widen(original))  # no copy when float32 and C-contiguous
+    if a.dtype not in (_np.float32, _np.float64):
         raise TypeError(f"x: expected floating-point values (float32, float64, float16 or bfloat16), got {a.dtype}")
-    codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
     dtype = _dtypes.code_dtype(fmt)
+    if specials == "ml_dtypes":
+        if dtype is None:
+            raise ValueError(f"specials: 'ml_dtypes' needs a format ml_dtypes has ({', '.join(_dtypes.known_names())}), "
+                             f"got {format!r}")
+        rounding, saturate = _ml_dtypes_conventions.settings(fmt, rounding, saturate)
+        no_code = _ml_dtypes_conventions.inputs_without_code(a, fmt)
+        if no_code.any():
+            codes = _fp4sim.convert(_np.where(no_code, a.dtype.type(1), a), fmt, rounding, sr_bits, seed,
+                                    _rbits(rbits, "rbits"), saturate, "hardware")
+            codes[no_code] = _ml_dtypes_conventions.codes_without_value(original, a, fmt, dtype, codes, no_code)
+        else:
+            codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, "hardware")
+    else:
+        codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
     out = codes if dtype is None else codes.view(dtype)
     return out[0] if scalar else out
 
