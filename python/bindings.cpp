@@ -23,10 +23,12 @@
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/format.hpp"
+#include "fp4sim/core/fp32.hpp"
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/mma_call.hpp"
 #include "fp4sim/core/names.hpp"
+#include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/quantize_call.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/verify/verify_call.hpp"
@@ -222,6 +224,52 @@ nb::ndarray<nb::numpy, float> dequantize_py(const QuantizedTensor& q) {
   return to_numpy(std::move(out), {q.rows, q.cols});
 }
 
+// A kernel's raw bytes dequantized: codes in a nibble order, scales in a layout, and the tensor scale as
+// the kernel holds it (G, Gd or the amax: `kind`), under the recipe's settings for `role`.
+nb::ndarray<nb::numpy, float> dequantize_raw_py(const BytesIn& codes, const BytesIn& scales, std::size_t rows,
+                                                std::size_t cols, const std::string& recipe_name,
+                                                const nb::dict& overrides, const std::string& role,
+                                                const std::string& layout, const std::string& nibbles,
+                                                std::optional<float> tensor_scale, const std::string& kind) {
+  QuantizeCall call{overrides_from(recipe_name, overrides), role, 0, {}};
+  const QuantizeCall::Resolved r = call.resolve();
+  QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
+  const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "nibbles");
+  check_codes_shape(order, rows, cols, shape_of(codes));
+  q.codes = codes_from_order(span_of(codes), rows, cols, order);
+  const ScaleGrid grid = scale_grid(rows, cols, q.block_rows, q.block_cols);
+  q.scales = scales_from_layout(span_of(scales), shape_of(scales), grid, parse_name_or_throw<ScaleLayout>(layout, "layout"));
+  const bool two_level = r.recipe.tensor_scale != TensorScalePolicy::none && r.recipe.scale_rule == ScaleRule::two_level;
+  if (two_level) {
+    if (!tensor_scale) throw UsageError("tensor_scale: recipe '" + recipe_name + "' has a tensor scale: give its value");
+    q.tensor_scaled = true;
+    const float element_max = decode_to_float(q.element, q.element.max_finite_code());
+    if (kind == "amax") {
+      q.tensor_amax = *tensor_scale;
+      const GlobalScale g = global_scale(q.tensor_amax, q.target, element_max);
+      q.global_encode_scale = g.encode;
+      q.global_decode_scale = g.decode;
+    } else if (kind == "encode" || kind == "decode") {
+      if (q.dequantize_order == DequantizeOrder::te_kernel) {
+        throw UsageError("tensor_scale_kind: the te-kernel dequantize order multiplies by the amax: give "
+                         "tensor_scale_kind='amax'");
+      }
+      q.global_encode_scale = kind == "encode" ? *tensor_scale : 1.0f;
+      q.global_decode_scale = kind == "encode" ? fp32::div_rn(1.0f, *tensor_scale) : *tensor_scale;
+    } else {
+      throw UsageError("tensor_scale_kind: expected encode, decode or amax, got '" + kind + "'");
+    }
+  } else if (tensor_scale) {
+    throw UsageError("tensor_scale: recipe '" + recipe_name + "' has no tensor scale (tensor_scale=None)");
+  }
+  std::vector<float> out;
+  {
+    nb::gil_scoped_release release;
+    out = dequantize(q);
+  }
+  return to_numpy(std::move(out), {rows, cols});
+}
+
 // gemm=, datapath=, inner=, snap=, out_dtype=, amax_ref_a/b=, target_a/b=, seed= (None: the default).
 GemmCall gemm_call_from(const std::string& recipe_name, const nb::dict& overrides, const nb::dict& d) {
   GemmCall g;
@@ -412,6 +460,8 @@ NB_MODULE(_fp4sim, m) {
   m.def("quantize", &quantize_py, "x"_a.noconvert(), "recipe"_a, "overrides"_a, "role"_a, "amax_ref"_a.none(), "seed"_a,
         "rbits"_a.none());
   m.def("dequantize", &dequantize_py, "q"_a);
+  m.def("dequantize_raw", &dequantize_raw_py, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a, "cols"_a,
+        "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a);
 
   m.def("gemm", &gemm_py, "a"_a.noconvert(), "b"_a.noconvert(), "recipe"_a, "overrides"_a, "args"_a,
         "rbits_a"_a.none(), "rbits_b"_a.none());

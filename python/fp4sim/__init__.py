@@ -129,17 +129,19 @@ class Quantized:
     Gd = RN(1/G), ``tensor_amax`` the reference amax used.
     """
 
-    def __init__(self, native: "_fp4sim.QuantizedTensor"):
+    def __init__(self, native: "_fp4sim.QuantizedTensor", shape: Optional[tuple] = None):
         self._native = native
-        self.codes: _np.ndarray = native.codes
-        self.scales: _np.ndarray = native.scales
+        batched = shape is not None and len(shape) > 2  # leading axes flattened into the rows
+        self.codes: _np.ndarray = native.codes.reshape(*shape[:-1], -1) if batched else native.codes
+        self.scales: _np.ndarray = (native.scales.reshape(*shape[:-2], -1, native.scales.shape[-1]) if batched
+                                    else native.scales)
         self.tensor_scale = _np.float32(native.global_encode_scale)
         self.global_encode_scale = self.tensor_scale
         self.global_decode_scale = _np.float32(native.global_decode_scale)
         self.tensor_amax = _np.float32(native.tensor_amax)
         self.tensor_scaled = bool(native.tensor_scaled)
         self.target = _np.float32(native.target)
-        self.shape = (native.rows, native.cols)
+        self.shape = tuple(shape) if shape is not None and len(shape) > 2 else (native.rows, native.cols)
         self.block = (native.block_rows, native.block_cols)
         self.recipe = native.recipe
         self.element_format = native.element_format
@@ -154,11 +156,12 @@ class Quantized:
 
     def codes_in(self, nibbles: str) -> _np.ndarray:
         """The codes as a kernel storing them in another nibble order would (low-first, high-first, unpacked)."""
-        return codes_to_order(self.codes, self.shape[0], self.shape[1], nibbles)
+        return codes_to_order(self._native.codes, self._native.rows, self._native.cols, nibbles)
 
     def scales_in(self, layout: str) -> _np.ndarray:
         """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md)."""
-        return scales_to_layout(self.scales, self.shape[0], self.shape[1], self.block[0], self.block[1], layout)
+        return scales_to_layout(self._native.scales, self._native.rows, self._native.cols, self.block[0], self.block[1],
+                                layout)
 
     def __repr__(self) -> str:
         return (f"Quantized(recipe={self.recipe!r}, shape={self.shape}, block={self.block}, "
@@ -276,14 +279,65 @@ def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[flo
              rbits=None, **overrides) -> Quantized:
     """Block quantization of one tensor (``fp4sim quantize``). Recipe overrides as keywords: block,
     two_d, scale_format, element_format, target, tensor_scale ("none", "current", "periodic:D"),
-    scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht."""
-    a = _float32(x, "x")
-    return Quantized(_fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits")))
+    scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht.
+
+    ``x``: float32 (read in place), float16/bfloat16 (widened exactly) or float64 holding binary32 values,
+    of any rank: leading axes are batch, 1-D blocks run along the last axis (the tensor is quantized as
+    [prod(leading), last]), 2-D tiles cover the last two axes (each matrix on its own tiles: its row
+    count must be a multiple of the tile). The tensor scale is the whole tensor's.
+
+    >>> x = np.random.default_rng(0).standard_normal((2, 8, 64), dtype=np.float32)
+    >>> q = fp4sim.quantize(x, "nvfp4")
+    >>> q.codes.shape, q.scales.shape, fp4sim.dequantize(q).shape
+    ((2, 8, 32), (2, 8, 4), (2, 8, 64))
+    >>> fp4sim.quantize(np.zeros((3, 32, 64), np.float32), "nvfp4", two_d=True).scales.shape
+    (3, 2, 4)
+    """
+    a = _dtypes.widen(_as_numpy(x, "x"))
+    shape = a.shape
+    a = _float32(a.reshape(-1, shape[-1]) if a.ndim > 2 else a, "x")
+    native = _fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits"))
+    if len(shape) > 2 and shape[-2] % native.block_rows:
+        # Tiles of the flattened tensor would straddle two matrices.
+        raise ValueError(f"x: 2-D tiles of {native.block_rows}x{native.block_cols} over the last two axes need a "
+                         f"multiple of {native.block_rows} rows per matrix, got shape {shape}")
+    return Quantized(native, shape)
 
 
-def dequantize(q: Quantized) -> _np.ndarray:
-    """The value the recipe reconstructs for each element (tensor scale included), float32 [rows, cols]."""
-    return _fp4sim.dequantize(q._native if isinstance(q, Quantized) else q)
+def dequantize(q, scales=None, recipe: Optional[str] = None, *, shape: Optional[tuple] = None, tensor_scale=None,
+               tensor_scale_kind: str = "amax", layout: str = "rowmajor", nibbles: str = "low-first",
+               role: str = "activation", **overrides) -> _np.ndarray:
+    """The value the recipe reconstructs for each element (tensor scale included), float32.
+
+    ``dequantize(q)``: a :class:`Quantized`, in its shape. ``dequantize(codes, scales, recipe, ...)``: a
+    kernel's raw bytes — ``codes`` uint8 in ``nibbles`` order (low-first, high-first, unpacked), ``scales``
+    uint8 in ``layout`` (rowmajor, te-rowrep, swizzled-128x4), ``tensor_scale`` the FP32 value the kernel
+    holds as ``tensor_scale_kind`` ("amax", as TE's kernels hold it; "encode": G; "decode": Gd; the
+    te-kernel dequantize order of nvfp4 needs the amax), ``shape`` (rows, cols) when the
+    codes do not say it (default: rows = codes.shape[0], cols = 2 * codes.shape[1] packed); recipe
+    overrides as for :func:`quantize`.
+
+    >>> q = fp4sim.quantize(x[0], "nvfp4")
+    >>> y = fp4sim.dequantize(q.codes_in("high-first"), q.scales_in("swizzled-128x4"), "nvfp4",
+    ...                       tensor_scale=q.tensor_amax, layout="swizzled-128x4", nibbles="high-first")
+    >>> bool((y == fp4sim.dequantize(q)).all())
+    True
+    """
+    if isinstance(q, Quantized):
+        return _fp4sim.dequantize(q._native).reshape(q.shape)
+    if scales is None or recipe is None:
+        if isinstance(q, _fp4sim.QuantizedTensor):
+            return _fp4sim.dequantize(q)
+        raise TypeError("dequantize: give a Quantized, or codes, scales and recipe")
+    codes = _bytes(q, "codes")
+    if shape is None:
+        if codes.ndim != 2:
+            raise ValueError(f"shape: needed for {codes.ndim}-D codes (give shape=(rows, cols))")
+        shape = (codes.shape[0], codes.shape[1] * (1 if nibbles == "unpacked" else 2))
+    rows, cols = shape
+    value = None if tensor_scale is None else float(_np.float32(tensor_scale))
+    return _fp4sim.dequantize_raw(codes, _bytes(scales, "scales"), rows, cols, recipe, overrides, role, layout,
+                                  nibbles, value, tensor_scale_kind)
 
 
 def _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed):

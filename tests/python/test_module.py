@@ -153,6 +153,65 @@ def test_error_messages_are_the_clis(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
+# N-D tensors, 16-bit inputs, dequantize from a kernel's raw bytes
+
+
+def test_leading_axes_are_batch():
+    x = np.random.default_rng(4).standard_normal((2, 3, 32, 48)).astype(np.float32)
+    flat = x.reshape(-1, 48)
+    # 1-D blocks along the last axis: the tensor as [prod(leading), last].
+    q, qf = fp4sim.quantize(x, "nvfp4"), fp4sim.quantize(flat, "nvfp4")
+    assert q.shape == x.shape and q.codes.shape == (2, 3, 32, 24) and q.scales.shape == (2, 3, 32, 3)
+    np.testing.assert_array_equal(q.codes.reshape(qf.codes.shape), qf.codes)
+    np.testing.assert_array_equal(fp4sim.dequantize(q), fp4sim.dequantize(qf).reshape(x.shape))
+    # 2-D tiles over the last two axes: each matrix's tiles are those of the matrix quantized alone under
+    # the whole tensor's amax.
+    q2 = fp4sim.quantize(x, "nvfp4", two_d=True)
+    assert q2.scales.shape == (2, 3, 2, 3)
+    alone = fp4sim.quantize(x[1, 2], "nvfp4", two_d=True, amax_ref=q2.tensor_amax, tensor_scale="periodic:1")
+    np.testing.assert_array_equal(q2.scales[1, 2], alone.scales)
+    np.testing.assert_array_equal(q2.codes[1, 2], alone.codes)
+    np.testing.assert_array_equal(fp4sim.dequantize(q2)[1, 2], fp4sim.dequantize(alone))
+
+
+def test_float16_and_bfloat16_tensors_quantize_as_their_float32_values():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = tensor(8, 64, seed=6)
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        narrow = x.astype(dtype)
+        q, q32 = fp4sim.quantize(narrow, "nvfp4"), fp4sim.quantize(narrow.astype(np.float32), "nvfp4")
+        np.testing.assert_array_equal(q.codes, q32.codes)
+        np.testing.assert_array_equal(q.scales, q32.scales)
+
+
+@pytest.mark.parametrize("recipe,overrides", [("nvfp4", {}), ("nvfp4", {"dequantize_order": "portable"}),
+                                              ("mxfp4", {}), ("ue5m3", {})])
+def test_dequantize_from_a_kernels_raw_bytes(recipe, overrides):
+    x = tensor(128, 64, seed=12)
+    q = fp4sim.quantize(x, recipe, **overrides)
+    golden = fp4sim.dequantize(q)
+    kinds = {"amax": q.tensor_amax, "encode": q.tensor_scale, "decode": q.global_decode_scale}
+    if q.dequantize_order == "te_kernel":
+        kinds = {"amax": q.tensor_amax}
+    if not q.tensor_scaled:
+        kinds = {"amax": None}
+    for layout in ("rowmajor", "swizzled-128x4"):
+        for nibbles in ("low-first", "high-first", "unpacked"):
+            for kind, value in kinds.items():
+                y = fp4sim.dequantize(q.codes_in(nibbles), q.scales_in(layout), recipe, shape=q.shape,
+                                      tensor_scale=value, tensor_scale_kind=kind, layout=layout, nibbles=nibbles,
+                                      **overrides)
+                np.testing.assert_array_equal(y.view(np.uint32), golden.view(np.uint32),
+                                              err_msg=f"{layout} {nibbles} {kind}")
+    if q.tensor_scaled:
+        with pytest.raises(ValueError, match="tensor_scale"):
+            fp4sim.dequantize(q.codes, q.scales, recipe, **overrides)
+        # A wrong tensor scale changes the values: the raw path does use it.
+        y = fp4sim.dequantize(q.codes, q.scales, recipe, tensor_scale=q.tensor_amax * 2, **overrides)
+        assert not np.array_equal(y, golden)
+
+
+# ---------------------------------------------------------------------------------------------------
 # Arrays in: zero copy, DLPack, dtypes
 
 
@@ -196,8 +255,8 @@ def test_other_layouts_and_dtypes():
         fp4sim.quantize(bad, "nvfp4")
     with pytest.raises(fp4sim.DataError, match="expected float32 or float64"):
         fp4sim.quantize(x.astype(np.int32), "nvfp4")
-    with pytest.raises(fp4sim.DataError, match="3 dimensions"):
-        fp4sim.quantize(np.zeros((2, 2, 16), np.float32), "nvfp4")
+    with pytest.raises(ValueError, match=r"multiple of 16 rows per matrix, got shape \(2, 8, 32\)"):
+        fp4sim.quantize(np.zeros((2, 8, 32), np.float32), "nvfp4", two_d=True)
     # 1-D is one row (under the same tensor amax).
     np.testing.assert_array_equal(fp4sim.quantize(x[0], "nvfp4", amax_ref=q.tensor_amax, tensor_scale="periodic:1").codes,
                                   q.codes[:1])
