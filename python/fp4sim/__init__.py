@@ -15,7 +15,9 @@ tensors). C-contiguous float32 tensors are read in place, without a copy; float6
 every value is a binary32 value (as the CLI does); other layouts are copied to C order first.
 
 Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
-that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages.
+that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages in Python's terms
+(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``); a value of the wrong
+type raises ``TypeError``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Optional
 import numpy as _np
 
 from . import _dtypes, _fp4sim, _ml_dtypes_conventions
+from ._errors import in_python_terms
 from ._fp4sim import DataError, UsageError
 
 __all__ = [
@@ -191,21 +194,25 @@ class VerifyReport(dict):
 # The API
 
 
+@in_python_terms
 def formats() -> list:
     """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none)."""
     return _fp4sim.formats()
 
 
+@in_python_terms
 def recipes() -> list:
     """The recipe preset names."""
     return _fp4sim.recipes()
 
 
+@in_python_terms
 def datapaths() -> list:
     """The datapath preset names (``fp4sim gemm --list-datapaths``)."""
     return _fp4sim.datapaths()
 
 
+@in_python_terms
 def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0, rbits=None,
             saturate: Optional[bool] = None, specials: str = "hardware"):
     """Element-wise encode (``fp4sim convert``), as ``x.astype(dtype)`` does in ml_dtypes.
@@ -258,6 +265,7 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     return out[0] if scalar else out
 
 
+@in_python_terms
 def decode(codes, format=None) -> _np.ndarray:
     """The exact value of each code, as float32 (every format's values are binary32 values).
 
@@ -275,6 +283,7 @@ def decode(codes, format=None) -> _np.ndarray:
     return _fp4sim.decode(_np.ascontiguousarray(a), fmt)
 
 
+@in_python_terms
 def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[float] = None, seed: int = 0,
              rbits=None, **overrides) -> Quantized:
     """Block quantization of one tensor (``fp4sim quantize``). Recipe overrides as keywords: block,
@@ -304,6 +313,7 @@ def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[flo
     return Quantized(native, shape)
 
 
+@in_python_terms
 def dequantize(q, scales=None, recipe: Optional[str] = None, *, shape: Optional[tuple] = None, tensor_scale=None,
                tensor_scale_kind: str = "amax", layout: str = "rowmajor", nibbles: str = "low-first",
                role: str = "activation", **overrides) -> _np.ndarray:
@@ -346,6 +356,7 @@ def _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, t
             "seed": seed}
 
 
+@in_python_terms
 def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None, inner: Optional[str] = None,
          snap: bool = True, out_dtype: str = "f32", amax_ref_a: Optional[float] = None,
          amax_ref_b: Optional[float] = None, target_a: Optional[float] = None, target_b: Optional[float] = None,
@@ -357,6 +368,7 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
                         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
 
 
+@in_python_terms
 def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
     """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
     for inputs exactly representable in ``input_format`` (``fp4sim mma``)."""
@@ -364,6 +376,7 @@ def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
     return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format)
 
 
+@in_python_terms
 def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, layout: str = "rowmajor",
                     nibbles: str = "low-first", tensor_scale=None, tensor_scale_kind: str = "any",
                     amax_ref: Optional[float] = None, seed: int = 0, rbits=None, max_explained: int = 10,
@@ -382,6 +395,7 @@ def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, 
     return VerifyReport(json_text, text, ok)
 
 
+@in_python_terms
 def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None,
                 inner: Optional[str] = None, snap: bool = True, out_dtype: str = "f32",
                 amax_ref_a: Optional[float] = None, amax_ref_b: Optional[float] = None,
@@ -396,21 +410,25 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
     return VerifyReport(json_text, text, ok)
 
 
+@in_python_terms
 def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
     """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md)."""
     return _fp4sim.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
+@in_python_terms
 def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
     """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree)."""
     return _fp4sim.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
+@in_python_terms
 def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte)."""
     return _fp4sim.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
 
 
+@in_python_terms
 def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     """Codes stored in a nibble order -> fp4sim's low-first packing."""
     return _fp4sim.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)

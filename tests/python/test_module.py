@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import fp4sim
+from fp4sim._errors import python_terms
 
 BINARY = os.environ.get("FP4SIM_BINARY")
 needs_cli = pytest.mark.skipif(not BINARY, reason="FP4SIM_BINARY not set (ctest sets it)")
@@ -127,7 +128,7 @@ def test_mma_matches_the_cli(tmp_path):
 
 
 @needs_cli
-def test_error_messages_are_the_clis(tmp_path):
+def test_error_messages_are_the_clis_in_python_terms(tmp_path):
     x = tensor(4, 64)
     np.save(tmp_path / "x.npy", x)
     # A usage error raised by the shared recipe-override code (CLI exit 2).
@@ -135,12 +136,12 @@ def test_error_messages_are_the_clis(tmp_path):
     assert r.returncode == 2
     with pytest.raises(fp4sim.UsageError) as e:
         fp4sim.quantize(x, "nvfp4", block=1)
-    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    assert python_terms(r.stderr.strip()) == f"fp4sim: error: {e.value}"
     r = cli("quantize", "--recipe", "nvfp4", "--scale-format", "e9m9", "--in", tmp_path / "x.npy", "--out",
             tmp_path / "q.h5", check=False)
     with pytest.raises(fp4sim.UsageError) as e:
         fp4sim.quantize(x, "nvfp4", scale_format="e9m9")
-    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    assert python_terms(r.stderr.strip()) == f"fp4sim: error: {e.value}"
     # A data error from the library (CLI exit 3).
     np.save(tmp_path / "a.npy", tensor(4, 48))
     r = cli("gemm", "--recipe", "ue5m3", "--a", tmp_path / "a.npy", "--b", tmp_path / "a.npy", "--out",
@@ -148,8 +149,26 @@ def test_error_messages_are_the_clis(tmp_path):
     assert r.returncode == 3
     with pytest.raises(fp4sim.DataError) as e:
         fp4sim.gemm(tensor(4, 48), tensor(4, 48), "ue5m3")
-    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    assert python_terms(r.stderr.strip()) == f"fp4sim: error: {e.value}"
     assert issubclass(fp4sim.DataError, ValueError) and issubclass(fp4sim.UsageError, ValueError)
+
+
+def test_errors_name_keywords_and_list_the_valid_values():
+    x = tensor(2, 32)
+    with pytest.raises(fp4sim.UsageError, match=r"^rounding: expected rne, rna, .*got 'nearest'$") as e:
+        fp4sim.convert(x, "e2m1", "nearest")
+    with pytest.raises(fp4sim.UsageError, match=r"^rbits needs a stochastic rounding$"):
+        fp4sim.convert(x, "e2m1", rbits=np.zeros(x.shape, np.uint8))
+    with pytest.raises(fp4sim.DataError, match=r"x: element \[0, 2\] = 7\.5 .*out of range and saturate=False") as e:
+        fp4sim.convert(x, "e2m1", saturate=False)
+    with pytest.raises(fp4sim.UsageError, match=r"^layout: expected rowmajor, .*got 'swizzled'"):
+        fp4sim.verify_quantize(x, np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8), "nvfp4", layout="swizzled")
+    with pytest.raises(fp4sim.UsageError, match=r"^format: unknown format 'e9m9' \(known: e2m1 "):
+        fp4sim.convert(x, "e9m9")
+    with pytest.raises(TypeError, match=r"^x: expected floating-point values"):
+        fp4sim.convert(x.astype(np.int16), "e2m1")
+    assert python_terms("--sr-bits: must be between 1 and 16 (--no-saturate, --rht)") == \
+        "sr_bits: must be between 1 and 16 (saturate=False, rht=True)"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -338,7 +357,7 @@ def test_unknown_options_are_usage_errors():
     x = tensor(2, 32)
     with pytest.raises(fp4sim.UsageError, match="unknown recipe override 'blok'"):
         fp4sim.quantize(x, "nvfp4", blok=32)
-    with pytest.raises(fp4sim.UsageError, match="--layout"):
+    with pytest.raises(fp4sim.UsageError, match="^layout: expected rowmajor"):
         fp4sim.verify_quantize(x, np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8), "nvfp4", layout="colmajor")
     with pytest.raises(fp4sim.UsageError, match="unknown datapath"):
         fp4sim.gemm(x, x, "nvfp4", datapath="sm42")
