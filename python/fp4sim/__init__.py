@@ -232,7 +232,7 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
 
     >>> import numpy as np, fp4sim
     >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
-    array([0.5, -3, 6], dtype=float4_e2m1fn)
+    array([0.5, -3, 6], dtype=dtype(float4_e2m1fn))
     >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "e2m1").view(np.uint8)
     array([ 1, 13,  7], dtype=uint8)
     >>> fp4sim.convert(1.3, "e4m3")
@@ -327,7 +327,8 @@ def dequantize(q, scales=None, recipe: Optional[str] = None, *, shape: Optional[
     codes do not say it (default: rows = codes.shape[0], cols = 2 * codes.shape[1] packed); recipe
     overrides as for :func:`quantize`.
 
-    >>> q = fp4sim.quantize(x[0], "nvfp4")
+    >>> x = np.random.default_rng(0).standard_normal((8, 64), dtype=np.float32)
+    >>> q = fp4sim.quantize(x, "nvfp4")
     >>> y = fp4sim.dequantize(q.codes_in("high-first"), q.scales_in("swizzled-128x4"), "nvfp4",
     ...                       tensor_scale=q.tensor_amax, layout="swizzled-128x4", nibbles="high-first")
     >>> bool((y == fp4sim.dequantize(q)).all())

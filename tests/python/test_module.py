@@ -153,6 +153,13 @@ def test_error_messages_are_the_clis_in_python_terms(tmp_path):
     assert issubclass(fp4sim.DataError, ValueError) and issubclass(fp4sim.UsageError, ValueError)
 
 
+def test_docstring_examples_run_as_written():
+    import doctest
+
+    result = doctest.testmod(fp4sim, extraglobs={"np": np, "fp4sim": fp4sim}, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 12 and result.failed == 0
+
+
 def test_errors_name_keywords_and_list_the_valid_values():
     x = tensor(2, 32)
     with pytest.raises(fp4sim.UsageError, match=r"^rounding: expected rne, rna, .*got 'nearest'$") as e:
