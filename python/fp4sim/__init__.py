@@ -274,13 +274,17 @@ def decode(codes, format=None) -> _np.ndarray:
 
     >>> fp4sim.decode(np.array([1, 13, 7], np.uint8), "e2m1")
     array([ 0.5, -3. ,  6. ], dtype=float32)
+    >>> fp4sim.decode(0x7E, "e4m3")
+    np.float32(448.0)
     """
     a = _as_numpy(codes, "codes")
     fmt = _dtypes.format_name(a.dtype if format is None else format)
-    a = _dtypes.as_codes(a)
+    scalar = a.ndim == 0
+    a = _dtypes.as_codes(a.reshape(1) if scalar else a)
     if a.dtype not in (_np.uint8, _np.uint16, _np.uint32):
         a = _words(a, "codes")
-    return _fp4sim.decode(_np.ascontiguousarray(a), fmt)
+    values = _fp4sim.decode(_np.ascontiguousarray(a), fmt)
+    return values[0] if scalar else values
 
 
 @in_python_terms

@@ -40,7 +40,7 @@ def format_name(format: Any, what: str = "format") -> str:
     (``"e2m1"``, ``"E2M1"``, ``"float4_e2m1fn"``, ``ml_dtypes.float4_e2m1fn``, ``np.float16``)."""
     if isinstance(format, str):
         text = format.strip().lower()
-        return _ALIASES.get(text, text)
+        return _ALIASES.get(text, text)  # anything else: fp4sim's names and descriptors, checked by the library
     try:
         dtype = np.dtype(format)
     except TypeError:
