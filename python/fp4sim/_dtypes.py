@@ -14,6 +14,8 @@ from typing import Any, Optional
 import ml_dtypes
 import numpy as np
 
+from . import _fp4sim
+
 # fp4sim's format name -> the dtype of its codes.
 _DTYPE_OF_FORMAT = {
     "e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
@@ -40,7 +42,7 @@ def format_name(format: Any, what: str = "format") -> str:
     (``"e2m1"``, ``"E2M1"``, ``"float4_e2m1fn"``, ``ml_dtypes.float4_e2m1fn``, ``np.float16``)."""
     if isinstance(format, str):
         text = format.strip().lower()
-        return _ALIASES.get(text, text)  # anything else: fp4sim's names and descriptors, checked by the library
+        return check_known(_ALIASES.get(text, text), format, what)
     try:
         dtype = np.dtype(format)
     except TypeError:
@@ -49,6 +51,18 @@ def format_name(format: Any, what: str = "format") -> str:
         return _ALIASES[dtype.name]
     raise ValueError(f"{what}: {dtype.name} is not a format fp4sim models (known dtypes: "
                      f"{', '.join(sorted(_ALIASES))})")
+
+
+def check_known(fmt: str, given: Any, what: str = "format") -> str:
+    """fmt when the library knows it (a preset or an eXmY descriptor), else a ValueError listing both
+    vocabularies: fp4sim's names and the ml_dtypes/NumPy ones."""
+    try:
+        _fp4sim.decode(np.zeros(1, np.uint8), fmt)
+    except _fp4sim.UsageError:
+        presets = ", ".join(f["name"] for f in _fp4sim.formats())
+        raise _fp4sim.UsageError(f"{what}: unknown format {given!r} (known: {presets}; "
+                                 f"{', '.join(known_names())}; or eXmY / ueXmY[bN][fn|fin])") from None
+    return fmt
 
 
 def code_dtype(format: str) -> Optional[np.dtype]:
