@@ -153,3 +153,19 @@ for fmt in ("e2m1", "bf16"):
     for line in out.splitlines():
         fmt, added, output = line.split()
         assert float(added) <= float(output) + 1, line
+
+
+@pytest.mark.parametrize("fmt", list(ML_FORMATS))
+def test_every_code_decodes_as_ml_dtypes_reads_it(fmt):
+    info = next(f for f in fp4sim.formats() if f["name"] == fmt)
+    dtype = np.dtype(ML_FORMATS[fmt])
+    if info["bits"] > 16:
+        all_codes = np.random.default_rng(5).integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    else:
+        all_codes = np.arange(1 << info["bits"], dtype=f"u{dtype.itemsize}")
+    ours = fp4sim.decode(all_codes, fmt)
+    theirs = all_codes.view(dtype).astype(np.float32)
+    assert ours.dtype == np.float32
+    nan = np.isnan(theirs)
+    np.testing.assert_array_equal(np.isnan(ours), nan)
+    np.testing.assert_array_equal(ours[~nan].view(np.uint32), theirs[~nan].view(np.uint32))
