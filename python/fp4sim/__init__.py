@@ -33,6 +33,7 @@ from ._fp4sim import DataError, UsageError
 
 __all__ = [
     "DataError",
+    "DTypeError",
     "UsageError",
     "Quantized",
     "VerifyReport",
@@ -56,6 +57,10 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+class DTypeError(DataError, TypeError):
+    """An array of a dtype the call does not take: a TypeError, and a DataError as the CLI's exit 3."""
+
+
 # ---------------------------------------------------------------------------------------------------
 # Arrays in
 
@@ -73,27 +78,27 @@ def _as_numpy(x: Any, what: str) -> _np.ndarray:
 
 
 def _float32(x: Any, what: str, ndim: tuple = (1, 2)) -> _np.ndarray:
-    a = _as_numpy(x, what)
+    a = _dtypes.widen(_as_numpy(x, what))
     if a.ndim not in ndim:
         raise DataError(f"{what}: expected a {' or '.join(f'{n}-D' for n in ndim)} array, got {a.ndim} dimensions")
     if a.dtype == _np.float32:
         return _np.ascontiguousarray(a)  # no copy when already C-contiguous
     if a.dtype == _np.float64:
         return _fp4sim._binary32(_np.ascontiguousarray(a), what)
-    raise DataError(f"{what}: expected float32 or float64 values, got {a.dtype}")
+    raise DTypeError(f"{what}: expected float32, float16, bfloat16 or float64 values, got {a.dtype}")
 
 
 def _float64(x: Any, what: str) -> _np.ndarray:
-    a = _as_numpy(x, what)
+    a = _dtypes.widen(_as_numpy(x, what))
     if a.dtype not in (_np.float32, _np.float64):
-        raise DataError(f"{what}: expected float32 or float64 values, got {a.dtype}")
+        raise DTypeError(f"{what}: expected float32 or float64 values, got {a.dtype}")
     return _np.ascontiguousarray(a, dtype=_np.float64)
 
 
 def _bytes(x: Any, what: str) -> _np.ndarray:
     a = _as_numpy(x, what)
     if a.dtype != _np.uint8:
-        raise DataError(f"{what}: expected uint8 bytes, got {a.dtype}")
+        raise DTypeError(f"{what}: expected uint8 bytes, got {a.dtype}")
     return _np.ascontiguousarray(a)
 
 
@@ -112,7 +117,7 @@ def _words(x: Any, what: str) -> Optional[_np.ndarray]:
         return None
     a = _as_numpy(x, what)
     if a.dtype.kind not in "ui":
-        raise DataError(f"{what}: expected unsigned integers (uint8/16/32), got {a.dtype}")
+        raise DTypeError(f"{what}: expected unsigned integers (uint8/16/32), got {a.dtype}")
     if a.dtype.kind == "i" or a.dtype.itemsize > 4:
         if a.size and (a.min() < 0 or a.max() > 0xFFFFFFFF):
             raise DataError(f"{what}: values must be integers in [0, 2^32)")
@@ -245,7 +250,7 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
         original = original.reshape(1)
     a = _np.ascontiguousarray(_dtypes.widen(original))  # no copy when float32 and C-contiguous
     if a.dtype not in (_np.float32, _np.float64):
-        raise TypeError(f"x: expected floating-point values (float32, float64, float16 or bfloat16), got {a.dtype}")
+        raise DTypeError(f"x: expected floating-point values (float32, float64, float16 or bfloat16), got {a.dtype}")
     dtype = _dtypes.code_dtype(fmt)
     if specials == "ml_dtypes":
         if dtype is None:
@@ -306,7 +311,7 @@ def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[flo
     >>> fp4sim.quantize(np.zeros((3, 32, 64), np.float32), "nvfp4", two_d=True).scales.shape
     (3, 2, 4)
     """
-    a = _dtypes.widen(_as_numpy(x, "x"))
+    a = _as_numpy(x, "x")
     shape = a.shape
     a = _float32(a.reshape(-1, shape[-1]) if a.ndim > 2 else a, "x")
     native = _fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits"))

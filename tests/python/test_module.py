@@ -172,8 +172,9 @@ def test_errors_name_keywords_and_list_the_valid_values():
         fp4sim.verify_quantize(x, np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8), "nvfp4", layout="swizzled")
     with pytest.raises(fp4sim.UsageError, match=r"^format: unknown format 'e9m9' \(known: e2m1, .*; bfloat16, .*float4_e2m1fn"):
         fp4sim.convert(x, "e9m9")
-    with pytest.raises(TypeError, match=r"^x: expected floating-point values"):
+    with pytest.raises(fp4sim.DTypeError, match=r"^x: expected floating-point values"):
         fp4sim.convert(x.astype(np.int16), "e2m1")
+    assert issubclass(fp4sim.DTypeError, TypeError) and issubclass(fp4sim.DTypeError, fp4sim.DataError)
     assert python_terms("--sr-bits: must be between 1 and 16 (--no-saturate, --rht)") == \
         "sr_bits: must be between 1 and 16 (saturate=False, rht=True)"
 
@@ -208,6 +209,8 @@ def test_float16_and_bfloat16_tensors_quantize_as_their_float32_values():
         q, q32 = fp4sim.quantize(narrow, "nvfp4"), fp4sim.quantize(narrow.astype(np.float32), "nvfp4")
         np.testing.assert_array_equal(q.codes, q32.codes)
         np.testing.assert_array_equal(q.scales, q32.scales)
+        np.testing.assert_array_equal(fp4sim.gemm(narrow, narrow[:4], "nvfp4"),
+                                      fp4sim.gemm(narrow.astype(np.float32), narrow[:4].astype(np.float32), "nvfp4"))
 
 
 @pytest.mark.parametrize("recipe,overrides", [("nvfp4", {}), ("nvfp4", {"dequantize_order": "portable"}),
@@ -279,8 +282,9 @@ def test_other_layouts_and_dtypes():
     bad[1, 2] = 0.1
     with pytest.raises(fp4sim.DataError, match=r"x: element 66 \(0\.100000\) is not a binary32 value"):
         fp4sim.quantize(bad, "nvfp4")
-    with pytest.raises(fp4sim.DataError, match="expected float32 or float64"):
+    with pytest.raises(TypeError, match="x: expected float32, float16, bfloat16 or float64 values, got int32") as e:
         fp4sim.quantize(x.astype(np.int32), "nvfp4")
+    assert isinstance(e.value, fp4sim.DataError)
     with pytest.raises(ValueError, match=r"multiple of 16 rows per matrix, got shape \(2, 8, 32\)"):
         fp4sim.quantize(np.zeros((2, 8, 32), np.float32), "nvfp4", two_d=True)
     # 1-D is one row (under the same tensor amax).
