@@ -16,8 +16,8 @@ every value is a binary32 value (as the CLI does); other layouts are copied to C
 
 Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
 that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages in Python's terms
-(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``); a value of the wrong
-type raises ``TypeError``.
+(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``); an array of a dtype
+a call does not take raises :class:`DTypeError`, both a ``TypeError`` and a ``DataError``.
 """
 
 from __future__ import annotations
