@@ -24,10 +24,12 @@
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/format.hpp"
+#include "fp4sim/core/fp32.hpp"
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/mma_call.hpp"
 #include "fp4sim/core/names.hpp"
+#include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/quantize_call.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/verify/verify_call.hpp"
@@ -126,21 +128,51 @@ nb::object convert_py(const DoubleIn& x, const std::string& format, const std::s
     codes = fp4sim::convert(call, r, {"x", shape_of(x)}, span_of(x), bits ? &*bits : nullptr);
   }
   const auto shape = shape_of(x);
-  const int width = r.format.storage_bits() <= 8 ? 1 : r.format.storage_bits() <= 16 ? 2 : 4;
+  const int width = code_bytes(r.format);
   if (width == 1) return nb::cast(to_numpy(std::vector<std::uint8_t>(codes.begin(), codes.end()), shape));
   if (width == 2) return nb::cast(to_numpy(std::vector<std::uint16_t>(codes.begin(), codes.end()), shape));
   return nb::cast(to_numpy(std::move(codes), shape));
 }
 
-nb::ndarray<nb::numpy, double> decode_codes(const WordsIn& codes, const std::string& format_name_) {
-  const Format format = format_argument(format_name_, "--format");
-  std::vector<double> out(codes.size());
+// float32 in place through the fast encoder, the codes written straight into the array returned.
+template <class Code>
+nb::object convert_float32_as(const ConvertCall& call, const ConvertCall::Resolved& r, const FloatIn& x,
+                              const RandomBitsArray* bits) {
+  std::vector<Code> codes(x.size());
+  const ArrayShape input{"x", shape_of(x)};
+  {
+    nb::gil_scoped_release release;
+    fp4sim::convert(call, r, input, span_of(x), bits, std::span<Code>(codes));
+  }
+  return nb::cast(to_numpy(std::move(codes), input.shape));
+}
+
+nb::object convert_float32_py(const FloatIn& x, const std::string& format, const std::string& rounding, int sr_bits,
+                              std::uint64_t seed, const std::optional<RandomBitsIn>& rbits,
+                              std::optional<bool> saturate, const std::string& specials) {
+  const ConvertCall call{format, rounding, sr_bits, seed, saturate, specials, rbits.has_value()};
+  const ConvertCall::Resolved r = call.resolve();
+  const std::optional<RandomBitsArray> bits = random_bits_array(rbits, "rbits");
+  const RandomBitsArray* b = bits ? &*bits : nullptr;
+  switch (code_bytes(r.format)) {
+    case 1: return convert_float32_as<std::uint8_t>(call, r, x, b);
+    case 2: return convert_float32_as<std::uint16_t>(call, r, x, b);
+    default: return convert_float32_as<std::uint32_t>(call, r, x, b);
+  }
+}
+
+// Codes of any unsigned width, read in place; float32 out (every format's values are binary32 values).
+template <class Code>
+nb::ndarray<nb::numpy, float> decode_codes(const nb::ndarray<const Code, nb::c_contig, nb::device::cpu>& codes,
+                                           const std::string& format_name_) {
+  const Format format = format_argument(format_name_, "format");
+  std::vector<float> out(codes.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (codes.data()[i] >= format.code_count()) {
       throw DataError("codes: element " + std::to_string(i) + " = " + std::to_string(codes.data()[i]) +
                       " is not a " + format_name_ + " code");
     }
-    out[i] = decode_to_double(format, codes.data()[i]);
+    out[i] = decode_to_float(format, codes.data()[i]);
   }
   return to_numpy(std::move(out), shape_of(codes));
 }
@@ -194,6 +226,52 @@ nb::ndarray<nb::numpy, float> dequantize_py(const QuantizedTensor& q) {
     out = dequantize(q);
   }
   return to_numpy(std::move(out), {q.rows, q.cols});
+}
+
+// A kernel's raw bytes dequantized: codes in a nibble order, scales in a layout, and the tensor scale as
+// the kernel holds it (G, Gd or the amax: `kind`), under the recipe's settings for `role`.
+nb::ndarray<nb::numpy, float> dequantize_raw_py(const BytesIn& codes, const BytesIn& scales, std::size_t rows,
+                                                std::size_t cols, const std::string& recipe_name,
+                                                const nb::dict& overrides, const std::string& role,
+                                                const std::string& layout, const std::string& nibbles,
+                                                std::optional<float> tensor_scale, const std::string& kind) {
+  QuantizeCall call{overrides_from(recipe_name, overrides), role, 0, {}};
+  const QuantizeCall::Resolved r = call.resolve();
+  QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
+  const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "nibbles");
+  check_codes_shape(order, rows, cols, shape_of(codes));
+  q.codes = codes_from_order(span_of(codes), rows, cols, order);
+  const ScaleGrid grid = scale_grid(rows, cols, q.block_rows, q.block_cols);
+  q.scales = scales_from_layout(span_of(scales), shape_of(scales), grid, parse_name_or_throw<ScaleLayout>(layout, "layout"));
+  const bool two_level = r.recipe.tensor_scale != TensorScalePolicy::none && r.recipe.scale_rule == ScaleRule::two_level;
+  if (two_level) {
+    if (!tensor_scale) throw UsageError("tensor_scale: recipe '" + recipe_name + "' has a tensor scale: give its value");
+    q.tensor_scaled = true;
+    const float element_max = decode_to_float(q.element, q.element.max_finite_code());
+    if (kind == "amax") {
+      q.tensor_amax = *tensor_scale;
+      const GlobalScale g = global_scale(q.tensor_amax, q.target, element_max);
+      q.global_encode_scale = g.encode;
+      q.global_decode_scale = g.decode;
+    } else if (kind == "encode" || kind == "decode") {
+      if (q.dequantize_order == DequantizeOrder::te_kernel) {
+        throw UsageError("tensor_scale_kind: the te-kernel dequantize order multiplies by the amax: give "
+                         "tensor_scale_kind='amax'");
+      }
+      q.global_encode_scale = kind == "encode" ? *tensor_scale : 1.0f;
+      q.global_decode_scale = kind == "encode" ? fp32::div_rn(1.0f, *tensor_scale) : *tensor_scale;
+    } else {
+      throw UsageError("tensor_scale_kind: expected encode, decode or amax, got '" + kind + "'");
+    }
+  } else if (tensor_scale) {
+    throw UsageError("tensor_scale: recipe '" + recipe_name + "' has no tensor scale (tensor_scale=None)");
+  }
+  std::vector<float> out;
+  {
+    nb::gil_scoped_release release;
+    out = dequantize(q);
+  }
+  return to_numpy(std::move(out), {rows, cols});
 }
 
 // gemm=, datapath=, inner=, snap=, out_dtype=, amax_ref_a/b=, target_a/b=, seed= (None: the default).
@@ -368,9 +446,13 @@ NB_MODULE(_fp4sim, m) {
   m.def("_address", [](const FloatIn& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, "x"_a.noconvert(),
         "The address the extension reads a float32 array from (tests prove zero-copy with it).");
 
+  m.def("convert", &convert_float32_py, "x"_a.noconvert(), "format"_a, "rounding"_a, "sr_bits"_a, "seed"_a,
+        "rbits"_a.none(), "saturate"_a.none(), "specials"_a);
   m.def("convert", &convert_py, "x"_a.noconvert(), "format"_a, "rounding"_a, "sr_bits"_a, "seed"_a, "rbits"_a.none(),
         "saturate"_a.none(), "specials"_a);
-  m.def("decode", &decode_codes, "codes"_a.noconvert(), "format"_a);
+  m.def("decode", &decode_codes<std::uint8_t>, "codes"_a.noconvert(), "format"_a);
+  m.def("decode", &decode_codes<std::uint16_t>, "codes"_a.noconvert(), "format"_a);
+  m.def("decode", &decode_codes<std::uint32_t>, "codes"_a.noconvert(), "format"_a);
 
   nb::class_<QuantizedTensor>(m, "QuantizedTensor")
       .def_ro("rows", &QuantizedTensor::rows)
@@ -418,6 +500,8 @@ NB_MODULE(_fp4sim, m) {
         "overrides"_a, "role"_a, "tensor_amax"_a, "encode"_a, "decode"_a);
   m.def("operand_info", &operand_info_py, "recipe"_a, "overrides"_a, "role"_a);
   m.def("gemm_quantized", &gemm_quantized_py, "a"_a, "b"_a, "recipe"_a, "overrides"_a, "args"_a);
+  m.def("dequantize_raw", &dequantize_raw_py, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a, "cols"_a,
+        "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a);
 
   m.def("gemm", &gemm_py, "a"_a.noconvert(), "b"_a.noconvert(), "recipe"_a, "overrides"_a, "args"_a,
         "rbits_a"_a.none(), "rbits_b"_a.none());

@@ -15,7 +15,9 @@ tensors). C-contiguous float32 tensors are read in place, without a copy; float6
 every value is a binary32 value (as the CLI does); other layouts are copied to C order first.
 
 Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
-that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages.
+that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages in Python's terms
+(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``); an array of a dtype
+a call does not take raises :class:`DTypeError`, both a ``TypeError`` and a ``DataError``.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from typing import Any, Optional
 
 import numpy as _np
 
-from . import _fp4sim
+from . import _dtypes, _fp4sim, _ml_dtypes_conventions
+from ._errors import in_python_terms
 from ._fp4sim import DataError, UsageError
 
 __all__ = [
     "DataError",
+    "DTypeError",
     "UsageError",
     "Quantized",
     "VerifyReport",
@@ -53,6 +57,10 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+class DTypeError(DataError, TypeError):
+    """An array of a dtype the call does not take: a TypeError, and a DataError as the CLI's exit 3."""
+
+
 # ---------------------------------------------------------------------------------------------------
 # Arrays in
 
@@ -70,27 +78,27 @@ def _as_numpy(x: Any, what: str) -> _np.ndarray:
 
 
 def _float32(x: Any, what: str, ndim: tuple = (1, 2)) -> _np.ndarray:
-    a = _as_numpy(x, what)
+    a = _dtypes.widen(_as_numpy(x, what))
     if a.ndim not in ndim:
         raise DataError(f"{what}: expected a {' or '.join(f'{n}-D' for n in ndim)} array, got {a.ndim} dimensions")
     if a.dtype == _np.float32:
         return _np.ascontiguousarray(a)  # no copy when already C-contiguous
     if a.dtype == _np.float64:
         return _fp4sim._binary32(_np.ascontiguousarray(a), what)
-    raise DataError(f"{what}: expected float32 or float64 values, got {a.dtype}")
+    raise DTypeError(f"{what}: expected float32, float16, bfloat16 or float64 values, got {a.dtype}")
 
 
 def _float64(x: Any, what: str) -> _np.ndarray:
-    a = _as_numpy(x, what)
+    a = _dtypes.widen(_as_numpy(x, what))
     if a.dtype not in (_np.float32, _np.float64):
-        raise DataError(f"{what}: expected float32 or float64 values, got {a.dtype}")
+        raise DTypeError(f"{what}: expected float32 or float64 values, got {a.dtype}")
     return _np.ascontiguousarray(a, dtype=_np.float64)
 
 
 def _bytes(x: Any, what: str) -> _np.ndarray:
     a = _as_numpy(x, what)
     if a.dtype != _np.uint8:
-        raise DataError(f"{what}: expected uint8 bytes, got {a.dtype}")
+        raise DTypeError(f"{what}: expected uint8 bytes, got {a.dtype}")
     return _np.ascontiguousarray(a)
 
 
@@ -109,7 +117,7 @@ def _words(x: Any, what: str) -> Optional[_np.ndarray]:
         return None
     a = _as_numpy(x, what)
     if a.dtype.kind not in "ui":
-        raise DataError(f"{what}: expected unsigned integers (uint8/16/32), got {a.dtype}")
+        raise DTypeError(f"{what}: expected unsigned integers (uint8/16/32), got {a.dtype}")
     if a.dtype.kind == "i" or a.dtype.itemsize > 4:
         if a.size and (a.min() < 0 or a.max() > 0xFFFFFFFF):
             raise DataError(f"{what}: values must be integers in [0, 2^32)")
@@ -129,17 +137,19 @@ class Quantized:
     Gd = RN(1/G), ``tensor_amax`` the reference amax used.
     """
 
-    def __init__(self, native: "_fp4sim.QuantizedTensor"):
+    def __init__(self, native: "_fp4sim.QuantizedTensor", shape: Optional[tuple] = None):
         self._native = native
-        self.codes: _np.ndarray = native.codes
-        self.scales: _np.ndarray = native.scales
+        batched = shape is not None and len(shape) > 2  # leading axes flattened into the rows
+        self.codes: _np.ndarray = native.codes.reshape(*shape[:-1], -1) if batched else native.codes
+        self.scales: _np.ndarray = (native.scales.reshape(*shape[:-2], -1, native.scales.shape[-1]) if batched
+                                    else native.scales)
         self.tensor_scale = _np.float32(native.global_encode_scale)
         self.global_encode_scale = self.tensor_scale
         self.global_decode_scale = _np.float32(native.global_decode_scale)
         self.tensor_amax = _np.float32(native.tensor_amax)
         self.tensor_scaled = bool(native.tensor_scaled)
         self.target = _np.float32(native.target)
-        self.shape = (native.rows, native.cols)
+        self.shape = tuple(shape) if shape is not None and len(shape) > 2 else (native.rows, native.cols)
         self.block = (native.block_rows, native.block_cols)
         self.recipe = native.recipe
         self.element_format = native.element_format
@@ -154,11 +164,12 @@ class Quantized:
 
     def codes_in(self, nibbles: str) -> _np.ndarray:
         """The codes as a kernel storing them in another nibble order would (low-first, high-first, unpacked)."""
-        return codes_to_order(self.codes, self.shape[0], self.shape[1], nibbles)
+        return codes_to_order(self._native.codes, self._native.rows, self._native.cols, nibbles)
 
     def scales_in(self, layout: str) -> _np.ndarray:
         """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md)."""
-        return scales_to_layout(self.scales, self.shape[0], self.shape[1], self.block[0], self.block[1], layout)
+        return scales_to_layout(self._native.scales, self._native.rows, self._native.cols, self.block[0], self.block[1],
+                                layout)
 
     def __repr__(self) -> str:
         return (f"Quantized(recipe={self.recipe!r}, shape={self.shape}, block={self.block}, "
@@ -188,45 +199,165 @@ class VerifyReport(dict):
 # The API
 
 
+@in_python_terms
 def formats() -> list:
     """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none)."""
     return _fp4sim.formats()
 
 
+@in_python_terms
 def recipes() -> list:
     """The recipe preset names."""
     return _fp4sim.recipes()
 
 
+@in_python_terms
 def datapaths() -> list:
     """The datapath preset names (``fp4sim gemm --list-datapaths``)."""
     return _fp4sim.datapaths()
 
 
-def convert(x, format: str, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0, rbits=None,
-            saturate: Optional[bool] = None, specials: str = "hardware") -> _np.ndarray:
-    """Element-wise encode (``fp4sim convert``): one code per element, same shape; uint8 (uint16 for
-    16-bit formats, uint32 for fp32). Stochastic modes take ``rbits`` or the Philox stream of ``seed``."""
-    return _fp4sim.convert(_float64(x, "x"), format, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
+@in_python_terms
+def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0, rbits=None,
+            saturate: Optional[bool] = None, specials: str = "hardware"):
+    """Element-wise encode (``fp4sim convert``), as ``x.astype(dtype)`` does in ml_dtypes.
+
+    ``format`` is fp4sim's name (``"e2m1"``, ``"E2M1"``), ml_dtypes'/NumPy's (``"float4_e2m1fn"``,
+    ``"bfloat16"``) or the dtype itself (``ml_dtypes.float8_e4m3fn``). ``x``: float32 (read in place and
+    encoded by the fast binary32 encoder), float16 or bfloat16 (widened exactly), or float64 (each value
+    rounded once); any shape; a scalar gives a scalar. The result has x's shape and, where ml_dtypes or
+    NumPy has the format (e2m1, e2m3, e3m2, e4m3, e5m2, ue5m3fn, e8m0, bf16, fp16, fp32), that dtype —
+    ``.view(np.uint8)`` gives the codes; other formats give unsigned codes (uint8). Stochastic modes take
+    ``rbits`` (one integer per element) or the Philox stream of ``seed``.
+
+    Overflow, Inf, NaN and -0 follow the hardware (``specials="hardware"``: cvt.*.satfinite; ``saturate``
+    defaults to True for formats without Inf), TE's Python reference (``"te-python"``), or ml_dtypes'
+    ``astype`` exactly (``"ml_dtypes"``: no saturation where the format has Inf or NaN, NaN keeps its sign,
+    +NaN -> -0 in e2m1, e8m0 ties away from zero; docs/semantics.md lists each difference).
+
+    >>> import numpy as np, fp4sim
+    >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
+    array([0.5, -3, 6], dtype=dtype(float4_e2m1fn))
+    >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "e2m1").view(np.uint8)
+    array([ 1, 13,  7], dtype=uint8)
+    >>> fp4sim.convert(1.3, "e4m3")
+    1.25
+    """
+    fmt = _dtypes.format_name(format)
+    original = _as_numpy(x, "x")
+    scalar = original.ndim == 0
+    if scalar:
+        original = original.reshape(1)
+    a = _np.ascontiguousarray(_dtypes.widen(original))  # no copy when float32 and C-contiguous
+    if a.dtype not in (_np.float32, _np.float64):
+        raise DTypeError(f"x: expected floating-point values (float32, float64, float16 or bfloat16), got {a.dtype}")
+    dtype = _dtypes.code_dtype(fmt)
+    if specials == "ml_dtypes":
+        if dtype is None:
+            raise ValueError(f"specials: 'ml_dtypes' needs a format ml_dtypes has ({', '.join(_dtypes.known_names())}), "
+                             f"got {format!r}")
+        rounding, saturate = _ml_dtypes_conventions.settings(fmt, rounding, saturate)
+        no_code = _ml_dtypes_conventions.inputs_without_code(a, fmt)
+        if no_code.any():
+            codes = _fp4sim.convert(_np.where(no_code, a.dtype.type(1), a), fmt, rounding, sr_bits, seed,
+                                    _rbits(rbits, "rbits"), saturate, "hardware")
+            codes[no_code] = _ml_dtypes_conventions.codes_without_value(original, a, fmt, dtype, codes, no_code)
+        else:
+            codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, "hardware")
+    else:
+        codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
+    out = codes if dtype is None else codes.view(dtype)
+    return out[0] if scalar else out
 
 
-def decode(codes, format: str) -> _np.ndarray:
-    """The exact value of each code, as float64."""
-    return _fp4sim.decode(_words(codes, "codes"), format)
+@in_python_terms
+def decode(codes, format=None) -> _np.ndarray:
+    """The exact value of each code, as float32 (every format's values are binary32 values).
+
+    ``codes``: unsigned integers (read in place when uint8/16/32) in ``format``, or an ml_dtypes/NumPy
+    array of a format, whose dtype is then the format.
+
+    >>> fp4sim.decode(np.array([1, 13, 7], np.uint8), "e2m1")
+    array([ 0.5, -3. ,  6. ], dtype=float32)
+    >>> fp4sim.decode(0x7E, "e4m3")
+    np.float32(448.0)
+    """
+    a = _as_numpy(codes, "codes")
+    fmt = _dtypes.format_name(a.dtype if format is None else format)
+    scalar = a.ndim == 0
+    a = _dtypes.as_codes(a.reshape(1) if scalar else a)
+    if a.dtype not in (_np.uint8, _np.uint16, _np.uint32):
+        a = _words(a, "codes")
+    values = _fp4sim.decode(_np.ascontiguousarray(a), fmt)
+    return values[0] if scalar else values
 
 
+@in_python_terms
 def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[float] = None, seed: int = 0,
              rbits=None, **overrides) -> Quantized:
     """Block quantization of one tensor (``fp4sim quantize``). Recipe overrides as keywords: block,
     two_d, scale_format, element_format, target, tensor_scale ("none", "current", "periodic:D"),
-    scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht."""
-    a = _float32(x, "x")
-    return Quantized(_fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits")))
+    scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht.
+
+    ``x``: float32 (read in place), float16/bfloat16 (widened exactly) or float64 holding binary32 values,
+    of any rank: leading axes are batch, 1-D blocks run along the last axis (the tensor is quantized as
+    [prod(leading), last]), 2-D tiles cover the last two axes (each matrix on its own tiles: its row
+    count must be a multiple of the tile). The tensor scale is the whole tensor's.
+
+    >>> x = np.random.default_rng(0).standard_normal((2, 8, 64), dtype=np.float32)
+    >>> q = fp4sim.quantize(x, "nvfp4")
+    >>> q.codes.shape, q.scales.shape, fp4sim.dequantize(q).shape
+    ((2, 8, 32), (2, 8, 4), (2, 8, 64))
+    >>> fp4sim.quantize(np.zeros((3, 32, 64), np.float32), "nvfp4", two_d=True).scales.shape
+    (3, 2, 4)
+    """
+    a = _as_numpy(x, "x")
+    shape = a.shape
+    a = _float32(a.reshape(-1, shape[-1]) if a.ndim > 2 else a, "x")
+    native = _fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits"))
+    if len(shape) > 2 and shape[-2] % native.block_rows:
+        # Tiles of the flattened tensor would straddle two matrices.
+        raise ValueError(f"x: 2-D tiles of {native.block_rows}x{native.block_cols} over the last two axes need a "
+                         f"multiple of {native.block_rows} rows per matrix, got shape {shape}")
+    return Quantized(native, shape)
 
 
-def dequantize(q: Quantized) -> _np.ndarray:
-    """The value the recipe reconstructs for each element (tensor scale included), float32 [rows, cols]."""
-    return _fp4sim.dequantize(q._native if isinstance(q, Quantized) else q)
+@in_python_terms
+def dequantize(q, scales=None, recipe: Optional[str] = None, *, shape: Optional[tuple] = None, tensor_scale=None,
+               tensor_scale_kind: str = "amax", layout: str = "rowmajor", nibbles: str = "low-first",
+               role: str = "activation", **overrides) -> _np.ndarray:
+    """The value the recipe reconstructs for each element (tensor scale included), float32.
+
+    ``dequantize(q)``: a :class:`Quantized`, in its shape. ``dequantize(codes, scales, recipe, ...)``: a
+    kernel's raw bytes — ``codes`` uint8 in ``nibbles`` order (low-first, high-first, unpacked), ``scales``
+    uint8 in ``layout`` (rowmajor, te-rowrep, swizzled-128x4), ``tensor_scale`` the FP32 value the kernel
+    holds as ``tensor_scale_kind`` ("amax", as TE's kernels hold it; "encode": G; "decode": Gd; the
+    te-kernel dequantize order of nvfp4 needs the amax), ``shape`` (rows, cols) when the
+    codes do not say it (default: rows = codes.shape[0], cols = 2 * codes.shape[1] packed); recipe
+    overrides as for :func:`quantize`.
+
+    >>> x = np.random.default_rng(0).standard_normal((8, 64), dtype=np.float32)
+    >>> q = fp4sim.quantize(x, "nvfp4")
+    >>> y = fp4sim.dequantize(q.codes_in("high-first"), q.scales_in("swizzled-128x4"), "nvfp4",
+    ...                       tensor_scale=q.tensor_amax, layout="swizzled-128x4", nibbles="high-first")
+    >>> bool((y == fp4sim.dequantize(q)).all())
+    True
+    """
+    if isinstance(q, Quantized):
+        return _fp4sim.dequantize(q._native).reshape(q.shape)
+    if scales is None or recipe is None:
+        if isinstance(q, _fp4sim.QuantizedTensor):
+            return _fp4sim.dequantize(q)
+        raise TypeError("dequantize: give a Quantized, or codes, scales and recipe")
+    codes = _bytes(q, "codes")
+    if shape is None:
+        if codes.ndim != 2:
+            raise ValueError(f"shape: needed for {codes.ndim}-D codes (give shape=(rows, cols))")
+        shape = (codes.shape[0], codes.shape[1] * (1 if nibbles == "unpacked" else 2))
+    rows, cols = shape
+    value = None if tensor_scale is None else float(_np.float32(tensor_scale))
+    return _fp4sim.dequantize_raw(codes, _bytes(scales, "scales"), rows, cols, recipe, overrides, role, layout,
+                                  nibbles, value, tensor_scale_kind)
 
 
 def _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed):
@@ -235,6 +366,7 @@ def _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, t
             "seed": seed}
 
 
+@in_python_terms
 def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None, inner: Optional[str] = None,
          snap: bool = True, out_dtype: str = "f32", amax_ref_a: Optional[float] = None,
          amax_ref_b: Optional[float] = None, target_a: Optional[float] = None, target_b: Optional[float] = None,
@@ -246,6 +378,7 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
                         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
 
 
+@in_python_terms
 def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
     """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
     for inputs exactly representable in ``input_format`` (``fp4sim mma``)."""
@@ -253,6 +386,7 @@ def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
     return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format)
 
 
+@in_python_terms
 def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, layout: str = "rowmajor",
                     nibbles: str = "low-first", tensor_scale=None, tensor_scale_kind: str = "any",
                     amax_ref: Optional[float] = None, seed: int = 0, rbits=None, max_explained: int = 10,
@@ -271,6 +405,7 @@ def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, 
     return VerifyReport(json_text, text, ok)
 
 
+@in_python_terms
 def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None,
                 inner: Optional[str] = None, snap: bool = True, out_dtype: str = "f32",
                 amax_ref_a: Optional[float] = None, amax_ref_b: Optional[float] = None,
@@ -285,21 +420,25 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
     return VerifyReport(json_text, text, ok)
 
 
+@in_python_terms
 def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
     """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md)."""
     return _fp4sim.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
+@in_python_terms
 def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
     """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree)."""
     return _fp4sim.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
+@in_python_terms
 def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte)."""
     return _fp4sim.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
 
 
+@in_python_terms
 def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     """Codes stored in a nibble order -> fp4sim's low-first packing."""
     return _fp4sim.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)

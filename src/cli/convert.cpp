@@ -1,5 +1,6 @@
 // `fp4sim convert` (docs/cli.md): the flags of fp4sim::ConvertCall, the input read, the codes (and the
 // decoded values) written.
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -19,33 +20,55 @@ struct ConvertOptions {
   std::string in, out, decoded;
 };
 
-void run_convert(const ConvertOptions& o) {
-  ConvertCall call = o.call;
-  call.random_bits = !o.rbits.empty();
-  const ConvertCall::Resolved r = call.resolve();
-  const Format& format = r.format;
-  const npy::Array input = npy::read(o.in);
-  const std::vector<double> values = npy::as_float64(input, o.in);
-  const std::optional<RandomBitsArray> bits = random_bits_file(o.rbits);
-  const std::vector<std::uint32_t> codes = convert(call, r, {o.in, input.shape}, values, bits ? &*bits : nullptr);
+npy::DType code_type(int bytes) { return bytes == 1 ? npy::DType::u1 : bytes == 2 ? npy::DType::u2 : npy::DType::u4; }
 
-  const int width = format.storage_bits() <= 8 ? 1 : format.storage_bits() <= 16 ? 2 : 4;
-  std::vector<std::uint8_t> packed(codes.size() * width);
-  for (std::size_t i = 0; i < codes.size(); ++i) {
-    for (int b = 0; b < width; ++b) packed[i * width + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
+// The codes of the input file: float32 data read into one buffer and encoded from there by the fast
+// encoder (no other copy), float64 data through the golden one.
+template <class Code>
+std::vector<Code> codes_of(const ConvertCall& call, const ConvertCall::Resolved& r, npy::Reader& in,
+                           const ArrayShape& shape, const RandomBitsArray* bits) {
+  std::vector<Code> codes(in.size());
+  if (in.dtype() == npy::DType::f4) {
+    std::vector<float> values(in.size());
+    in.read_into({reinterpret_cast<std::uint8_t*>(values.data()), values.size() * sizeof(float)});
+    convert(call, r, shape, std::span<const float>(values), bits, std::span<Code>(codes));
+  } else {
+    npy::Array a{in.dtype(), in.shape(), std::vector<std::uint8_t>(in.size() * npy::dtype_size(in.dtype()))};
+    in.read_into(a.bytes);
+    const std::vector<std::uint32_t> wide = convert(call, r, shape, npy::as_float64(a, shape.source), bits);
+    std::copy(wide.begin(), wide.end(), codes.begin());
   }
-  const npy::DType code_type = width == 1 ? npy::DType::u1 : width == 2 ? npy::DType::u2 : npy::DType::u4;
-  npy::write(o.out, code_type, input.shape, packed.data());
+  return codes;
+}
+
+template <class Code>
+void convert_file(const ConvertOptions& o, const ConvertCall& call, const ConvertCall::Resolved& r) {
+  npy::Reader in(o.in);
+  const ArrayShape shape{o.in, in.shape()};
+  const std::optional<RandomBitsArray> bits = random_bits_file(o.rbits);
+  const std::vector<Code> codes = codes_of<Code>(call, r, in, shape, bits ? &*bits : nullptr);
+  npy::write(o.out, code_type(sizeof(Code)), shape.shape, codes.data());
   if (!o.decoded.empty()) {
     std::vector<double> decoded(codes.size());
-    for (std::size_t i = 0; i < codes.size(); ++i) decoded[i] = decode_to_double(format, codes[i]);
+    for (std::size_t i = 0; i < codes.size(); ++i) decoded[i] = decode_to_double(r.format, codes[i]);
     try {
-      npy::write(o.decoded, npy::DType::f8, input.shape, decoded.data());
+      npy::write(o.decoded, npy::DType::f8, shape.shape, decoded.data());
     } catch (...) {
       std::error_code ec;  // no partial output: the codes go too
       std::filesystem::remove(o.out, ec);
       throw;
     }
+  }
+}
+
+void run_convert(const ConvertOptions& o) {
+  ConvertCall call = o.call;
+  call.random_bits = !o.rbits.empty();
+  const ConvertCall::Resolved r = call.resolve();
+  switch (code_bytes(r.format)) {
+    case 1: return convert_file<std::uint8_t>(o, call, r);
+    case 2: return convert_file<std::uint16_t>(o, call, r);
+    default: return convert_file<std::uint32_t>(o, call, r);
   }
 }
 

@@ -337,6 +337,11 @@ void Float32Encoder::encode_array(std::span<const float> in, std::span<std::uint
   encode_parallel(*this, in, out, random);
 }
 
+void Float32Encoder::encode_array(std::span<const float> in, std::span<std::uint16_t> out,
+                                  std::span<const std::uint32_t> random) const {
+  encode_parallel(*this, in, out, random);
+}
+
 }  // namespace fp4sim
 
 namespace fp4sim {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <stdexcept>
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/output_file.hpp"
@@ -63,8 +64,8 @@ std::size_t Array::size() const {
   return n;
 }
 
-Array read(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
+Reader::Reader(const std::filesystem::path& path) : path_(path), in_(path, std::ios::binary) {
+  std::ifstream& in = in_;
   if (!in) fail(path, "cannot open for reading");
   char magic[8];
   if (!in.read(magic, 8)) fail(path, "truncated: shorter than the .npy magic string");
@@ -91,7 +92,7 @@ Array read(const std::filesystem::path& path) {
   static const std::regex shape_re(R"('shape'\s*:\s*\(([^)]*)\))");
   if (!std::regex_search(header, m, descr_re)) fail(path, "header has no 'descr'");
   const std::string descr = m[1];
-  Array a;
+  Array& a = header_;
   bool known = false;
   for (const auto& d : kDescrs) {
     if (d.text == descr) {
@@ -113,12 +114,22 @@ Array read(const std::filesystem::path& path) {
   if (a.shape.empty() || a.shape.size() > 2) {
     fail(path, "array must be 1-D or 2-D, got " + std::to_string(a.shape.size()) + "-D");
   }
-  const std::size_t n = a.size();
-  if (n > (std::size_t{1} << 40)) fail(path, "array is implausibly large");
-  a.bytes.resize(n * dtype_size(a.dtype));
-  if (!in.read(reinterpret_cast<char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()))) {
-    fail(path, "truncated data: expected " + std::to_string(a.bytes.size()) + " bytes");
+  if (a.size() > (std::size_t{1} << 40)) fail(path, "array is implausibly large");
+}
+
+void Reader::read_into(std::span<std::uint8_t> data) {
+  const std::size_t n = header_.size() * dtype_size(header_.dtype);
+  if (data.size() != n) throw std::logic_error("npy::Reader::read_into: the buffer does not fit the data");
+  if (!in_.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(n))) {
+    fail(path_, "truncated data: expected " + std::to_string(n) + " bytes");
   }
+}
+
+Array read(const std::filesystem::path& path) {
+  Reader in(path);
+  Array a{in.dtype(), in.shape(), {}};
+  a.bytes.resize(a.size() * dtype_size(a.dtype));
+  in.read_into(a.bytes);
   return a;
 }
 

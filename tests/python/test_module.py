@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import fp4sim
+from fp4sim._errors import python_terms
 
 BINARY = os.environ.get("FP4SIM_BINARY")
 needs_cli = pytest.mark.skipif(not BINARY, reason="FP4SIM_BINARY not set (ctest sets it)")
@@ -72,10 +73,12 @@ def test_convert_matches_the_cli(tmp_path, fmt, rounding):
     cli("convert", "--format", fmt, "--rounding", rounding, "--seed", 9, "--in", tmp_path / "x.npy",
         "--out", tmp_path / "c.npy", "--decoded", tmp_path / "d.npy")
     theirs = np.load(tmp_path / "c.npy")
-    ours = fp4sim.convert(x, fmt, rounding, seed=9)
-    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    ours = fp4sim.convert(x, fmt, rounding, seed=9).view(theirs.dtype)  # the codes under their ml_dtypes dtype
+    assert ours.shape == theirs.shape
     np.testing.assert_array_equal(ours, theirs)
-    np.testing.assert_array_equal(fp4sim.decode(ours, fmt).view(np.uint64), np.load(tmp_path / "d.npy").view(np.uint64))
+    decoded = fp4sim.decode(ours, fmt)
+    assert decoded.dtype == np.float32
+    np.testing.assert_array_equal(decoded.astype(np.float64).view(np.uint64), np.load(tmp_path / "d.npy").view(np.uint64))
 
 
 @needs_cli
@@ -126,7 +129,7 @@ def test_mma_matches_the_cli(tmp_path):
 
 
 @needs_cli
-def test_error_messages_are_the_clis(tmp_path):
+def test_error_messages_are_the_clis_in_python_terms(tmp_path):
     x = tensor(4, 64)
     np.save(tmp_path / "x.npy", x)
     # A usage error raised by the shared recipe-override code (CLI exit 2).
@@ -134,12 +137,12 @@ def test_error_messages_are_the_clis(tmp_path):
     assert r.returncode == 2
     with pytest.raises(fp4sim.UsageError) as e:
         fp4sim.quantize(x, "nvfp4", block=1)
-    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    assert python_terms(r.stderr.strip()) == f"fp4sim: error: {e.value}"
     r = cli("quantize", "--recipe", "nvfp4", "--scale-format", "e9m9", "--in", tmp_path / "x.npy", "--out",
             tmp_path / "q.h5", check=False)
     with pytest.raises(fp4sim.UsageError) as e:
         fp4sim.quantize(x, "nvfp4", scale_format="e9m9")
-    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    assert python_terms(r.stderr.strip()) == f"fp4sim: error: {e.value}"
     # A data error from the library (CLI exit 3).
     np.save(tmp_path / "a.npy", tensor(4, 48))
     r = cli("gemm", "--recipe", "ue5m3", "--a", tmp_path / "a.npy", "--b", tmp_path / "a.npy", "--out",
@@ -147,8 +150,95 @@ def test_error_messages_are_the_clis(tmp_path):
     assert r.returncode == 3
     with pytest.raises(fp4sim.DataError) as e:
         fp4sim.gemm(tensor(4, 48), tensor(4, 48), "ue5m3")
-    assert r.stderr.strip() == f"fp4sim: error: {e.value}"
+    assert python_terms(r.stderr.strip()) == f"fp4sim: error: {e.value}"
     assert issubclass(fp4sim.DataError, ValueError) and issubclass(fp4sim.UsageError, ValueError)
+
+
+def test_docstring_examples_run_as_written():
+    import doctest
+
+    result = doctest.testmod(fp4sim, extraglobs={"np": np, "fp4sim": fp4sim}, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 12 and result.failed == 0
+
+
+def test_errors_name_keywords_and_list_the_valid_values():
+    x = tensor(2, 32)
+    with pytest.raises(fp4sim.UsageError, match=r"^rounding: expected rne, rna, .*got 'nearest'$") as e:
+        fp4sim.convert(x, "e2m1", "nearest")
+    with pytest.raises(fp4sim.UsageError, match=r"^rbits needs a stochastic rounding$"):
+        fp4sim.convert(x, "e2m1", rbits=np.zeros(x.shape, np.uint8))
+    with pytest.raises(fp4sim.DataError, match=r"x: element \[0, 2\] = 7\.5 .*out of range and saturate=False") as e:
+        fp4sim.convert(x, "e2m1", saturate=False)
+    with pytest.raises(fp4sim.UsageError, match=r"^layout: expected rowmajor, .*got 'swizzled'"):
+        fp4sim.verify_quantize(x, np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8), "nvfp4", layout="swizzled")
+    with pytest.raises(fp4sim.UsageError, match=r"^format: unknown format 'e9m9' \(known: e2m1, .*; bfloat16, .*float4_e2m1fn"):
+        fp4sim.convert(x, "e9m9")
+    with pytest.raises(fp4sim.DTypeError, match=r"^x: expected floating-point values"):
+        fp4sim.convert(x.astype(np.int16), "e2m1")
+    assert issubclass(fp4sim.DTypeError, TypeError) and issubclass(fp4sim.DTypeError, fp4sim.DataError)
+    assert python_terms("--sr-bits: must be between 1 and 16 (--no-saturate, --rht)") == \
+        "sr_bits: must be between 1 and 16 (saturate=False, rht=True)"
+
+
+# ---------------------------------------------------------------------------------------------------
+# N-D tensors, 16-bit inputs, dequantize from a kernel's raw bytes
+
+
+def test_leading_axes_are_batch():
+    x = np.random.default_rng(4).standard_normal((2, 3, 32, 48)).astype(np.float32)
+    flat = x.reshape(-1, 48)
+    # 1-D blocks along the last axis: the tensor as [prod(leading), last].
+    q, qf = fp4sim.quantize(x, "nvfp4"), fp4sim.quantize(flat, "nvfp4")
+    assert q.shape == x.shape and q.codes.shape == (2, 3, 32, 24) and q.scales.shape == (2, 3, 32, 3)
+    np.testing.assert_array_equal(q.codes.reshape(qf.codes.shape), qf.codes)
+    np.testing.assert_array_equal(fp4sim.dequantize(q), fp4sim.dequantize(qf).reshape(x.shape))
+    # 2-D tiles over the last two axes: each matrix's tiles are those of the matrix quantized alone under
+    # the whole tensor's amax.
+    q2 = fp4sim.quantize(x, "nvfp4", two_d=True)
+    assert q2.scales.shape == (2, 3, 2, 3)
+    alone = fp4sim.quantize(x[1, 2], "nvfp4", two_d=True, amax_ref=q2.tensor_amax, tensor_scale="periodic:1")
+    np.testing.assert_array_equal(q2.scales[1, 2], alone.scales)
+    np.testing.assert_array_equal(q2.codes[1, 2], alone.codes)
+    np.testing.assert_array_equal(fp4sim.dequantize(q2)[1, 2], fp4sim.dequantize(alone))
+
+
+def test_float16_and_bfloat16_tensors_quantize_as_their_float32_values():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = tensor(8, 64, seed=6)
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        narrow = x.astype(dtype)
+        q, q32 = fp4sim.quantize(narrow, "nvfp4"), fp4sim.quantize(narrow.astype(np.float32), "nvfp4")
+        np.testing.assert_array_equal(q.codes, q32.codes)
+        np.testing.assert_array_equal(q.scales, q32.scales)
+        np.testing.assert_array_equal(fp4sim.gemm(narrow, narrow[:4], "nvfp4"),
+                                      fp4sim.gemm(narrow.astype(np.float32), narrow[:4].astype(np.float32), "nvfp4"))
+
+
+@pytest.mark.parametrize("recipe,overrides", [("nvfp4", {}), ("nvfp4", {"dequantize_order": "portable"}),
+                                              ("mxfp4", {}), ("ue5m3", {})])
+def test_dequantize_from_a_kernels_raw_bytes(recipe, overrides):
+    x = tensor(128, 64, seed=12)
+    q = fp4sim.quantize(x, recipe, **overrides)
+    golden = fp4sim.dequantize(q)
+    kinds = {"amax": q.tensor_amax, "encode": q.tensor_scale, "decode": q.global_decode_scale}
+    if q.dequantize_order == "te_kernel":
+        kinds = {"amax": q.tensor_amax}
+    if not q.tensor_scaled:
+        kinds = {"amax": None}
+    for layout in ("rowmajor", "swizzled-128x4"):
+        for nibbles in ("low-first", "high-first", "unpacked"):
+            for kind, value in kinds.items():
+                y = fp4sim.dequantize(q.codes_in(nibbles), q.scales_in(layout), recipe, shape=q.shape,
+                                      tensor_scale=value, tensor_scale_kind=kind, layout=layout, nibbles=nibbles,
+                                      **overrides)
+                np.testing.assert_array_equal(y.view(np.uint32), golden.view(np.uint32),
+                                              err_msg=f"{layout} {nibbles} {kind}")
+    if q.tensor_scaled:
+        with pytest.raises(ValueError, match="tensor_scale"):
+            fp4sim.dequantize(q.codes, q.scales, recipe, **overrides)
+        # A wrong tensor scale changes the values: the raw path does use it.
+        y = fp4sim.dequantize(q.codes, q.scales, recipe, tensor_scale=q.tensor_amax * 2, **overrides)
+        assert not np.array_equal(y, golden)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -193,10 +283,11 @@ def test_other_layouts_and_dtypes():
     bad[1, 2] = 0.1
     with pytest.raises(fp4sim.DataError, match=r"x: element 66 \(0\.100000\) is not a binary32 value"):
         fp4sim.quantize(bad, "nvfp4")
-    with pytest.raises(fp4sim.DataError, match="expected float32 or float64"):
+    with pytest.raises(TypeError, match="x: expected float32, float16, bfloat16 or float64 values, got int32") as e:
         fp4sim.quantize(x.astype(np.int32), "nvfp4")
-    with pytest.raises(fp4sim.DataError, match="3 dimensions"):
-        fp4sim.quantize(np.zeros((2, 2, 16), np.float32), "nvfp4")
+    assert isinstance(e.value, fp4sim.DataError)
+    with pytest.raises(ValueError, match=r"multiple of 16 rows per matrix, got shape \(2, 8, 32\)"):
+        fp4sim.quantize(np.zeros((2, 8, 32), np.float32), "nvfp4", two_d=True)
     # 1-D is one row (under the same tensor amax).
     np.testing.assert_array_equal(fp4sim.quantize(x[0], "nvfp4", amax_ref=q.tensor_amax, tensor_scale="periodic:1").codes,
                                   q.codes[:1])
@@ -278,7 +369,7 @@ def test_unknown_options_are_usage_errors():
     x = tensor(2, 32)
     with pytest.raises(fp4sim.UsageError, match="unknown recipe override 'blok'"):
         fp4sim.quantize(x, "nvfp4", blok=32)
-    with pytest.raises(fp4sim.UsageError, match="--layout"):
+    with pytest.raises(fp4sim.UsageError, match="^layout: expected rowmajor"):
         fp4sim.verify_quantize(x, np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8), "nvfp4", layout="colmajor")
     with pytest.raises(fp4sim.UsageError, match="unknown datapath"):
         fp4sim.gemm(x, x, "nvfp4", datapath="sm42")

@@ -185,6 +185,8 @@ class Float32Encoder {
                     std::span<const std::uint32_t> random = {}) const;
   void encode_array(std::span<const float> in, std::span<std::uint8_t> out,
                     std::span<const std::uint32_t> random = {}) const;
+  void encode_array(std::span<const float> in, std::span<std::uint16_t> out,
+                    std::span<const std::uint32_t> random = {}) const;
 
   Rounding rounding() const { return rounding_; }
 

@@ -37,4 +37,15 @@ std::vector<std::uint32_t> convert(const ConvertCall& call, const ConvertCall::R
                                    const ArrayShape& input, std::span<const double> values,
                                    const RandomBitsArray* bits);
 
+// Bytes one code is stored in: 1 for formats of up to 8 bits, 2 up to 16, 4 for fp32.
+int code_bytes(const Format& format);
+
+// The same conversion of binary32 values through the fast encoder (Float32Encoder, equal to the golden
+// path on every binary32 input), written straight into `codes` (values.size() codes of code_bytes(format)
+// bytes: Code is uint8_t, uint16_t or uint32_t): no intermediate array but the stochastic-rounding bits.
+// The same checks and the same DataError as above.
+template <class Code>
+void convert(const ConvertCall& call, const ConvertCall::Resolved& resolved, const ArrayShape& input,
+             std::span<const float> values, const RandomBitsArray* bits, std::span<Code> codes);
+
 }  // namespace fp4sim

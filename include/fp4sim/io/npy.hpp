@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,22 @@ struct Array {
 
 // Throws DataError naming the file for anything but a readable 1-D/2-D little-endian C-order array.
 Array read(const std::filesystem::path& path);
+
+// The same file opened and its header checked, the data then read into memory the caller owns (a
+// std::vector<float> for float32 data, so that nothing is read twice).
+class Reader {
+ public:
+  explicit Reader(const std::filesystem::path& path);  // DataError as read()
+  DType dtype() const { return header_.dtype; }
+  const std::vector<std::size_t>& shape() const { return header_.shape; }
+  std::size_t size() const { return header_.size(); }
+  void read_into(std::span<std::uint8_t> data);  // exactly size() * dtype_size(dtype()) bytes, once
+
+ private:
+  std::filesystem::path path_;
+  std::ifstream in_;
+  Array header_;  // dtype and shape; no bytes
+};
 
 // float32, or float64 whose every value is a binary32 value (else DataError naming the element).
 std::vector<float> as_float32(const Array& a, const std::filesystem::path& path);

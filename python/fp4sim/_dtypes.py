@@ -1,0 +1,87 @@
+"""Formats as NumPy users name them: ml_dtypes' and NumPy's dtype names (or the dtypes themselves)
+beside fp4sim's, the ml_dtypes/NumPy dtype that holds each format's codes, and floating-point inputs
+viewed as binary32.
+
+Only formats whose every code ml_dtypes (or NumPy) decodes to the same value have a dtype here
+(tests/python/test_dtypes.py proves it code by code); the others (ue4m3, ue5m3, eXmY descriptors)
+come back as unsigned integer codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import ml_dtypes
+import numpy as np
+
+from . import _fp4sim
+
+# fp4sim's format name -> the dtype of its codes.
+_DTYPE_OF_FORMAT = {
+    "e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
+    "e2m3": np.dtype(ml_dtypes.float6_e2m3fn),
+    "e3m2": np.dtype(ml_dtypes.float6_e3m2fn),
+    "e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "ue5m3fn": np.dtype(ml_dtypes.float8_e5m3fnu),
+    "e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "fp16": np.dtype(np.float16),
+    "fp32": np.dtype(np.float32),
+}
+# Every other spelling a NumPy user may write -> fp4sim's name.
+_ALIASES = {dtype.name: name for name, dtype in _DTYPE_OF_FORMAT.items()}
+_ALIASES.update({"half": "fp16", "single": "fp32", "float": "fp32"})
+
+# Input dtypes whose values widen to binary32 exactly.
+_BINARY16 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def format_name(format: Any, what: str = "format") -> str:
+    """fp4sim's name of a format given as fp4sim's name, ml_dtypes'/NumPy's dtype name, or the dtype
+    (``"e2m1"``, ``"E2M1"``, ``"float4_e2m1fn"``, ``ml_dtypes.float4_e2m1fn``, ``np.float16``)."""
+    if isinstance(format, str):
+        text = format.strip().lower()
+        return check_known(_ALIASES.get(text, text), format, what)
+    try:
+        dtype = np.dtype(format)
+    except TypeError:
+        raise TypeError(f"{what}: expected a format name or a dtype, got {type(format).__name__}") from None
+    if dtype.name in _ALIASES:
+        return _ALIASES[dtype.name]
+    raise ValueError(f"{what}: {dtype.name} is not a format fp4sim models (known dtypes: "
+                     f"{', '.join(sorted(_ALIASES))})")
+
+
+def check_known(fmt: str, given: Any, what: str = "format") -> str:
+    """fmt when the library knows it (a preset or an eXmY descriptor), else a ValueError listing both
+    vocabularies: fp4sim's names and the ml_dtypes/NumPy ones."""
+    try:
+        _fp4sim.decode(np.zeros(1, np.uint8), fmt)
+    except _fp4sim.UsageError:
+        presets = ", ".join(f["name"] for f in _fp4sim.formats())
+        raise _fp4sim.UsageError(f"{what}: unknown format {given!r} (known: {presets}; "
+                                 f"{', '.join(known_names())}; or eXmY / ueXmY[bN][fn|fin])") from None
+    return fmt
+
+
+def code_dtype(format: str) -> Optional[np.dtype]:
+    """The ml_dtypes/NumPy dtype whose bytes are this format's codes, or None."""
+    return _DTYPE_OF_FORMAT.get(format)
+
+
+def known_names() -> list:
+    """The ml_dtypes/NumPy names accepted beside fp4sim's."""
+    return sorted(_ALIASES)
+
+
+def as_codes(codes: np.ndarray) -> np.ndarray:
+    """An ml_dtypes/NumPy float array of a format viewed as its unsigned integer codes (no copy)."""
+    if codes.dtype.name in _ALIASES:
+        return codes.view(f"u{codes.dtype.itemsize}")
+    return codes
+
+
+def widen(a: np.ndarray) -> np.ndarray:
+    """float16 and bfloat16 arrays as float32 (exact); other arrays unchanged."""
+    return a.astype(np.float32) if a.dtype in _BINARY16 else a
