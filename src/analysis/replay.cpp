@@ -22,7 +22,9 @@
 namespace fp4sim::replay {
 
 namespace {
-constexpr NameRow<HoldRule> kHoldRules[] = {{"window", HoldRule::window}, {"previous", HoldRule::previous}};
+constexpr NameRow<HoldRule> kHoldRules[] = {
+    {"window", HoldRule::window, "the refresh step's amax when captured, else the step's own (held_exact false)"},
+    {"previous", HoldRule::previous, "the previous captured step's amax (staleness beyond D)"}};
 }  // namespace
 
 std::span<const NameRow<HoldRule>> names(HoldRule) { return kHoldRules; }
@@ -728,13 +730,12 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     const auto& [s, l] = work[w];
     const std::array<bool, 3> which{mine(*l, 0), mine(*l, 1), mine(*l, 2)};
     if (!which[0] && !which[1] && !which[2]) continue;
-    if (o.progress) o.progress(total_elements ? static_cast<double>(done) / total_elements : 0.0,
-                               "step " + std::to_string(s->step) + " " + l->name);
+    if (o.progress) o.progress(done, total_elements, "step " + std::to_string(s->step) + " " + l->name);
     replayer.run_step_layer(*s, *l, which, 3 * static_cast<std::uint64_t>(w));
     const trace::TensorInfo* tensors[3] = {&l->x(), &l->w(), &l->dy()};
     for (int i = 0; i < 3; ++i) done += which[i] ? tensors[i]->elements() : 0;
   }
-  if (o.progress) o.progress(1.0, "done");
+  if (o.progress) o.progress(total_elements, total_elements, "done");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

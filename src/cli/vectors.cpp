@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/analysis/vectors.hpp"
@@ -46,6 +47,7 @@ void setup_vectors(CLI::App& app) {
                  "output directory: must not exist or be empty; manifest.json and the .npy files appear together "
                  "or not at all")
       ->required();
+  add_example(app, "fp4sim vectors --recipe mxfp4 --out vectors-mxfp4");
   app.callback([o] { run_vectors(*o); });
 }
 
