@@ -5,10 +5,16 @@
 
 namespace fp4sim::cli {
 
-void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
+CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
   std::vector<std::string> presets;
   for (const Recipe& preset : recipe_presets()) presets.push_back(preset.name);
-  app.add_option("--recipe", o.recipe, recipe_help())->required()->check(CLI::IsMember(presets));
+  CLI::Validator member = CLI::IsMember(presets);
+  member.description("");
+  return app.add_option("--recipe", recipe, recipe_help())->check(member)->type_name("NAME");
+}
+
+void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
+  add_recipe_option(app, o.recipe)->required();
   app.add_option("--block", o.block, "block size B along the reduction dimension");
   auto* two = app.add_flag_function("--two-d", [&o](std::int64_t) { o.two_d = true; }, "B x B tiles");
   app.add_flag_function("--one-d", [&o](std::int64_t) { o.two_d = false; }, "1 x B blocks")->excludes(two);

@@ -25,6 +25,8 @@ CLI::Option* names_of(CLI::Option* option) {
 // An example command line closing a subcommand's --help.
 void add_example(CLI::App& app, const std::string& example);
 
+// --recipe NAME: a preset, each listed in --help with its source.
+CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe);
 void add_recipe_options(CLI::App& app, RecipeOverrides& overrides);
 
 // --gemm, --inner, --no-snap, --out-dtype and the per-operand --amax-ref-a/-b, --target-a/-b, --rbits-a/-b

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fp4sim 0.1.0"));
   fp4sim::cli::setup_formats(*app.add_subcommand("formats", "list every known number format"));
   fp4sim::cli::setup_convert(*app.add_subcommand("convert", "element-wise encode a .npy array into a format"));
-  fp4sim::cli::setup_quantize(*app.add_subcommand("quantize", "block-quantize one tensor under a recipe (HDF5 out)"));
+  fp4sim::cli::setup_quantize(*app.add_subcommand("quantize", "block-quantize one tensor under a recipe (HDF5 and/or .npy out)"));
   fp4sim::cli::setup_gemm(*app.add_subcommand("gemm", "C = A·Bᵀ of two quantized operands through a GEMM datapath; --list-datapaths"));
   fp4sim::cli::setup_mma(*app.add_subcommand("mma", "raw D = A·B + C as a modeled tensor-core instruction chain computes it"));
   fp4sim::cli::setup_crosscheck(*app.add_subcommand("crosscheck", "run the CUDA kernels and the golden model on the same cases; exit 4 on any mismatch (needs a GPU)"));

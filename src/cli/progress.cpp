@@ -15,8 +15,9 @@ constexpr auto kTerminalInterval = std::chrono::milliseconds(100);
 constexpr auto kPlainInterval = std::chrono::seconds(5);
 constexpr std::size_t kWhatWidth = 40;
 
-// 1.52 M, 870 k, 12.0 (three significant figures).
-std::string si(double v) {
+// 1.52 M, 870 k, 12.0 (three significant figures); a whole count below 1000 as it is (21).
+std::string si(double v, bool count = true) {
+  if (count && v < 999.5) return std::to_string(static_cast<long long>(v));
   static const char* const kPrefixes[] = {"", " k", " M", " G", " T", " P"};
   int p = 0;
   while (v >= 999.5 && p < 5) {
@@ -90,9 +91,9 @@ std::string Progress::line(std::uint64_t done, std::uint64_t total, const std::s
   const int percent = static_cast<int>(fraction * 100.0);
   const std::string per = (unit_.empty() ? "" : " " + unit_) + "/s";
   std::string rate = "-" + per, eta = "-:--";
-  if (seconds > 0.05 && done > 0) {
+  if (seconds > 0 && done > 0) {
     const double per_second = static_cast<double>(done) / seconds;
-    rate = si(per_second) + per;
+    rate = si(per_second, false) + per;
     eta = clock_text(static_cast<double>(total - std::min(done, total)) / per_second);
   }
   const std::string label = what.size() > kWhatWidth ? what.substr(0, kWhatWidth - 3) + "..." : what;

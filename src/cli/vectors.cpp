@@ -6,7 +6,7 @@
 #include "cli.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/analysis/vectors.hpp"
-#include "fp4sim/core/recipe_overrides.hpp"
+#include "fp4sim/core/recipe.hpp"
 
 namespace fp4sim::cli {
 
@@ -33,11 +33,7 @@ void run_vectors(const VectorsOptions& o) {
 
 void setup_vectors(CLI::App& app) {
   auto o = std::make_shared<VectorsOptions>();
-  std::vector<std::string> names;
-  for (const Recipe& preset : recipe_presets()) names.push_back(preset.name);
-  app.add_option("--recipe", o->recipe, recipe_help())
-      ->required()
-      ->check(CLI::IsMember(names));
+  add_recipe_option(app, o->recipe)->required();
   app.add_option("--cases", o->cases,
                  "number of cases: the recipe's edge cases first, then random tensors (default: the edge cases "
                  "plus 4)");

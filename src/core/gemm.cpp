@@ -153,6 +153,7 @@ std::vector<float> gemm(const QuantizedTensor& a, const QuantizedTensor& b, cons
     const std::uint64_t done = rows_done.fetch_add(1, std::memory_order_relaxed) + 1;
     if (options.progress && omp_get_thread_num() == 0) options.progress(done, a.rows, "GEMM rows (reference)");
   }
+  if (options.progress) options.progress(a.rows, a.rows, "done");
   return c;
 }
 

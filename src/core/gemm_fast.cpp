@@ -650,6 +650,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
       options.progress(done, static_cast<std::uint64_t>(tasks), "GEMM tiles");
     }
   }
+  if (options.progress) options.progress(static_cast<std::uint64_t>(tasks), static_cast<std::uint64_t>(tasks), "done");
 
   const auto t_epilogue = std::chrono::steady_clock::now();
   // Epilogues, exactness fallbacks and special rows.
