@@ -116,11 +116,21 @@ std::string spec_name(const OperandSpec& s) {
   return n;
 }
 
-void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std::mt19937_64& rng, Tally& tq, Tally& td) {
+// Progress of one phase (quantize elements, then GEMMs): `before` units done by the earlier recipes.
+struct PhaseProgress {
+  std::uint64_t before = 0, total = 0;
+};
+
+void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std::mt19937_64& rng, Tally& tq, Tally& td,
+                    const PhaseProgress& phase) {
   const auto specs = specs_of(recipe);
   double done = 0.0;
   int case_id = 0;
   while (done < o.elements) {
+    if (o.progress) {
+      const auto here = std::min<std::uint64_t>(static_cast<std::uint64_t>(done), phase.total - phase.before);
+      o.progress(phase.before + here, phase.total, "quantize " + recipe.name);
+    }
     // Shapes: mostly large block-multiple tensors (to reach the element budget), some ragged ones.
     std::size_t rows, cols;
     const int shape = case_id % 5;
@@ -225,13 +235,14 @@ struct Shape {
 };
 
 void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, const Options& o, std::mt19937_64& rng,
-                 std::vector<PathCheck>& checks, const std::vector<Shape>& fixed = {}) {
+                 std::vector<PathCheck>& checks, const PhaseProgress& phase, const std::vector<Shape>& fixed = {}) {
   const GemmOperands ops = operands_for(recipe, Gemm::fprop);
   if (!fixed.empty()) {
     count = static_cast<int>(fixed.size());
     large = count;
   }
   for (int g = 0; g < count; ++g) {
+    if (o.progress) o.progress(phase.before + static_cast<std::uint64_t>(g), phase.total, "gemm " + recipe.name);
     std::size_t m, n, k;
     if (!fixed.empty()) {
       m = fixed[static_cast<std::size_t>(g)].m;
@@ -353,10 +364,12 @@ std::uint64_t run(const Options& o, std::FILE* log) {
     std::fflush(log);
     total_bad += t.mismatches;
   };
-  for (const Recipe& r : recipes) {
+  const auto elements = static_cast<std::uint64_t>(std::ceil(o.elements));
+  for (std::size_t i = 0; i < recipes.size(); ++i) {
+    const Recipe& r = recipes[i];
     if (wants("quantize") || wants("dequantize")) {
       Tally tq, td;
-      check_quantize(log, r, o, rng, tq, td);
+      check_quantize(log, r, o, rng, tq, td, {i * elements, recipes.size() * elements});
       line(r.name, "quantize", tq);
       if (wants("dequantize")) line(r.name, "dequantize", td);
     }
@@ -368,9 +381,10 @@ std::uint64_t run(const Options& o, std::FILE* log) {
     checks.push_back({"probe-matched", gpu::GemmPath::probe_matched, &datapaths::probe_matched, {}});
   if (wants("exact")) checks.push_back({"exact", gpu::GemmPath::exact, &datapaths::exact, {}});
   if (!checks.empty() && o.gemms > 0) {
+    const std::uint64_t all_gemms = per_recipe * recipes.size() + o.shapes.size();
     for (std::size_t i = 0; i < recipes.size(); ++i) {
       const int large = static_cast<int>((o.large_gemms + recipes.size() - 1 - i) / recipes.size());
-      check_gemms(log, recipes[i], per_recipe, large, o, rng, checks);
+      check_gemms(log, recipes[i], per_recipe, large, o, rng, checks, {i * per_recipe, all_gemms});
     }
     std::vector<Shape> fixed;
     for (const std::string& text : o.shapes) {
@@ -381,7 +395,10 @@ std::uint64_t run(const Options& o, std::FILE* log) {
         throw UsageError("crosscheck: --shape wants MxNxK, got '" + text + "'");
       fixed.push_back(sh);
     }
-    if (!fixed.empty()) check_gemms(log, recipes[0], 0, 0, o, rng, checks, fixed);
+    if (!fixed.empty()) {
+      check_gemms(log, recipes[0], 0, 0, o, rng, checks, {per_recipe * recipes.size(), all_gemms}, fixed);
+    }
+    if (o.progress) o.progress(all_gemms, all_gemms, "done");
     for (const PathCheck& pc : checks) line("all", pc.name, pc.tally);
   }
   std::fprintf(log, "\nsummary\n");

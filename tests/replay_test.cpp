@@ -507,10 +507,13 @@ TEST(ReplayCli, SummaryCsvH5AndStdoutJson) {
   EXPECT_NE(r.out.find("Worst tensors per recipe"), std::string::npos);
   EXPECT_NE(r.out.find("Proposition 1"), std::string::npos);
   EXPECT_EQ(r.err.find("\r"), std::string::npos) << "no progress bar when stderr is not a terminal";
-  const std::string csv = slurp(dir / "r.csv");
-  EXPECT_EQ(csv.rfind("kind,step,layer,tensor", 0), 0u);
-  EXPECT_NE(csv.find("\ntensor,200,lm_head,x"), std::string::npos);
-  EXPECT_NE(csv.find("\ngemm,200,"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "r.csv")) << "one CSV file per kind of entry";
+  const std::string tensors = slurp(dir / "r_tensors.csv"), gemms = slurp(dir / "r_gemms.csv");
+  EXPECT_EQ(tensors.rfind("step,layer,tensor,", 0), 0u);
+  EXPECT_NE(tensors.find("\n200,lm_head,x,"), std::string::npos);
+  EXPECT_EQ(gemms.rfind("step,layer,gemm,recipe,datapath,m,n,k,", 0), 0u);
+  EXPECT_NE(gemms.find("\n200,"), std::string::npos);
+  EXPECT_EQ(slurp(dir / "r_headroom.csv").rfind("step,layer,tensor,role,period,", 0), 0u);
   fp4sim::hdf5::File h5 = fp4sim::hdf5::File::open(dir / "r.h5");
   EXPECT_EQ(h5.open_dataset("tensors/sqnr_db").shape(), (std::vector<hsize_t>{90}));
   EXPECT_EQ(h5.open_dataset("tensors/scale_code_hist").shape(), (std::vector<hsize_t>{90, 256}));

@@ -22,6 +22,7 @@ fp4sim=$build/fp4sim
 mkdir -p "$out"
 
 # The main job: replay the shipped training trace through the three recipe families and print the
-# summary; the JSON, CSV and plots land in out/.
+# summary; the JSON, the CSV tables (replay_trace_a_tensors.csv, _gemms.csv, _headroom.csv) and the
+# plots land in out/.
 "$fp4sim" replay traces/trace_a.h5 --recipes ue5m3,nvfp4,mxfp4 \
   --json "$out/replay_trace_a.json" --csv "$out/replay_trace_a.csv" --plots "$out/plots"

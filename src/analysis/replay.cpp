@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <regex>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "fp4sim/core/codec.hpp"
@@ -22,7 +24,9 @@
 namespace fp4sim::replay {
 
 namespace {
-constexpr NameRow<HoldRule> kHoldRules[] = {{"window", HoldRule::window}, {"previous", HoldRule::previous}};
+constexpr NameRow<HoldRule> kHoldRules[] = {
+    {"window", HoldRule::window, "the refresh step's amax when captured, else the step's own (held_exact false)"},
+    {"previous", HoldRule::previous, "the previous captured step's amax (staleness beyond D)"}};
 }  // namespace
 
 std::span<const NameRow<HoldRule>> names(HoldRule) { return kHoldRules; }
@@ -167,14 +171,19 @@ class Replayer {
 
   // The tensors i (x 0, w 1, dy 2) of `mine` of one (step, layer) and, with GEMM entries (then all three
   // are mine), its GEMMs; `item` is 3 x the pair's position in the one-process order.
+  // `starting(elements done before, what)` before each tensor and before the layer's GEMMs: the
+  // progress report.
   void run_step_layer(const trace::StepInfo& step, const trace::LayerInfo& layer, const std::array<bool, 3>& mine,
-                      std::uint64_t item) {
+                      std::uint64_t item, const std::function<void(std::uint64_t, const std::string&)>& starting) {
     LoadedTensor loaded[3];
     const TensorRole roles[3] = {TensorRole::activation, TensorRole::weight, TensorRole::grad_output};
     const Gemm views[3] = {Gemm::fprop, Gemm::fprop, Gemm::dgrad};
     const std::size_t slab_limit = std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1);
+    const std::string where = "step " + std::to_string(step.step) + " " + layer.name;
+    std::uint64_t done = 0;
     for (int i = 0; i < 3; ++i) {
       if (!mine[i]) continue;
+      starting(done, where + " " + layer.find(roles[i])->name);
       item_ = item + static_cast<std::uint64_t>(i);
       if (o_.starting) o_.starting(item_);
       const trace::TensorInfo& t = *layer.find(roles[i]);
@@ -187,9 +196,13 @@ class Replayer {
         }
       }
       process_tensor(step.step, layer, t, recipe_role(roles[i]), views[i], loaded[i]);
+      done += t.elements();
       if (!o_.gemms) loaded[i] = LoadedTensor{&t, {}, {}, {}};
     }
-    if (o_.gemms) process_gemms(step.step, layer, loaded[0], loaded[1], loaded[2]);
+    if (o_.gemms) {
+      starting(done, where + " gemms");
+      process_gemms(step.step, layer, loaded[0], loaded[1], loaded[2]);
+    }
   }
 
  private:
@@ -728,13 +741,14 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     const auto& [s, l] = work[w];
     const std::array<bool, 3> which{mine(*l, 0), mine(*l, 1), mine(*l, 2)};
     if (!which[0] && !which[1] && !which[2]) continue;
-    if (o.progress) o.progress(total_elements ? static_cast<double>(done) / total_elements : 0.0,
-                               "step " + std::to_string(s->step) + " " + l->name);
-    replayer.run_step_layer(*s, *l, which, 3 * static_cast<std::uint64_t>(w));
+    replayer.run_step_layer(*s, *l, which, 3 * static_cast<std::uint64_t>(w),
+                            [&](std::uint64_t in_layer, const std::string& what) {
+                              if (o.progress) o.progress(done + in_layer, total_elements, what);
+                            });
     const trace::TensorInfo* tensors[3] = {&l->x(), &l->w(), &l->dy()};
     for (int i = 0; i < 3; ++i) done += which[i] ? tensors[i]->elements() : 0;
   }
-  if (o.progress) o.progress(1.0, "done");
+  if (o.progress) o.progress(total_elements, total_elements, "done");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

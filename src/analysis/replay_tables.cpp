@@ -1,8 +1,7 @@
-// replay's tabular reports, from one table of columns per entry kind: CSV (one row per entry) and HDF5
-// (one column dataset per field).
+// replay's tabular reports, from one table of columns per entry kind: CSV (one table per kind, one row
+// per entry) and HDF5 (one group per kind, one column dataset per field).
 #include <cmath>
 #include <functional>
-#include <map>
 #include <variant>
 #include <ostream>
 #include <string>
@@ -19,13 +18,14 @@ namespace fp4sim::replay {
 namespace {
 
 struct Cell {
-  enum Kind { number, integer, text, missing } kind = missing;
+  enum Kind { number, integer, boolean, text, missing } kind = missing;
   double d = 0.0;
   std::int64_t i = 0;
   std::string s;
   static Cell num(const stats::Figure& f) { return f.value ? Cell{number, *f.value, 0, {}} : Cell{}; }
   static Cell num(double v) { return std::isfinite(v) ? Cell{number, v, 0, {}} : Cell{}; }
   static Cell integ(std::int64_t v) { return Cell{integer, 0.0, v, {}}; }
+  static Cell flag(bool v) { return Cell{boolean, 0.0, v ? 1 : 0, {}}; }
   static Cell str(std::string v) { return Cell{text, 0.0, 0, std::move(v)}; }
 };
 
@@ -44,7 +44,7 @@ void hold_columns_into(Columns<E>& cols, Get get, const std::string& p) {
   });
   cols.emplace_back(p + "held_exact", [get](const E& e) {
     const Hold& h = get(e);
-    return h.held_exact ? Cell::integ(*h.held_exact ? 1 : 0) : Cell{};
+    return h.held_exact ? Cell::flag(*h.held_exact) : Cell{};
   });
   cols.emplace_back(p + "rho", [get](const E& e) { return Cell::num(get(e).rho); });
 }
@@ -151,6 +151,7 @@ std::string cell_text(const Cell& c) {
   switch (c.kind) {
     case Cell::number: return json::number(c.d);
     case Cell::integer: return std::to_string(c.i);
+    case Cell::boolean: return c.i ? "true" : "false";
     case Cell::text: return csv_escape(c.s);
     case Cell::missing: return "";
   }
@@ -159,51 +160,44 @@ std::string cell_text(const Cell& c) {
 
 }  // namespace
 
-void write_tensor_csv_header(std::ostream& os) {
+namespace {
+
+constexpr NameRow<Records> kRecords[] = {{"tensors", Records::tensors, "one row per quantized tensor and recipe"},
+                                         {"gemms", Records::gemms, "one row per GEMM and recipe"},
+                                         {"headroom", Records::headroom, "one row per tensor of the headroom analysis"}};
+
+template <class E>
+void write_table(const Columns<E>& cols, const std::vector<E>& entries, std::ostream& os) {
   bool first = true;
-  for (const auto& [name, get] : tensor_columns()) {
+  for (const auto& [name, get] : cols) {
     os << (first ? "" : ",") << name;
     first = false;
   }
   os << '\n';
-}
-
-void write_tensor_csv_row(std::ostream& os, const TensorEntry& e) {
-  bool first = true;
-  for (const auto& [name, get] : tensor_columns()) {
-    os << (first ? "" : ",") << cell_text(get(e));
-    first = false;
-  }
-  os << '\n';
-}
-
-void write_csv(const Result& r, std::ostream& os) {
-  const auto tc = tensor_columns();
-  const auto gc = gemm_columns();
-  const auto hc = headroom_columns();
-  std::vector<std::string> header{"kind"};
-  std::map<std::string, std::size_t> index;
-  auto add = [&](const std::string& n) {
-    if (!index.count(n)) {
-      index[n] = header.size();
-      header.push_back(n);
+  for (const E& e : entries) {
+    first = true;
+    for (const auto& [name, get] : cols) {
+      os << (first ? "" : ",") << cell_text(get(e));
+      first = false;
     }
-  };
-  for (const auto& [n, g] : tc) add(n);
-  for (const auto& [n, g] : gc) add(n);
-  for (const auto& [n, g] : hc) add(n);
-  for (std::size_t i = 0; i < header.size(); ++i) os << (i ? "," : "") << header[i];
-  os << '\n';
-  auto emit = [&](const char* kind, const auto& cols, const auto& entry) {
-    std::vector<std::string> row(header.size());
-    row[0] = kind;
-    for (const auto& [n, g] : cols) row[index[n]] = cell_text(g(entry));
-    for (std::size_t i = 0; i < row.size(); ++i) os << (i ? "," : "") << row[i];
     os << '\n';
-  };
-  for (const auto& e : r.tensors) emit("tensor", tc, e);
-  for (const auto& e : r.gemms) emit("gemm", gc, e);
-  for (const auto& e : r.headroom) emit("headroom", hc, e);
+  }
+}
+
+}  // namespace
+
+std::span<const NameRow<Records>> names(Records) { return kRecords; }
+
+void write_tensors_csv(const std::vector<TensorEntry>& entries, std::ostream& os) {
+  write_table(tensor_columns(), entries, os);
+}
+
+void write_csv(const Result& r, Records records, std::ostream& os) {
+  switch (records) {
+    case Records::tensors: write_table(tensor_columns(), r.tensors, os); return;
+    case Records::gemms: write_table(gemm_columns(), r.gemms, os); return;
+    case Records::headroom: write_table(headroom_columns(), r.headroom, os); return;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,10 +219,10 @@ void write_columns(const hdf5::Group& g, const Columns<E>& cols, const std::vect
       std::vector<std::string> v;
       for (const Cell& c : cells) v.push_back(c.s);
       g.write_strings(name, v);
-    } else if (kind == Cell::integer) {
-      // Integers that may be missing (held_from_step) use -1 for "none".
+    } else if (kind == Cell::integer || kind == Cell::boolean) {
+      // Integers that may be missing (held_from_step) use -1 for "none"; booleans are 0 or 1.
       std::vector<std::int64_t> v;
-      for (const Cell& c : cells) v.push_back(c.kind == Cell::integer ? c.i : -1);
+      for (const Cell& c : cells) v.push_back(c.kind == Cell::missing ? -1 : c.i);
       g.write_dataset<std::int64_t>(name, {v.size()}, v).write_attribute("missing", std::int64_t{-1});
     } else {
       std::vector<double> v;

@@ -255,8 +255,9 @@ Result run(const Options& o) {
     const std::vector<int> share_of =
         assign_shares(std::vector<std::uint64_t>(o.distributions.size(), o.rows * o.cols), o.share);
     const auto mine = static_cast<std::size_t>(std::count(share_of.begin(), share_of.end(), o.share.index));
-    std::size_t done = 0;
-    const std::size_t total = mine * points.size();
+    // Progress in tensor elements quantized, as replay counts them.
+    const std::uint64_t elements = std::uint64_t{o.rows} * o.cols, total = mine * points.size() * elements;
+    std::uint64_t done = 0;
     for (std::size_t item = 0; item < o.distributions.size(); ++item) {
       if (share_of[item] != o.share.index) continue;
       if (o.starting) o.starting(item);
@@ -265,8 +266,8 @@ Result run(const Options& o) {
       const std::vector<float> x = generate(d, o.rows, o.cols, o.seed, stream);
       const float amax = abs_max(x);
       for (const GridPoint& p : points) {
-        if (o.progress) o.progress(static_cast<double>(done) / total, d.name + " " + p.name);
-        ++done;
+        if (o.progress) o.progress(done, total, d.name + " " + p.name);
+        done += elements;
         const Recipe& r = p.recipe;
         replay::TensorEntry e = replay::tensor_entry(r, o.role, view, o.rows, o.cols);
         e.step = 0;
@@ -303,7 +304,7 @@ Result run(const Options& o) {
         result.tensors.push_back(std::move(e));
       }
     }
-    if (o.progress) o.progress(1.0, "done");
+    if (o.progress) o.progress(total, total, "done");
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
@@ -344,8 +345,7 @@ void write_json(const Result& r, std::ostream& os) {
 }
 
 void write_csv(const Result& r, std::ostream& os) {
-  replay::write_tensor_csv_header(os);
-  for (const auto& e : r.tensors) replay::write_tensor_csv_row(os, e);
+  replay::write_tensors_csv(r.tensors, os);
 }
 
 std::string summary(const Result& r) {

@@ -5,33 +5,41 @@
 
 namespace fp4sim::cli {
 
-void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
+CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
   std::vector<std::string> presets;
   for (const Recipe& preset : recipe_presets()) presets.push_back(preset.name);
-  app.add_option("--recipe", o.recipe, recipe_help())->required()->check(CLI::IsMember(presets));
+  CLI::Validator member = CLI::IsMember(presets);
+  member.description("");
+  return app.add_option("--recipe", recipe, recipe_help())->check(member)->type_name("NAME");
+}
+
+void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
+  add_recipe_option(app, o.recipe)->required();
   app.add_option("--block", o.block, "block size B along the reduction dimension");
   auto* two = app.add_flag_function("--two-d", [&o](std::int64_t) { o.two_d = true; }, "B x B tiles");
   app.add_flag_function("--one-d", [&o](std::int64_t) { o.two_d = false; }, "1 x B blocks")->excludes(two);
-  app.add_option("--scale-format", o.scale_format, "block scale format (e.g. ue5m3, ue4m3, ue5m3fn, e8m0)");
-  app.add_option("--element-format", o.element_format, "element format (e.g. e2m1, e2m3, e3m2)");
+  app.add_option("--scale-format", o.scale_format,
+                 "block scale format: ue5m3, ue4m3, ue5m3fn, e8m0, ... or ueXmY (fp4sim formats lists them)")
+      ->type_name("FORMAT");
+  app.add_option("--element-format", o.element_format,
+                 "element format: e2m1, e2m3, e3m2, ... or eXmY (fp4sim formats lists them)")
+      ->type_name("FORMAT");
   app.add_option("--target", o.target, "scale target T");
-  app.add_option("--tensor-scale", o.tensor_scale, "tensor scale policy: none, current or periodic:D");
-  app.add_option("--scale-rule", o.scale_rule, "scale rule: two-level, floor, ceil, even, rceil");
-  app.add_option("--zero-scale", o.zero_scale, "a block scale that rounds to zero: keep or one")
-      ->check(CLI::IsMember(name_strings<ZeroScale>()));
-  app.add_option("--dequantize-order", o.dequantize_order, "portable, kernel or te_kernel")
-      ->check(CLI::IsMember(name_strings<DequantizeOrder>()));
-  app.add_option("--rounding", o.rounding, "element rounding of this operand")
-      ->check(CLI::IsMember(name_strings<Rounding>()));
+  app.add_option("--tensor-scale", o.tensor_scale,
+                 "tensor scale policy: none, current or periodic:D:" + name_help<TensorScalePolicy>())
+      ->type_name("POLICY");
+  names_of<ScaleRule>(app.add_option("--scale-rule", o.scale_rule, "how a block's scale is chosen from its amax"));
+  names_of<ZeroScale>(app.add_option("--zero-scale", o.zero_scale, "a block scale that rounds to zero"));
+  names_of<DequantizeOrder>(app.add_option("--dequantize-order", o.dequantize_order,
+                                           "order of the multiplications that reconstruct a value"));
+  names_of<Rounding>(app.add_option("--rounding", o.rounding, "element rounding of this operand"));
   app.add_option("--sr-bits", o.sr_bits, "random bits per element for stochastic rounding")->check(CLI::Range(1, 16));
   auto* on = app.add_flag_function("--rht", [&o](std::int64_t) { o.rht = true; }, "apply the 16-point RHT");
   app.add_flag_function("--no-rht", [&o](std::int64_t) { o.rht = false; }, "no RHT")->excludes(on);
 }
 
 void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::string& rbits_b) {
-  app.add_option("--gemm", c.gemm, "which GEMM of a linear layer: fprop (A=x, B=w), dgrad (A=dy, B=wᵀ), wgrad (A=dyᵀ, B=xᵀ)")
-      ->check(CLI::IsMember(name_strings<Gemm>()))
-      ->default_val("fprop");
+  names_of<Gemm>(app.add_option("--gemm", c.gemm, "which GEMM of a linear layer"))->default_val("fprop");
   app.add_option("--inner", c.inner, "probe-matched: the inner tensor-core datapath per 64-group (default sm90-bf16; "
                                      "sm100-f16 for Blackwell tcgen05)");
   app.add_flag_function("--no-snap", [&c](std::int64_t) { c.snap = false; },
@@ -48,6 +56,14 @@ void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::str
   app.add_option("--rbits-b", rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)")
       ->check(CLI::ExistingFile);
   app.add_option("--seed", c.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
+}
+
+void add_example(CLI::App& app, const std::string& example) { app.footer("Example:\n  " + example); }
+
+std::string datapath_help() {
+  std::string help;
+  for (const Datapath* dp : datapath_presets()) help += "\n  " + std::string(dp->name) + ": " + std::string(dp->summary);
+  return help;
 }
 
 std::optional<RandomBitsArray> random_bits_file(const std::string& path) {

@@ -8,15 +8,33 @@
 
 #include "cli.hpp"
 #include "fp4sim/core/gemm_call.hpp"
+#include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe_overrides.hpp"
 
 namespace fp4sim::cli {
 
+// An option that takes one name of E's table (fp4sim/core/names.hpp): CLI11 checks the value against
+// the table, and --help lists every name with its meaning under the option's own description.
+template <class E>
+CLI::Option* names_of(CLI::Option* option) {
+  CLI::Validator member = CLI::IsMember(name_strings<E>());
+  member.description("");
+  return option->check(member)->type_name("NAME")->description(option->get_description() + ":" + name_help<E>());
+}
+
+// An example command line closing a subcommand's --help.
+void add_example(CLI::App& app, const std::string& example);
+
+// --recipe NAME: a preset, each listed in --help with its source.
+CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe);
 void add_recipe_options(CLI::App& app, RecipeOverrides& overrides);
 
 // --gemm, --inner, --no-snap, --out-dtype and the per-operand --amax-ref-a/-b, --target-a/-b, --rbits-a/-b
 // (file paths into rbits_a, rbits_b) and --seed; the caller adds --datapath with its own choices.
 void add_gemm_options(CLI::App& app, GemmCall& call, std::string& rbits_a, std::string& rbits_b);
+
+// "\n  name: summary" for every datapath preset, for a --datapath help text.
+std::string datapath_help();
 
 // The explicit random bits a --rbits flag names (nothing for an empty path).
 std::optional<RandomBitsArray> random_bits_file(const std::string& path);

@@ -77,10 +77,9 @@ void run_convert(const ConvertOptions& o) {
 void setup_convert(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
   app.add_option("--format", o->call.format, "target format: a preset (see `fp4sim formats`) or eXmY/ueXmY[bN][fn|fin]")
+      ->type_name("FORMAT")
       ->required();
-  app.add_option("--rounding", o->call.rounding, "rounding mode")
-      ->check(CLI::IsMember(name_strings<Rounding>()))
-      ->default_val("rne");
+  names_of<Rounding>(app.add_option("--rounding", o->call.rounding, "rounding mode"))->default_val("rne");
   app.add_option("--sr-bits", o->call.sr_bits, "random bits per element for stochastic rounding (k)")
       ->check(CLI::Range(1, 16))
       ->default_val(8);
@@ -95,14 +94,13 @@ void setup_convert(CLI::App& app) {
          "overflow to +-Inf, else NaN with the sign, else a data error where the format has neither (default for "
          "IEEE formats)")
       ->excludes(sat);
-  app.add_option("--specials", o->call.specials,
-                 "-0 and NaN convention: hardware (cvt.*.satfinite) or te-python (TE's cast_to_fp4x2: -0, NaN -> +0)")
-      ->check(CLI::IsMember(name_strings<SpecialConvention>()))
+  names_of<SpecialConvention>(app.add_option("--specials", o->call.specials, "-0 and NaN convention"))
       ->default_val("hardware");
   app.add_option("--in", o->in, "input .npy (float32 or float64, 1-D or 2-D, C order)")->required();
   app.add_option("--out", o->out, "output codes .npy (uint8, uint16 for 16-bit formats, uint32 for fp32)")
       ->required();
   app.add_option("--decoded", o->decoded, "also write the decoded values as float64 .npy");
+  add_example(app, "fp4sim convert --format e2m1 --rounding rne --in x.npy --out codes.npy --decoded decoded.npy");
   app.callback([o] { run_convert(*o); });
 }
 

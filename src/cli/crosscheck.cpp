@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
+#include "progress.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/emu/crosscheck.hpp"
 
@@ -12,15 +14,24 @@ namespace fp4sim::cli {
 
 namespace {
 
-void run_crosscheck(const crosscheck::Options& o) {
+struct CrosscheckCliOptions {
+  crosscheck::Options run;
+  ProgressMode progress = ProgressMode::automatic;
+};
+
+void run_crosscheck(const CrosscheckCliOptions& cli) {
 #if defined(FP4SIM_HAVE_CUDA)
+  crosscheck::Options o = cli.run;
+  // Two counts, one after the other: quantize elements, then GEMMs (the label says which).
+  Progress progress(cli.progress, "");
+  o.progress = progress.callback();
   const std::uint64_t mismatches = crosscheck::run(o, stdout);
   if (mismatches != 0) {
     throw Mismatch("crosscheck: " + std::to_string(mismatches) + " mismatches between the GPU kernels and the golden model");
   }
   std::printf("crosscheck: no mismatches\n");
 #else
-  (void)o;
+  (void)cli;
   throw DataError("crosscheck: this fp4sim was built without CUDA (FP4SIM_CUDA=OFF), so no GPU kernel can be checked");
 #endif
 }
@@ -28,7 +39,8 @@ void run_crosscheck(const crosscheck::Options& o) {
 }  // namespace
 
 void setup_crosscheck(CLI::App& app) {
-  auto o = std::make_shared<crosscheck::Options>();
+  auto cli = std::make_shared<CrosscheckCliOptions>();
+  crosscheck::Options* o = &cli->run;
   app.add_option("--recipe", o->recipes, "presets to check (default: all)");
   app.add_option("--paths", o->paths, "quantize dequantize bf16-tc probe-matched exact (default: all)");
   app.add_option("--elements", o->elements, "quantize elements per preset (default 1e8)");
@@ -38,7 +50,9 @@ void setup_crosscheck(CLI::App& app) {
   app.add_option("--shape", o->shapes, "extra GEMMs MxNxK (e.g. 1024x1024x4096), checked with the first recipe");
   app.add_option("--seed", o->seed, "seed of the case generator (default 1)");
   app.add_flag("--verbose", o->verbose, "print every case");
-  app.callback([o] { run_crosscheck(*o); });
+  add_example(app, "fp4sim crosscheck --recipe nvfp4 --gemms 100 --seed 11");
+  add_progress_flags(app, cli->progress);
+  app.callback([cli] { run_crosscheck(*cli); });
 }
 
 }  // namespace fp4sim::cli

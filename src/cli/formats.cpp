@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/core/json.hpp"
 #include "fp4sim/core/codec.hpp"
@@ -73,6 +74,7 @@ void run_formats(const FormatsOptions& options) {
 void setup_formats(CLI::App& app) {
   auto options = std::make_shared<FormatsOptions>();
   app.add_flag("--json", options->json, "print a JSON array of objects instead of a table");
+  add_example(app, "fp4sim formats --json");
   app.callback([options] { run_formats(*options); });
 }
 

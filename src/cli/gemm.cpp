@@ -9,6 +9,7 @@
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/io/npy.hpp"
 #include "arguments.hpp"
+#include "progress.hpp"
 
 namespace fp4sim::cli {
 
@@ -20,6 +21,7 @@ struct GemmCliOptions {
   bool json = false;
   std::string a, b, out;
   std::string rbits_a, rbits_b;
+  ProgressMode progress = ProgressMode::automatic;
 };
 
 void list_datapaths(bool json) {
@@ -57,7 +59,9 @@ void run_gemm(const GemmCliOptions& o) {
 
   const QuantizedTensor qa = quantize(r.recipe, r.a, a, arr_a.rows(), arr_a.cols());
   const QuantizedTensor qb = quantize(r.recipe, r.b, b, arr_b.rows(), arr_b.cols());
-  const GemmOptions options = resolve_gemm(r.recipe, qa, qb, r.request);
+  GemmOptions options = resolve_gemm(r.recipe, qa, qb, r.request);
+  Progress progress(o.progress, options.impl == GemmImpl::fast ? "tiles" : "rows");
+  options.progress = progress.callback();
   const std::vector<float> c = gemm(qa, qb, options);
   if (!o.out.empty()) {
     npy::write(o.out, npy::DType::f4, {qa.rows, qb.rows}, c.data());
@@ -80,11 +84,15 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--a", o->a, "operand A [M, K] (.npy float32)")->check(CLI::ExistingFile);
   app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ")->check(CLI::ExistingFile);
   add_gemm_options(app, c, o->rbits_a, o->rbits_b);
-  app.add_option("--datapath", c.datapath, "accumulation datapath (default: the recipe's); see --list-datapaths");
+  app.add_option("--datapath", c.datapath,
+                 "accumulation datapath (default: the recipe's; --list-datapaths has the parameters):" + datapath_help())
+      ->type_name("NAME");
   app.add_option("--frac-bits", c.frac_bits,
                  "what-if: replace the tensor-core row's alignment width F (e.g. ue5m3-native with F=35)");
   app.add_flag("--reference", c.reference, "run the plain scalar golden loop instead of the fast kernels (slow)");
   app.add_option("--out", o->out, "output C [M, N] (.npy float32)");
+  add_progress_flags(app, o->progress);
+  add_example(app, "fp4sim gemm --recipe ue5m3 --a x.npy --b w.npy --datapath exact --out c.npy");
   app.callback([o] { run_gemm(*o); });
 }
 

@@ -2,6 +2,7 @@
 // in the instruction's input format; K longer than one instruction is a chain in K order.
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/core/mma_call.hpp"
 #include "fp4sim/io/npy.hpp"
@@ -38,7 +39,8 @@ void run_mma(const MmaOptions& o) {
 
 void setup_mma(CLI::App& app) {
   auto o = std::make_shared<MmaOptions>();
-  app.add_option("--datapath", o->call.datapath, "tensor-core row (see `fp4sim gemm --list-datapaths`), e.g. sm90-bf16")
+  app.add_option("--datapath", o->call.datapath, "tensor-core datapath row:" + datapath_help())
+      ->type_name("NAME")
       ->required();
   app.add_option("--input-format", o->call.input_format, "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2)")
       ->required();
@@ -49,6 +51,7 @@ void setup_mma(CLI::App& app) {
   app.add_option("--c", o->c, "C [M, N] (.npy, binary32 values; fp16 values for f16-accumulate rows); default +0")
       ->check(CLI::ExistingFile);
   app.add_option("--out", o->out, "D [M, N] (.npy float32)")->required();
+  add_example(app, "fp4sim mma --datapath sm90-bf16 --input-format bf16 --a a.npy --b b.npy --c c.npy --out d.npy");
   app.callback([o] { run_mma(*o); });
 }
 

@@ -4,9 +4,12 @@
 #include <filesystem>
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/result_bytes.hpp"
+#include "fp4sim/core/names.hpp"
+#include "progress.hpp"
 #include "ranks.hpp"
 #include "replay_common.hpp"
 
@@ -21,7 +24,19 @@ struct ReplayCliOptions {
   std::string trace;
   OutputFlags outputs;
   bool quiet = false;
+  ProgressMode progress = ProgressMode::automatic;
 };
+
+// --csv a.csv: a_tensors.csv, a_gemms.csv, a_headroom.csv.
+std::vector<CsvTable> csv_tables(const replay::Result& result) {
+  std::vector<CsvTable> tables;
+  for (const auto& row : names(replay::Records{})) {
+    tables.push_back({std::string(row.name), [&result, kind = row.value](std::ostream& os) {
+                        replay::write_csv(result, kind, os);
+                      }});
+  }
+  return tables;
+}
 
 void run_replay(const ReplayCliOptions& o) {
   fs::path script;
@@ -38,16 +53,16 @@ void run_replay(const ReplayCliOptions& o) {
         options.share = share;
         options.starting = starting;
         FatalSignalGuard guard(o.trace);
-        ProgressBar bar;
-        options.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+        Progress progress(o.progress, "elements", share.index == 0);
+        options.progress = progress.callback();
         return replay::run(o.trace, options);
       },
       replay_result_from_bytes, replay::merge);
   if (!result) return;
   const ResultWriters writers{[&] { return replay::summary(*result); },
                               [&](std::ostream& os) { replay::write_json(*result, os); },
-                              [&](std::ostream& os) { replay::write_csv(*result, os); },
-                              [&](const fs::path& path) { replay::write_h5(*result, path); }, "replay.json"};
+                              csv_tables(*result),
+                              [&](const fs::path& path) { replay::write_h5(*result, path); }};
   write_outputs(writers, o.outputs, script, o.quiet);
 }
 
@@ -63,24 +78,28 @@ void setup_replay(CLI::App& app) {
   app.add_option("--recipes", o->call.recipes, "comma-separated recipe presets")->capture_default_str();
   app.add_option("--datapath", o->call.datapath,
                  "GEMM datapath of the gemms entries: recipe = each recipe's default (fp4sim gemm "
-                 "--list-datapaths), f64 = float64 product of the dequantized operands (fast), or a datapath name")
+                 "--list-datapaths), f64 = float64 product of the dequantized operands (fast), or a datapath:" +
+                     datapath_help())
       ->capture_default_str();
   app.add_option("--steps", o->call.steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
   app.add_option("--layers", o->call.layers, "regular expression (ECMAScript) searched in layer names");
   app.add_option("--json", o->outputs.json, "write the full results as JSON ('-' for stdout)");
-  app.add_option("--csv", o->outputs.csv, "write one CSV row per tensor, gemm and headroom entry");
+  app.add_option("--csv", o->outputs.csv, "write the entries as CSV, one file per kind: --csv a.csv writes a_tensors.csv, a_gemms.csv and "
+                 "a_headroom.csv");
   app.add_option("--h5", o->outputs.h5, "write the results as HDF5 column datasets");
   app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)");
   app.add_option("--seed", o->call.seed, "seed of the stochastic-rounding bits")->capture_default_str();
-  app.add_option("--hold", o->call.hold,
-                 "periodic-scaling hold rule when a refresh step was not captured: window | previous")
+  names_of<replay::HoldRule>(app.add_option("--hold", o->call.hold,
+                                             "what periodic tensor scaling holds when a refresh step was not captured"))
       ->capture_default_str();
   app.add_option("--period", o->call.period, "D of the Proposition 1 headroom analysis")->capture_default_str();
   app.add_flag_function("--no-gemms", [o](std::int64_t) { o->call.gemms = false; },
                         "skip the GEMM-level entries (per-tensor statistics only)");
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
+  add_progress_flags(app, o->progress);
   app.add_option("--slab-mib", o->call.slab_mib, "stream tensors larger than this many MiB of float32 in row slabs")
       ->capture_default_str();
+  add_example(app, "fp4sim replay traces/trace_a.h5 --recipes ue5m3,nvfp4 --json a.json --plots plots/");
   app.callback([o] { run_replay(*o); });
 }
 

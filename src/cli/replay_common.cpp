@@ -1,5 +1,5 @@
-// The pieces `replay` and `sweep` share (replay_common.hpp): progress bar, plot script, fault guard,
-// output checks and writing.
+// The pieces `replay` and `sweep` share (replay_common.hpp): plot script, fault guard, output checks and
+// writing.
 #include "replay_common.hpp"
 
 #include <signal.h>
@@ -19,33 +19,6 @@
 namespace fp4sim::cli {
 
 namespace fs = std::filesystem;
-
-ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0) {}
-
-ProgressBar::~ProgressBar() { finish(); }
-
-void ProgressBar::update(double fraction, const std::string& what) {
-  if (!enabled_) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (fraction < 1.0 && now - last_ < std::chrono::milliseconds(100)) return;
-  last_ = now;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(fraction * kWidth + 0.5);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(kWidth, ' ');
-  std::string label = what.size() > 40 ? what.substr(0, 37) + "..." : what;
-  std::fprintf(stderr, "\r\033[K[%s] %3d%% %s", bar.c_str(), static_cast<int>(fraction * 100 + 0.5), label.c_str());
-  std::fflush(stderr);
-  shown_ = true;
-}
-
-void ProgressBar::finish() {
-  if (enabled_ && shown_) {
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-    shown_ = false;
-  }
-}
 
 fs::path plot_script() {
   if (const char* env = std::getenv("FP4SIM_PLOT_SCRIPT")) return env;
@@ -89,9 +62,23 @@ void run_plot_script(const fs::path& script, const fs::path& json, const fs::pat
 
 namespace {
 
+// "plots/" names the directory "plots".
+fs::path without_trailing_separator(fs::path path) {
+  while (!path.has_filename() && path.has_relative_path()) path = path.parent_path();
+  return path;
+}
+
+fs::path csv_path(const std::string& csv, const std::string& suffix) {
+  if (suffix.empty()) return csv;
+  fs::path path(csv);
+  if (path.extension() == ".csv") path.replace_extension();
+  path += "_" + suffix + ".csv";
+  return path;
+}
+
 void check_writable(const std::string& path, const std::string& flag) {
   if (path.empty() || path == "-") return;
-  fs::path parent = fs::path(path).parent_path();
+  fs::path parent = without_trailing_separator(path).parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) throw UsageError(flag + " " + path + ": directory " + parent.string() + " does not exist");
@@ -147,7 +134,8 @@ FatalSignalGuard::~FatalSignalGuard() {
 void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::path& script, bool quiet) {
   const bool json_stdout = flags.json == "-";
   if (!quiet) std::fputs(w.summary().c_str(), json_stdout ? stderr : stdout);
-  std::unique_ptr<OutputFile> json, csv;
+  std::unique_ptr<OutputFile> json;
+  std::vector<std::unique_ptr<OutputFile>> csv;
   std::unique_ptr<OutputPath> h5;
   std::unique_ptr<OutputDirectory> plots;
   if (!flags.json.empty() && !json_stdout) {
@@ -156,8 +144,10 @@ void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::p
     json->stream().flush();
   }
   if (!flags.csv.empty()) {
-    csv = std::make_unique<OutputFile>(flags.csv);
-    w.csv(csv->stream());
+    for (const CsvTable& table : w.csv) {
+      csv.push_back(std::make_unique<OutputFile>(csv_path(flags.csv, table.suffix)));
+      table.write(csv.back()->stream());
+    }
   }
   if (!flags.h5.empty()) {
     // Written to a scratch name of its own, renamed with the others below.
@@ -167,24 +157,22 @@ void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::p
   if (!flags.plots.empty()) {
     plots = std::make_unique<OutputDirectory>(flags.plots, OutputDirectory::Existing::merge);
     fs::path input;
+    // Without --json the plots are drawn from a scratch JSON next to the plot directory, never
+    // committed: the directory holds the plots alone.
     std::unique_ptr<OutputFile> scratch;
     if (json) {
       input = json->temporary_path();
     } else {
-      scratch = std::make_unique<OutputFile>(plots->temporary_path() / w.plots_json);
+      scratch = std::make_unique<OutputFile>(fs::path(plots->temporary_path()) += ".json");
       w.json(scratch->stream());
       scratch->stream().flush();
       input = scratch->temporary_path();
     }
     run_plot_script(script, input, plots->temporary_path());
-    if (scratch) {
-      // Keep the JSON the plots were drawn from next to them.
-      scratch->commit();
-    }
   }
   if (json_stdout) w.json(std::cout);
   if (json) json->commit();
-  if (csv) csv->commit();
+  for (const auto& table : csv) table->commit();
   if (h5) h5->commit();
   if (plots) plots->commit();
 }

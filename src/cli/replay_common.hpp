@@ -3,7 +3,6 @@
 
 #include <signal.h>
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -14,20 +13,6 @@
 #include "fp4sim/analysis/replay.hpp"
 
 namespace fp4sim::cli {
-
-// A one-line progress bar on stderr, drawn only when stderr is a terminal, at most 10 times a second.
-class ProgressBar {
- public:
-  ProgressBar();
-  ~ProgressBar();
-  void update(double fraction, const std::string& what);
-  void finish();
-
- private:
-  bool enabled_ = false;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
 
 // tools/plot_replay.py: $FP4SIM_PLOT_SCRIPT, the source tree, or next to the executable.
 std::filesystem::path plot_script();
@@ -56,13 +41,20 @@ struct OutputFlags {
 // Fails with a usage error, before any work, when an asked-for output cannot be created.
 void check_outputs(const OutputFlags& flags);
 
-// What a result can be written as: the terminal summary, JSON, CSV, HDF5 (empty: the command has no
-// --h5), and the name of the JSON kept next to the plots when --json is not given.
+// One CSV table of a result: `suffix` empty writes the --csv path itself, else `--csv a.csv` writes
+// a_<suffix>.csv.
+struct CsvTable {
+  std::string suffix;
+  std::function<void(std::ostream&)> write;
+};
+
+// What a result can be written as: the terminal summary, JSON, CSV tables, HDF5 (empty: the command
+// has no --h5). The plots are drawn from the JSON (a scratch copy when --json is not given).
 struct ResultWriters {
   std::function<std::string()> summary;
-  std::function<void(std::ostream&)> json, csv;
+  std::function<void(std::ostream&)> json;
+  std::vector<CsvTable> csv;
   std::function<void(const std::filesystem::path&)> h5;
-  std::string plots_json;
 };
 
 // Prints the summary (unless quiet) and writes the asked-for outputs through temporaries, renamed into

@@ -2,9 +2,14 @@
 // distributions, with the fields of replay's tensors entries.
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/result_bytes.hpp"
+#include "fp4sim/core/names.hpp"
+#include "fp4sim/core/recipe.hpp"
+#include "fp4sim/core/rounding.hpp"
+#include "progress.hpp"
 #include "ranks.hpp"
 #include "replay_common.hpp"
 
@@ -16,6 +21,7 @@ struct SweepCliOptions {
   sweep::Call call;
   OutputFlags outputs;
   bool quiet = false;
+  ProgressMode progress = ProgressMode::automatic;
 };
 
 void run_sweep(const SweepCliOptions& o) {
@@ -32,15 +38,15 @@ void run_sweep(const SweepCliOptions& o) {
         s.share = share;
         s.starting = starting;
         FatalSignalGuard guard(o.call.trace.empty() ? std::string("synthetic input") : o.call.trace);
-        ProgressBar bar;
-        s.progress = [&](double f, const std::string& what) { bar.update(f, what); };
+        Progress progress(o.progress, "elements", share.index == 0);
+        s.progress = progress.callback();
         return sweep::run(s);
       },
       sweep_result_from_bytes, sweep::merge);
   if (!result) return;
   const ResultWriters writers{[&] { return sweep::summary(*result); },
                               [&](std::ostream& os) { sweep::write_json(*result, os); },
-                              [&](std::ostream& os) { sweep::write_csv(*result, os); }, {}, "sweep.json"};
+                              {{"", [&](std::ostream& os) { sweep::write_csv(*result, os); }}}, {}};
   write_outputs(writers, o.outputs, script, o.quiet);
 }
 
@@ -58,21 +64,22 @@ void setup_sweep(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--rows", o->call.rows, "rows of each synthetic tensor")->capture_default_str();
   app.add_option("--cols", o->call.cols, "columns of each synthetic tensor (blocks run along them)")->capture_default_str();
-  app.add_option("--role", o->call.role, "how synthetic tensors are quantized: activation, weight (2-D tiles) or grad_output")
+  app.add_option("--role", o->call.role, "how synthetic tensors are quantized:" + name_help<Role>())
       ->capture_default_str();
   app.add_option("--element-formats", o->call.element_formats, "element formats (docs/cli.md names or eXmY)")->capture_default_str();
   app.add_option("--scale-formats", o->call.scale_formats, "block-scale formats (e8m0 uses the OCP floor rule)")
       ->capture_default_str();
   app.add_option("--blocks", o->call.blocks, "block sizes")->capture_default_str();
-  app.add_option("--tensor-scales", o->call.tensor_scales, "tensor-scale policies: none, current, periodic:D")
+  app.add_option("--tensor-scales", o->call.tensor_scales, "tensor-scale policies:" + name_help<TensorScalePolicy>())
       ->capture_default_str();
-  app.add_option("--roundings", o->call.roundings, "element roundings (rne, sr-fast, ...)")->capture_default_str();
+  app.add_option("--roundings", o->call.roundings, "element roundings:" + name_help<Rounding>())->capture_default_str();
   app.add_option("--rho", o->call.rhos, "synthetic periodic scaling: held amax = amax / rho, for each rho")
       ->capture_default_str();
   app.add_option("--base", o->call.base, "recipe preset every other setting comes from")->capture_default_str();
   app.add_option("--steps", o->call.steps, "trace steps (default: all)");
   app.add_option("--layers", o->call.layers, "trace layers: regular expression");
-  app.add_option("--hold", o->call.hold, "trace periodic scaling hold rule: window | previous")->capture_default_str();
+  names_of<replay::HoldRule>(app.add_option("--hold", o->call.hold, "trace periodic scaling: what is held when a refresh step was not captured"))
+      ->capture_default_str();
   app.add_option("--seed", o->call.seed, "seed of the synthetic data and of stochastic rounding")->capture_default_str();
   app.add_option("--slab-mib", o->call.slab_mib, "stream trace tensors larger than this many MiB of float32 in row slabs")
       ->capture_default_str();
@@ -80,6 +87,8 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--csv", o->outputs.csv, "write one CSV row per (input, configuration)");
   app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)");
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
+  add_progress_flags(app, o->progress);
+  add_example(app, "fp4sim sweep --rows 64 --cols 1024 --blocks 16,32 --csv sweep.csv");
   app.callback([o] { run_sweep(*o); });
 }
 

@@ -2,10 +2,11 @@
 #include <cstdio>
 #include <memory>
 
+#include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/analysis/vectors.hpp"
-#include "fp4sim/core/recipe_overrides.hpp"
+#include "fp4sim/core/recipe.hpp"
 
 namespace fp4sim::cli {
 
@@ -32,11 +33,7 @@ void run_vectors(const VectorsOptions& o) {
 
 void setup_vectors(CLI::App& app) {
   auto o = std::make_shared<VectorsOptions>();
-  std::vector<std::string> names;
-  for (const Recipe& preset : recipe_presets()) names.push_back(preset.name);
-  app.add_option("--recipe", o->recipe, recipe_help())
-      ->required()
-      ->check(CLI::IsMember(names));
+  add_recipe_option(app, o->recipe)->required();
   app.add_option("--cases", o->cases,
                  "number of cases: the recipe's edge cases first, then random tensors (default: the edge cases "
                  "plus 4)");
@@ -46,6 +43,7 @@ void setup_vectors(CLI::App& app) {
                  "output directory: must not exist or be empty; manifest.json and the .npy files appear together "
                  "or not at all")
       ->required();
+  add_example(app, "fp4sim vectors --recipe mxfp4 --out vectors-mxfp4");
   app.callback([o] { run_vectors(*o); });
 }
 

@@ -15,6 +15,7 @@
 #include "fp4sim/io/npy.hpp"
 #include "fp4sim/verify/verify_call.hpp"
 #include "arguments.hpp"
+#include "progress.hpp"
 
 namespace fp4sim::cli {
 
@@ -68,8 +69,7 @@ void setup_verify_quantize(CLI::App& app) {
   app.get_option("--tensor-scale")
       ->description("a number: your FP32 tensor scale, compared with the golden one (see --tensor-scale-kind); "
                     "none, current or periodic:D: the tensor-scale policy override");
-  app.add_option("--role", c.quantize.role, "operand role: activation, weight or grad_output (as its first GEMM)")
-      ->check(CLI::IsMember(name_strings<Role>()))
+  names_of<Role>(app.add_option("--role", c.quantize.role, "operand role, quantized as in its first GEMM"))
       ->default_val("activation");
   app.add_option("--amax-ref", c.quantize.operand.amax_ref,
                  "held (stale) tensor amax for periodic scaling; default: current amax");
@@ -83,18 +83,15 @@ void setup_verify_quantize(CLI::App& app) {
   app.add_option("--tensor-scale-value", c.tensor_scale_text,
                  "your FP32 tensor scale (also accepted as --tensor-scale V when V is a number)");
   app.add_option("--tensor-scale-policy", c.tensor_scale_policy, "tensor scale policy override: none, current or periodic:D");
-  app.add_option("--tensor-scale-kind", c.tensor_scale_kind,
-                 "which golden value your tensor scale is: encode (G), decode (Gd = 1/G), amax, or any")
-      ->check(CLI::IsMember(name_strings<TensorScaleKind>()))
+  names_of<TensorScaleKind>(app.add_option("--tensor-scale-kind", c.tensor_scale_kind,
+                                            "which golden value your tensor scale is"))
       ->default_val("any");
-  app.add_option("--layout", c.layout, "how your scales are stored: rowmajor, te-rowrep or swizzled-128x4 (docs/layouts.md)")
-      ->check(CLI::IsMember(name_strings<ScaleLayout>()))
+  names_of<ScaleLayout>(app.add_option("--layout", c.layout, "how your scales are stored (docs/layouts.md)"))
       ->default_val("rowmajor");
-  app.add_option("--nibbles", c.nibbles, "element 2j in the low nibble (low-first), the high nibble (high-first), or one code per byte (unpacked)")
-      ->check(CLI::IsMember(name_strings<NibbleOrder>()))
-      ->default_val("low-first");
+  names_of<NibbleOrder>(app.add_option("--nibbles", c.nibbles, "how your codes are stored"))->default_val("low-first");
   app.add_flag("--json", o->json, "print one JSON object instead of text");
   app.add_option("--max-explained", c.max_explained, "explain at most N mismatches")->default_val(10);
+  add_example(app, "fp4sim verify quantize --recipe nvfp4 --in x.npy --codes my_codes.npy --scales my_scales.npy");
   app.callback([o] { run_verify_quantize(*o); });
 }
 
@@ -106,6 +103,7 @@ struct VerifyGemmOptions {
   std::string a, b, c;
   std::string rbits_a, rbits_b;
   bool json = false;
+  ProgressMode progress = ProgressMode::automatic;
 };
 
 void run_verify_gemm(const VerifyGemmOptions& o) {
@@ -120,7 +118,12 @@ void run_verify_gemm(const VerifyGemmOptions& o) {
   const std::vector<float> c = npy::as_float32(arr_c, o.c);
   const auto bits_a = attach_random_bits(random_bits_file(o.rbits_a), arr_a.shape, r.recipe.sr_bits, r.request.a);
   const auto bits_b = attach_random_bits(random_bits_file(o.rbits_b), arr_b.shape, r.recipe.sr_bits, r.request.b);
-  const GemmVerifyReport report = verify_gemm(r.recipe, r.request, a, b, arr_a.rows(), arr_b.rows(), arr_a.cols(), c);
+  GemmVerifyReport report;
+  {
+    Progress progress(o.progress, r.request.auto_datapath ? "datapaths" : "tiles");
+    r.request.progress = progress.callback();
+    report = verify_gemm(r.recipe, r.request, a, b, arr_a.rows(), arr_b.rows(), arr_a.cols(), c);
+  }
   print(o.json ? to_json(report) : to_text(report));
   const bool ok = report.auto_mode ? !report.explained_by.empty() : report.bit_exact();
   if (!ok) {
@@ -139,9 +142,13 @@ void setup_verify_gemm(CLI::App& app) {
   app.add_option("--c", o->c, "your output C [M, N] (.npy float32)")->required()->check(CLI::ExistingFile);
   add_gemm_options(app, g, o->rbits_a, o->rbits_b);
   app.add_option("--datapath", g.datapath,
-                 "golden datapath (default: the recipe's), or auto: try every preset and report which explains yours");
+                 "golden datapath (default: the recipe's), or auto: try every preset and report which explains yours:" +
+                     datapath_help())
+      ->type_name("NAME");
   app.add_flag("--json", o->json, "print one JSON object instead of text");
   app.add_option("--worst", o->call.worst, "trace the N worst outputs through the datapath")->default_val(3);
+  add_progress_flags(app, o->progress);
+  add_example(app, "fp4sim verify gemm --recipe nvfp4 --a x.npy --b w.npy --c my_c.npy --datapath auto");
   app.callback([o] { run_verify_gemm(*o); });
 }
 
@@ -149,6 +156,7 @@ void setup_verify_gemm(CLI::App& app) {
 
 void setup_verify(CLI::App& app) {
   app.require_subcommand(1);
+  add_example(app, "fp4sim verify quantize --recipe nvfp4 --in x.npy --codes my_codes.npy --scales my_scales.npy");
   setup_verify_quantize(*app.add_subcommand("quantize", "compare your quantized codes and scales with the golden model"));
   setup_verify_gemm(*app.add_subcommand("gemm", "compare your GEMM output with a golden datapath (or find the one that explains it)"));
 }

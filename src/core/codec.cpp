@@ -366,8 +366,9 @@ std::optional<std::size_t> encode_all(const Format& format, const EncodeOptions&
 namespace fp4sim {
 
 namespace {
-constexpr NameRow<SpecialConvention> kConventions[] = {{"hardware", SpecialConvention::hardware},
-                                                       {"te-python", SpecialConvention::te_python}};
+constexpr NameRow<SpecialConvention> kConventions[] = {
+    {"hardware", SpecialConvention::hardware, "-0 and NaN kept as the hardware converts them (cvt.*.satfinite)"},
+    {"te-python", SpecialConvention::te_python, "TransformerEngine's cast_to_fp4x2: -0 and NaN become +0"}};
 }  // namespace
 
 std::span<const NameRow<SpecialConvention>> names(SpecialConvention) { return kConventions; }

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
+
+#include <omp.h>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
@@ -141,11 +144,16 @@ std::vector<float> gemm(const QuantizedTensor& a, const QuantizedTensor& b, cons
   const detail::ReferenceContext ctx(a, b, options);
   const auto m = static_cast<std::int64_t>(a.rows);
   const std::size_t n = b.rows;
+  // Progress counts finished rows; only the calling thread (OpenMP's thread 0) reports them.
+  std::atomic<std::uint64_t> rows_done{0};
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::size_t j = 0; j < n; ++j)
       c[static_cast<std::size_t>(i) * n + j] = std::bit_cast<float>(ctx.element(static_cast<std::size_t>(i), j));
+    const std::uint64_t done = rows_done.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (options.progress && omp_get_thread_num() == 0) options.progress(done, a.rows, "GEMM rows (reference)");
   }
+  if (options.progress) options.progress(a.rows, a.rows, "done");
   return c;
 }
 

@@ -635,6 +635,8 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   const auto t_kernel = std::chrono::steady_clock::now();
   // Dynamic: a thread that is descheduled (shared machines) does not leave the other spinning at the
   // end; tasks are numbered MC-block-major, so consecutive tasks share the block of A.
+  // Progress counts finished tasks; only the calling thread (OpenMP's thread 0) reports them.
+  std::atomic<std::uint64_t> tasks_done{0};
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::size_t mc = static_cast<std::size_t>(task) / n_jp, jp = static_cast<std::size_t>(task) % n_jp;
@@ -643,7 +645,12 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
       const std::size_t kb1 = std::min(nkb, kb0 + kc);
       for (std::size_t ip = mc * kMcPanels; ip < ip1; ++ip) tile(g, ip, jp, kb0, kb1);
     }
+    const std::uint64_t done = tasks_done.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (options.progress && omp_get_thread_num() == 0) {
+      options.progress(done, static_cast<std::uint64_t>(tasks), "GEMM tiles");
+    }
   }
+  if (options.progress) options.progress(static_cast<std::uint64_t>(tasks), static_cast<std::uint64_t>(tasks), "done");
 
   const auto t_epilogue = std::chrono::steady_clock::now();
   // Epilogues, exactness fallbacks and special rows.

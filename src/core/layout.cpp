@@ -6,12 +6,14 @@ namespace fp4sim {
 
 namespace {
 
-constexpr NameRow<ScaleLayout> kLayouts[] = {{"rowmajor", ScaleLayout::rowmajor},
-                                              {"te-rowrep", ScaleLayout::te_rowrep},
-                                              {"swizzled-128x4", ScaleLayout::swizzled_128x4}};
-constexpr NameRow<NibbleOrder> kOrders[] = {{"low-first", NibbleOrder::low_first},
-                                            {"high-first", NibbleOrder::high_first},
-                                            {"unpacked", NibbleOrder::unpacked}};
+constexpr NameRow<ScaleLayout> kLayouts[] = {
+    {"rowmajor", ScaleLayout::rowmajor, "one byte per block, [ceil(R/Br), ceil(C/B)] (fp4sim's own)"},
+    {"te-rowrep", ScaleLayout::te_rowrep, "one byte per row and block column, [R, ceil(C/B)] (TransformerEngine)"},
+    {"swizzled-128x4", ScaleLayout::swizzled_128x4, "128 x 4 tiles of 512 bytes (cuBLASLt, CUTLASS block-scaled)"}};
+constexpr NameRow<NibbleOrder> kOrders[] = {
+    {"low-first", NibbleOrder::low_first, "two codes per byte, element 2j in the low nibble (CUTLASS, PyTorch, TE)"},
+    {"high-first", NibbleOrder::high_first, "two codes per byte, element 2j in the high nibble"},
+    {"unpacked", NibbleOrder::unpacked, "one code per byte, in the low four bits"}};
 
 constexpr std::size_t kTileRows = 128, kTileCols = 4, kTileBytes = kTileRows * kTileCols;
 

@@ -136,24 +136,35 @@ const Recipe kPresets[] = {
      .default_datapath = &datapaths::fp32_seq},
 };
 
-constexpr NameRow<ScaleRule> kScaleRules[] = {{"two-level", ScaleRule::two_level},
-                                              {"floor", ScaleRule::pow2_floor},
-                                              {"ceil", ScaleRule::pow2_ceil},
-                                              {"even", ScaleRule::pow2_even},
-                                              {"rceil", ScaleRule::pow2_rceil}};
-constexpr NameRow<ZeroScale> kZeroScales[] = {{"keep", ZeroScale::keep}, {"one", ZeroScale::one}};
-constexpr NameRow<TensorScalePolicy> kTensorScales[] = {{"none", TensorScalePolicy::none},
-                                                        {"current", TensorScalePolicy::current},
-                                                        {"periodic", TensorScalePolicy::periodic}};
-constexpr NameRow<DequantizeOrder> kOrders[] = {{"portable", DequantizeOrder::portable},
-                                                {"kernel", DequantizeOrder::kernel},
-                                                {"te_kernel", DequantizeOrder::te_kernel}};
+constexpr NameRow<ScaleRule> kScaleRules[] = {
+    {"two-level", ScaleRule::two_level,
+     "amax/F times the FP32 tensor multiplier G, RNE into the scale format, saturating (NVFP4, UE5M3)"},
+    {"floor", ScaleRule::pow2_floor, "power of two 2^(floor(log2 amax) - emax) (OCP MX v1.0; may clip)"},
+    {"ceil", ScaleRule::pow2_ceil, "smallest power of two with amax <= max_elem * 2^e (nothing clips)"},
+    {"even", ScaleRule::pow2_even, "amax rounded to element precision, then floor (torchao EVEN)"},
+    {"rceil", ScaleRule::pow2_rceil, "RN(amax * RN(1/max_elem)) rounded up to a power of two (cuBLAS, torchao RCEIL)"}};
+constexpr NameRow<ZeroScale> kZeroScales[] = {
+    {"keep", ZeroScale::keep, "stays 0; the encode multiplier becomes FLT_MAX (TE NVFP4 kernel)"},
+    {"one", ZeroScale::one, "becomes the scale 1.0 (UE5M3 paper)"}};
+constexpr NameRow<TensorScalePolicy> kTensorScales[] = {
+    {"none", TensorScalePolicy::none, "no tensor scale (G = 1): single-level block scales"},
+    {"current", TensorScalePolicy::current, "amax of the tensor being quantized (TE NVFP4)"},
+    {"periodic", TensorScalePolicy::periodic,
+     "periodic:D, amax sampled at steps 1, 1+D, 1+2D, ... and held in between (UE5M3 paper, D = 50)"}};
+constexpr NameRow<DequantizeOrder> kOrders[] = {
+    {"portable", DequantizeOrder::portable, "RN(q * RN(s * Gd)) (UE5M3 paper's reference)"},
+    {"kernel", DequantizeOrder::kernel, "RN(RN(q * s) * Gd) (UE5M3 paper's Triton quantizer)"},
+    {"te_kernel", DequantizeOrder::te_kernel, "RN(q * RN(RN(s * A) * RN(1/(6T)))) (TE dequantize kernel)"}};
 constexpr NameRow<AlphaRule> kAlphaRules[] = {{"one", AlphaRule::one},
                                               {"reciprocal", AlphaRule::reciprocal},
                                               {"division", AlphaRule::division}};
-constexpr NameRow<Role> kRoles[] = {{"activation", Role::activation}, {"weight", Role::weight},
-                                    {"grad_output", Role::grad_output}};
-constexpr NameRow<Gemm> kGemms[] = {{"fprop", Gemm::fprop}, {"dgrad", Gemm::dgrad}, {"wgrad", Gemm::wgrad}};
+constexpr NameRow<Role> kRoles[] = {
+    {"activation", Role::activation, "x: 1 x B blocks along K, quantized as fprop's A"},
+    {"weight", Role::weight, "w: quantized as fprop's B (B x B tiles where the recipe says 2-D)"},
+    {"grad_output", Role::grad_output, "dy: quantized as dgrad's A (the recipe's gradient rounding)"}};
+constexpr NameRow<Gemm> kGemms[] = {{"fprop", Gemm::fprop, "y = x w^T: A = x, B = w"},
+                                    {"dgrad", Gemm::dgrad, "dx = dy w: A = dy, B = w^T"},
+                                    {"wgrad", Gemm::wgrad, "dw = dy^T x: A = dy^T, B = x^T"}};
 
 constexpr int kPaperPeriod = 50;
 

@@ -218,7 +218,10 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
     for (float v : theirs) bf16_representable &= (std::bit_cast<std::uint32_t>(v) & 0xFFFFu) == 0 || std::isnan(v);
     std::uint64_t best = 0;
     bool have = false, best_is_own = false;
-    for (const Config& cfg : auto_configs(recipe, bf16_representable)) {
+    const std::vector<Config> configs = auto_configs(recipe, bf16_representable);
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      const Config& cfg = configs[i];
+      if (request.progress) request.progress(i, configs.size(), cfg.label);
       GemmCandidate cand;
       cand.name = cfg.label;
       try {
@@ -245,10 +248,13 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
       if (x.error.empty() != y.error.empty()) return x.error.empty();
       return x.exact_matches > y.exact_matches;
     });
+    if (request.progress) request.progress(configs.size(), configs.size(), "done");
     if (!have) throw DataError("verify gemm: no datapath preset can run these operands");
   } else {
     options = resolve_gemm(recipe, qa, qb, request.datapath);
+    options.progress = request.progress;
     golden = gemm(qa, qb, options);
+    options.progress = nullptr;
   }
   rep.datapath = std::string(options.datapath->name);
   if (options.datapath->kind == DatapathKind::probe_matched) {

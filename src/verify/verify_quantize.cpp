@@ -30,10 +30,11 @@ using report::with_bits;
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
 
-constexpr NameRow<TensorScaleKind> kKinds[] = {{"any", TensorScaleKind::any},
-                                               {"encode", TensorScaleKind::encode},
-                                               {"decode", TensorScaleKind::decode},
-                                               {"amax", TensorScaleKind::amax}};
+constexpr NameRow<TensorScaleKind> kKinds[] = {
+    {"any", TensorScaleKind::any, "whichever of encode, decode or amax it equals"},
+    {"encode", TensorScaleKind::encode, "the encode multiplier G"},
+    {"decode", TensorScaleKind::decode, "the decode multiplier Gd = 1/G"},
+    {"amax", TensorScaleKind::amax, "the tensor amax"}};
 
 // ---------------------------------------------------------------------------------------------------
 // Where a magnitude sits among a format's values: the two codes around it and the side it is nearer.

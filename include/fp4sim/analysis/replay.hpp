@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "fp4sim/core/progress.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/analysis/share.hpp"
 #include "fp4sim/analysis/stats.hpp"
@@ -60,7 +61,7 @@ struct Options {
   int headroom_period = 50;                    // D of the Proposition 1 analysis
   float headroom_target = 448.0f;              // T of the Proposition 1 analysis
   std::size_t max_slab_bytes = std::size_t{256} << 20;  // float32 bytes of one slab of a large tensor
-  std::function<void(double fraction, const std::string& what)> progress;  // optional
+  ProgressFn progress;  // optional: tensor elements replayed of all selected (per step and layer)
   GemmEvaluator gemm_evaluator;                // empty: the float64 product of dequantized operands
   Share share;                                 // the part of the work this run does (default: all of it)
   // Optional: called before each work item with its position in the one-process order (the `item` of
@@ -167,11 +168,13 @@ std::vector<double> matmul_abt(std::span<const double> a, std::span<const double
 // Writers. JSON: {"fp4sim":..., "trace":..., "tensors":[...], "gemms":[...], "headroom":[...]}.
 void write_json(const Result& r, std::ostream& os);
 void write_tensor_json(stats::JsonWriter& j, const TensorEntry& e);  // one `tensors` object (sweep reuses)
-// CSV: one row per tensors entry (kind=tensor), gemms entry (kind=gemm) and headroom entry
-// (kind=headroom), union of the scalar columns.
-void write_csv(const Result& r, std::ostream& os);
-void write_tensor_csv_header(std::ostream& os);
-void write_tensor_csv_row(std::ostream& os, const TensorEntry& e);
+// CSV: one table per kind of entry, a header line then one row per entry; a missing value is an empty
+// cell, integers are written as integers and held_exact as true or false (docs/cli.md).
+// Each kind's name is its JSON array's and its CSV file's suffix (`--csv a.csv`: a_tensors.csv, ...).
+enum class Records : std::uint8_t { tensors, gemms, headroom };
+std::span<const NameRow<Records>> names(Records);
+void write_csv(const Result& r, Records records, std::ostream& os);
+void write_tensors_csv(const std::vector<TensorEntry>& entries, std::ostream& os);
 // HDF5: /tensors, /gemms, /headroom groups of column datasets (one row per entry) plus histograms.
 void write_h5(const Result& r, const std::filesystem::path& path);
 // The terminal summary: per recipe overall figures, best recipe per tensor role, worst layers,

@@ -68,7 +68,7 @@ struct Options {
   replay::HoldRule hold = replay::HoldRule::window;
   std::uint64_t seed = 0;
   std::size_t max_slab_bytes = std::size_t{256} << 20;
-  std::function<void(double, const std::string&)> progress;
+  ProgressFn progress;  // optional: tensor elements quantized of all (one tensor per input and configuration)
   // The part of the work this run does (share.hpp): on a trace, replay's units (a tensor of a layer); on
   // synthetic input, a distribution. `starting` as replay::Options::starting (synthetic: the item is the
   // distribution's index).

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/progress.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
 
@@ -55,6 +56,7 @@ struct GemmOptions {
   GemmImpl impl = GemmImpl::fast;
   std::string_view isa{};              // fast kernels: "" = best the CPU has; "avx512", "avx2", "portable"
   GemmReport* report = nullptr;        // filled when given
+  ProgressFn progress;                 // optional: output tiles (fast kernels) or rows (reference) done
 };
 
 // C [M, N] row-major. Throws DataError when the operands do not fit the datapath (shape mismatch,

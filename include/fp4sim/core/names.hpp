@@ -4,6 +4,7 @@
 // messages and the choices CLI11 checks all read that one table.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -55,6 +56,20 @@ std::string name_list() {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (i > 0) out += i + 1 == rows.size() ? " or " : ", ";
     out += rows[i].name;
+  }
+  return out;
+}
+
+// One line per name, "\n  name  description", names padded to one column: the choices under a flag's
+// help text.
+template <class E>
+std::string name_help() {
+  std::size_t width = 0;
+  for (const NameRow<E>& row : names(E{})) width = std::max(width, row.name.size());
+  std::string out;
+  for (const NameRow<E>& row : names(E{})) {
+    out += "\n  " + std::string(row.name);
+    if (!row.description.empty()) out += std::string(width + 2 - row.name.size(), ' ') + std::string(row.description);
   }
   return out;
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "fp4sim/core/progress.hpp"
+
 namespace fp4sim::crosscheck {
 
 struct Options {
@@ -20,6 +22,7 @@ struct Options {
   std::vector<std::string> shapes;   // extra GEMMs "MxNxK", checked with the first recipe
   std::uint64_t seed = 1;
   bool verbose = false;              // a line for every case, not only the mismatching ones
+  ProgressFn progress;               // optional: cases checked of all
 };
 
 // Runs every case, writing one line per mismatching case (every case when verbose) and a summary table

@@ -156,6 +156,7 @@ struct VerifyGemmRequest {
   GemmRequest datapath;   // datapath "" = the recipe's; inner, snap, bf16 output
   bool auto_datapath = false;
   std::size_t worst = 3;  // outputs explained with the datapath's intermediate values
+  ProgressFn progress;    // optional: datapaths run (auto) and each run's GEMM progress
 };
 
 // Quantizes A [m, k] and B [n, k] as `gemm` does, runs the golden datapath and compares theirs [m, n]
