@@ -236,6 +236,7 @@ Result run(const Options& o) {
     for (const auto& p : points) ro.recipes.push_back(p.recipe);
     ro.gemms = false;
     ro.steps = o.steps;
+    ro.step_ranges = o.step_ranges;
     ro.layers = o.layers;
     ro.seed = o.seed;
     ro.hold = o.hold;

@@ -1,6 +1,5 @@
 // `fp4sim convert` (docs/cli.md): the flags of fp4sim::ConvertCall, the input read, the codes (and the
 // decoded values) written.
-#include <filesystem>
 #include <memory>
 
 #include "arguments.hpp"
@@ -39,13 +38,7 @@ void run_convert(const ConvertOptions& o) {
   if (!o.decoded.empty()) {
     std::vector<double> decoded(codes.size());
     for (std::size_t i = 0; i < codes.size(); ++i) decoded[i] = decode_to_double(format, codes[i]);
-    try {
-      npy::write(o.decoded, npy::DType::f8, input.shape, decoded.data());
-    } catch (...) {
-      std::error_code ec;  // no partial output: the codes go too
-      std::filesystem::remove(o.out, ec);
-      throw;
-    }
+    npy::write(o.decoded, npy::DType::f8, input.shape, decoded.data());
   }
 }
 

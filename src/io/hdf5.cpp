@@ -581,6 +581,7 @@ File File::open(const std::filesystem::path& path) {
                                : "cannot open as HDF5 (corrupted file?)") +
                     ": H5Fopen failed (HDF5: " + stack + ")");
   }
+  note_input(path);
   return File(name, std::move(f), nullptr);
 }
 
