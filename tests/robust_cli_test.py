@@ -351,3 +351,30 @@ def test_a_bad_name_is_one_line_with_every_valid_name_and_no_control_bytes(tmp_p
     assert r.returncode == 2
     one_line_error(r, "--rounding", "\\x01", "sr-fastest")
     assert "\x01" not in r.stderr
+
+
+# --- a full disk ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs (needs root; skipped elsewhere)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        # leave less room than any of the outputs needs
+        (mount / "filler").write_bytes(b"\0" * (60 << 10))
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+@pytest.mark.parametrize("flag,name", [("--h5", "r.h5"), ("--json", "r.json"), ("--csv", "r.csv")])
+def test_a_full_disk_is_one_line_exit_3_and_leaves_nothing(trace, full_disk, flag, name):
+    r = run("replay", trace, "--steps", "1", "--no-gemms", "-q", flag, full_disk / name)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    one_line_error(r, name, "No space left on device")
+    assert os.listdir(full_disk) == ["filler"]

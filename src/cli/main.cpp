@@ -9,6 +9,7 @@
 #include "interrupt.hpp"
 #include "ranks.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/io/hdf5.hpp"
 #include "fp4sim/io/output_file.hpp"
 
 namespace {
@@ -53,6 +54,9 @@ void check_subcommand(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // HDF5 1.10's exit-time cleanup faults on a file whose close failed (a full disk) after the error was
+  // reported; every file is closed explicitly before exit, so the cleanup has nothing left to do.
+  H5dont_atexit();
   fp4sim::cli::handle_interrupts();
   CLI::App app{"fp4sim: bit-exact emulator of FP4 (E2M1) block-scaled formats, recipes and GEMM datapaths"};
   app.require_subcommand(1);

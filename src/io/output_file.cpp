@@ -106,7 +106,7 @@ void note_input(const fs::path& path) {
   if (::stat(path.c_str(), &st) != 0) return;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  r.inputs.push_back({st.st_dev, st.st_ino, path.string()});
+  if (r.set_active) r.inputs.push_back({st.st_dev, st.st_ino, path.string()});
 }
 
 void check_output_path(const fs::path& path, OutputKind kind, const std::string& flag) {
@@ -224,6 +224,7 @@ OutputSet::~OutputSet() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   r.set_active = false;
+  r.inputs.clear();
   if (committed_) return;
   std::error_code ec;
   for (const Pending& p : r.pending) {
@@ -244,6 +245,7 @@ void OutputSet::commit() {
   }
   std::erase_if(r.pending, [](const Pending& p) { return p.handed; });
   r.set_active = false;
+  r.inputs.clear();
   committed_ = true;
 }
 

@@ -2,7 +2,7 @@
 // they remove the temporary, so a failed command leaves no partial output (docs/cli.md). One rule for
 // every output: the temporary is "<path>.tmp.<pid>", and commit() renames it onto the path.
 //
-// The paths are checked when the output is made: a path that names a file the process read as input
+// The paths are checked when the output is made: a path that names a file the command read as input
 // (the same device and inode, symlinks followed), names another output of the process, or names an
 // existing directory (for a file) or non-regular file is a UsageError, so an input or a device node is
 // never replaced. While an OutputSet is alive (the CLI holds one per command), commit() hands the
@@ -19,7 +19,8 @@
 
 namespace fp4sim {
 
-// Records `path` (opened for reading) as an input of the process: no output may replace it.
+// Records `path` (opened for reading) as an input of the command: while an OutputSet is alive, no output
+// may replace it. (Without one, as in the library's own use, a file read may be written later.)
 void note_input(const std::filesystem::path& path);
 
 enum class OutputKind : std::uint8_t { file, directory };
