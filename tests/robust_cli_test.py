@@ -378,3 +378,14 @@ def test_a_full_disk_is_one_line_exit_3_and_leaves_nothing(trace, full_disk, fla
     assert r.returncode == 3, (r.returncode, r.stderr)
     one_line_error(r, name, "No space left on device")
     assert os.listdir(full_disk) == ["filler"]
+
+
+def test_synthetic_sweep_size_and_vector_cases_are_bounded(tmp_path):
+    for rows, cols in (("4294967296", "4294967296"), ("100000", "100000000")):
+        r = run("sweep", "--rows", rows, "--cols", cols, "--synthetic", "normal", "-q")
+        assert r.returncode == 2, r.stderr
+        one_line_error(r, "--slab-mib")
+    r = run("vectors", "--recipe", "nvfp4", "--cases", str(2**64 - 1), "--out", tmp_path / "v")
+    assert r.returncode == 2
+    one_line_error(r, "--cases", "at most")
+    assert not (tmp_path / "v").exists()
