@@ -531,11 +531,15 @@ TEST(ReplayCli, SummaryCsvH5AndStdoutJson) {
 
 TEST(ReplayCli, UsageErrorsExit2) {
   for (const std::string args : {"--recipes nope", "--steps 7", "--steps x1", "--layers '(['", "--layers zzz",
-                                 "--hold sometimes", "--datapath warp-drive", "--json /no/such/dir/x.json"}) {
+                                 "--hold sometimes", "--datapath warp-drive"}) {
     const CliRun r = run_cli("replay " + kTraceA.string() + " " + args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args;
   }
+  // A missing output directory is a file that cannot be written: data (docs/cli.md "Exit codes").
+  const CliRun r = run_cli("replay " + kTraceA.string() + " --json /no/such/dir/x.json");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
 }
 
 namespace {

@@ -1,5 +1,7 @@
 #include "fp4sim/analysis/calls.hpp"
 
+#include <charconv>
+
 #include <cmath>
 #include <cstdlib>
 
@@ -36,28 +38,30 @@ std::vector<Recipe> recipes_from(const std::string& text) {
   return out;
 }
 
-// "1,200,300-310" -> steps.
-std::vector<std::int64_t> steps_from(const std::string& text) {
-  std::vector<std::int64_t> out;
+// "1,200,300-310" -> single steps and ranges (a range selects the captured steps inside it).
+struct StepSelection {
+  std::vector<std::int64_t> steps;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+};
+
+StepSelection steps_from(const std::string& text) {
+  StepSelection out;
   for (const std::string& item : split_list(text)) {
     auto parse = [&](const std::string& s) {
-      std::size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(s, &used);
-      } catch (const std::exception&) {
-        used = 0;
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
+        throw UsageError("--steps: '" + item + "' is not a step or a range A-B");
       }
-      if (used != s.size() || s.empty()) throw UsageError("--steps: '" + item + "' is not a step or a range A-B");
-      return static_cast<std::int64_t>(v);
+      return v;
     };
     const auto dash = item.find('-', 1);
     if (dash == std::string::npos) {
-      out.push_back(parse(item));
+      out.steps.push_back(parse(item));
     } else {
       const std::int64_t a = parse(item.substr(0, dash)), b = parse(item.substr(dash + 1));
-      if (b < a || b - a > 10'000'000) throw UsageError("--steps: bad range '" + item + "'");
-      for (std::int64_t s = a; s <= b; ++s) out.push_back(s);
+      if (b < a) throw UsageError("--steps: range '" + item + "' ends before it starts");
+      out.ranges.emplace_back(a, b);
     }
   }
   return out;
@@ -69,7 +73,11 @@ replay::Options replay::Call::resolve() const {
   Options options;
   options.recipes = recipes_from(recipes);
   options.datapath = datapath;
-  if (!steps.empty()) options.steps = steps_from(steps);
+  if (!steps.empty()) {
+    StepSelection selection = steps_from(steps);
+    options.steps = std::move(selection.steps);
+    options.step_ranges = std::move(selection.ranges);
+  }
   options.layers = layers;
   options.seed = seed;
   options.hold = parse_name_or_throw<HoldRule>(hold, "--hold");
@@ -122,7 +130,11 @@ sweep::Options sweep::Call::resolve() const {
   s.max_slab_bytes = static_cast<std::size_t>(slab_mib * 1024 * 1024);
   if (!trace.empty()) {
     s.trace = trace;
-    if (!steps.empty()) s.steps = steps_from(steps);
+    if (!steps.empty()) {
+      StepSelection selection = steps_from(steps);
+      s.steps = std::move(selection.steps);
+      s.step_ranges = std::move(selection.ranges);
+    }
     s.layers = layers;
     s.hold = parse_name_or_throw<replay::HoldRule>(hold, "--hold");
   } else {

@@ -682,15 +682,29 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
 
   // Selection.
   std::vector<const trace::StepInfo*> steps;
-  if (o.steps && !o.steps->empty()) {
-    for (std::int64_t s : *o.steps) {
-      const trace::StepInfo* si = info.find_step(s);
-      if (!si) {
-        std::string known;
-        for (const auto& x : info.steps) known += (known.empty() ? "" : ", ") + std::to_string(x.step);
-        throw UsageError("--steps: step " + std::to_string(s) + " is not in " + info.path + " (captured: " + known + ")");
-      }
+  if ((o.steps && !o.steps->empty()) || !o.step_ranges.empty()) {
+    std::string known;
+    for (const auto& x : info.steps) known += (known.empty() ? "" : ", ") + std::to_string(x.step);
+    auto take = [&](const trace::StepInfo* si) {
       if (std::find(steps.begin(), steps.end(), si) == steps.end()) steps.push_back(si);
+    };
+    for (std::int64_t s : o.steps.value_or(std::vector<std::int64_t>{})) {
+      const trace::StepInfo* si = info.find_step(s);
+      if (!si) throw UsageError("--steps: step " + std::to_string(s) + " is not in " + info.path + " (captured: " + known + ")");
+      take(si);
+    }
+    for (const auto& [first, last] : o.step_ranges) {
+      bool any = false;
+      for (const auto& x : info.steps) {
+        if (x.step >= first && x.step <= last) {
+          take(&x);
+          any = true;
+        }
+      }
+      if (!any) {
+        throw UsageError("--steps: no captured step in " + std::to_string(first) + "-" + std::to_string(last) + " of " +
+                         info.path + " (captured: " + known + ")");
+      }
     }
     std::sort(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->step < b->step; });
   } else {

@@ -236,6 +236,7 @@ Result run(const Options& o) {
     for (const auto& p : points) ro.recipes.push_back(p.recipe);
     ro.gemms = false;
     ro.steps = o.steps;
+    ro.step_ranges = o.step_ranges;
     ro.layers = o.layers;
     ro.seed = o.seed;
     ro.hold = o.hold;
@@ -248,6 +249,14 @@ Result run(const Options& o) {
   } else {
     if (o.distributions.empty()) throw UsageError("sweep: no synthetic distribution");
     if (o.rows == 0 || o.cols == 0) throw UsageError("sweep: --rows and --cols must be positive");
+    // A synthetic tensor is generated whole: it must fit the memory --slab-mib allows.
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(o.rows, o.cols, &bytes) || __builtin_mul_overflow(bytes, sizeof(float), &bytes) ||
+        bytes > o.max_slab_bytes) {
+      throw UsageError("sweep: --rows x --cols (" + std::to_string(o.rows) + " x " + std::to_string(o.cols) +
+                       " float32) exceeds --slab-mib (" + std::to_string(o.max_slab_bytes >> 20) +
+                       " MiB); shrink them or raise --slab-mib");
+    }
     result.input = "synthetic";
     result.rows = o.rows;
     result.cols = o.cols;

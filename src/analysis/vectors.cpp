@@ -521,6 +521,11 @@ VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) 
     throw UsageError("--cases: recipe " + recipe.name + " has " + std::to_string(edge_count(plans)) +
                      " edge cases; give at least that many (got " + std::to_string(cases) + ")");
   }
+  // Each case is a handful of files of at most a few KiB: a million cases is already gigabytes.
+  constexpr std::size_t kMaxCases = 1'000'000;
+  if (cases > kMaxCases) {
+    throw UsageError("--cases: at most " + std::to_string(kMaxCases) + " (got " + std::to_string(cases) + ")");
+  }
   VectorSet set;
   set.recipe = recipe;
   set.seed = seed;

@@ -1,5 +1,9 @@
 #include "arguments.hpp"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/io/npy.hpp"
 
@@ -51,10 +55,8 @@ void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::str
   app.add_option("--amax-ref-b", c.b.amax_ref, "held tensor amax of operand B");
   app.add_option("--target-a", c.a.target, "scale target T of operand A");
   app.add_option("--target-b", c.b.target, "scale target T of operand B");
-  app.add_option("--rbits-a", rbits_a, "explicit stochastic-rounding integers for A (.npy uint8, shape of A)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--rbits-b", rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)")
-      ->check(CLI::ExistingFile);
+  app.add_option("--rbits-a", rbits_a, "explicit stochastic-rounding integers for A (.npy uint8, shape of A)");
+  app.add_option("--rbits-b", rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)");
   app.add_option("--seed", c.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
 }
 
@@ -64,6 +66,45 @@ std::string datapath_help() {
   std::string help;
   for (const Datapath* dp : datapath_presets()) help += "\n  " + std::string(dp->name) + ": " + std::string(dp->summary);
   return help;
+}
+
+namespace {
+
+std::string number_problem(const std::string& type, const std::string& text) {
+  if (text.empty()) return "an empty value is not a number";
+  errno = 0;
+  char* end = nullptr;
+  if (type == "FLOAT") {
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size()) return "'" + text + "' is not a number";
+    if (!std::isfinite(v)) return "'" + text + "' is not a finite number";
+    return {};
+  }
+  if (type == "UINT" && text.find('-') != std::string::npos) return "'" + text + "' is negative (an unsigned number is expected)";
+  if (type == "UINT") {
+    std::strtoull(text.c_str(), &end, 0);
+  } else {
+    std::strtoll(text.c_str(), &end, 0);
+  }
+  if (end != text.c_str() + text.size()) return "'" + text + "' is not an integer";
+  if (errno == ERANGE) return "'" + text + "' does not fit in 64 bits";
+  return {};
+}
+
+}  // namespace
+
+void check_numbers(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string type = option->get_type_name();
+    for (const char* kind : {"UINT", "INT", "FLOAT"}) {
+      if (type.rfind(kind, 0) == 0) {
+        const std::string k = kind;
+        option->check(CLI::Validator([k](std::string& text) { return number_problem(k, text); }, k));
+        break;
+      }
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_numbers(*sub);
 }
 
 std::optional<RandomBitsArray> random_bits_file(const std::string& path) {

@@ -36,6 +36,11 @@ void add_gemm_options(CLI::App& app, GemmCall& call, std::string& rbits_a, std::
 // "\n  name: summary" for every datapath preset, for a --datapath help text.
 std::string datapath_help();
 
+// Every numeric option of `app` and its subcommands checked as its type demands, before CLI11 converts it:
+// unsigned (UINT): digits only, no sign, within 64 bits; signed (INT): within 64 bits; FLOAT: a finite
+// number. An empty value is refused too. (CLI11 would wrap "-1" and 2^64 into an unsigned and take "".)
+void check_numbers(CLI::App& app);
+
 // The explicit random bits a --rbits flag names (nothing for an empty path).
 std::optional<RandomBitsArray> random_bits_file(const std::string& path);
 

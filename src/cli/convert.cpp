@@ -1,7 +1,5 @@
 // `fp4sim convert` (docs/cli.md): the flags of fp4sim::ConvertCall, the input read, the codes (and the
 // decoded values) written.
-#include <algorithm>
-#include <filesystem>
 #include <memory>
 
 #include "arguments.hpp"
@@ -23,22 +21,22 @@ struct ConvertOptions {
 npy::DType code_type(int bytes) { return bytes == 1 ? npy::DType::u1 : bytes == 2 ? npy::DType::u2 : npy::DType::u4; }
 
 // The codes of the input file: float32 data read into one buffer and encoded from there by the fast
-// encoder (no other copy), float64 data through the golden one.
+// encoder (no other copy), other data through the golden one.
 template <class Code>
 std::vector<Code> codes_of(const ConvertCall& call, const ConvertCall::Resolved& r, npy::Reader& in,
                            const ArrayShape& shape, const RandomBitsArray* bits) {
-  std::vector<Code> codes(in.size());
-  if (in.dtype() == npy::DType::f4) {
+  if (in.sized() && in.dtype() == npy::DType::f4) {
+    std::vector<Code> codes(in.size());
     std::vector<float> values(in.size());
     in.read_into({reinterpret_cast<std::uint8_t*>(values.data()), values.size() * sizeof(float)});
     convert(call, r, shape, std::span<const float>(values), bits, std::span<Code>(codes));
-  } else {
-    npy::Array a{in.dtype(), in.shape(), std::vector<std::uint8_t>(in.size() * npy::dtype_size(in.dtype()))};
-    in.read_into(a.bytes);
-    const std::vector<std::uint32_t> wide = convert(call, r, shape, npy::as_float64(a, shape.source), bits);
-    std::copy(wide.begin(), wide.end(), codes.begin());
+    return codes;
   }
-  return codes;
+  // float64, or data from a pipe (whose header no file size vouches for, so it is read as it arrives).
+  npy::Array a{in.dtype(), in.shape(), {}};
+  in.read_all(a.bytes);
+  const std::vector<std::uint32_t> wide = convert(call, r, shape, npy::as_float64(a, shape.source), bits);
+  return std::vector<Code>(wide.begin(), wide.end());
 }
 
 template <class Code>
@@ -51,13 +49,7 @@ void convert_file(const ConvertOptions& o, const ConvertCall& call, const Conver
   if (!o.decoded.empty()) {
     std::vector<double> decoded(codes.size());
     for (std::size_t i = 0; i < codes.size(); ++i) decoded[i] = decode_to_double(r.format, codes[i]);
-    try {
-      npy::write(o.decoded, npy::DType::f8, shape.shape, decoded.data());
-    } catch (...) {
-      std::error_code ec;  // no partial output: the codes go too
-      std::filesystem::remove(o.out, ec);
-      throw;
-    }
+    npy::write(o.decoded, npy::DType::f8, shape.shape, decoded.data());
   }
 }
 

@@ -3,6 +3,7 @@
 // built without CUDA: nothing can be checked, and crosscheck never reports success without a GPU.
 #include <cstdio>
 #include <memory>
+#include <regex>
 
 #include "arguments.hpp"
 #include "cli.hpp"
@@ -47,7 +48,14 @@ void setup_crosscheck(CLI::App& app) {
   app.add_option("--gemms", o->gemms, "random GEMMs in total (default 10000)");
   app.add_option("--large-gemms", o->large_gemms, "how many of them are large (default 4)");
   app.add_option("--max-gemm", o->max_gemm, "M = N of the large GEMMs, K up to 4x (default 1024)");
-  app.add_option("--shape", o->shapes, "extra GEMMs MxNxK (e.g. 1024x1024x4096), checked with the first recipe");
+  // Checked here, before the GPU is looked for, so a malformed shape is a usage error (2) on any machine.
+  app.add_option("--shape", o->shapes, "extra GEMMs MxNxK (e.g. 1024x1024x4096), checked with the first recipe")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            static const std::regex shape(R"([1-9][0-9]{0,8}x[1-9][0-9]{0,8}x[1-9][0-9]{0,8})");
+            return std::regex_match(text, shape) ? std::string() : "--shape wants MxNxK (positive integers), got '" + text + "'";
+          },
+          "MxNxK"));
   app.add_option("--seed", o->seed, "seed of the case generator (default 1)");
   app.add_flag("--verbose", o->verbose, "print every case");
   add_example(app, "fp4sim crosscheck --recipe nvfp4 --gemms 100 --seed 11");

@@ -81,8 +81,8 @@ void setup_gemm(CLI::App& app) {
   app.get_option("--recipe")->required(false);
   app.add_flag("--list-datapaths", o->list, "describe every datapath: parameters and source");
   app.add_flag("--json", o->json, "with --list-datapaths: a JSON array");
-  app.add_option("--a", o->a, "operand A [M, K] (.npy float32)")->check(CLI::ExistingFile);
-  app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ")->check(CLI::ExistingFile);
+  app.add_option("--a", o->a, "operand A [M, K] (.npy float32)");
+  app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ");
   add_gemm_options(app, c, o->rbits_a, o->rbits_b);
   app.add_option("--datapath", c.datapath,
                  "accumulation datapath (default: the recipe's; --list-datapaths has the parameters):" + datapath_help())

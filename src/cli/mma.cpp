@@ -45,11 +45,9 @@ void setup_mma(CLI::App& app) {
   app.add_option("--input-format", o->call.input_format, "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2)")
       ->required();
   app.add_option("--a", o->a, "A [M, K] (.npy float32/float64, values exact in the input format)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  app.add_option("--b", o->b, "B [K, N] (.npy)")->required()->check(CLI::ExistingFile);
-  app.add_option("--c", o->c, "C [M, N] (.npy, binary32 values; fp16 values for f16-accumulate rows); default +0")
-      ->check(CLI::ExistingFile);
+      ->required();
+  app.add_option("--b", o->b, "B [K, N] (.npy)")->required();
+  app.add_option("--c", o->c, "C [M, N] (.npy, binary32 values; fp16 values for f16-accumulate rows); default +0");
   app.add_option("--out", o->out, "D [M, N] (.npy float32)")->required();
   add_example(app, "fp4sim mma --datapath sm90-bf16 --input-format bf16 --a a.npy --b b.npy --c c.npy --out d.npy");
   app.callback([o] { run_mma(*o); });

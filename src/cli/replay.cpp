@@ -48,7 +48,7 @@ void run_replay(const ReplayCliOptions& o) {
         if (share.index == 0) {
           if (!o.outputs.plots.empty()) script = plot_script();
           // Output paths are checked now and written only when everything succeeded (temporaries renamed).
-          check_outputs(o.outputs);
+          check_outputs(o.outputs, o.trace);
         }
         options.share = share;
         options.starting = starting;

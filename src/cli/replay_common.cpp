@@ -15,6 +15,7 @@
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/output_file.hpp"
+#include "interrupt.hpp"
 
 namespace fp4sim::cli {
 
@@ -42,17 +43,23 @@ void run_plot_script(const fs::path& script, const fs::path& json, const fs::pat
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();
-  if (pid < 0) throw DataError("--plots: cannot start python3");
+  if (pid < 0) throw DataError(std::string("--plots: cannot start python3: ") + std::strerror(errno));
   if (pid == 0) {
+    unblock_interrupts();
     const std::string s = script.string(), j = json.string(), o = out_dir.string();
     ::execlp("python3", "python3", s.c_str(), j.c_str(), "--out", o.c_str(), static_cast<char*>(nullptr));
     std::fprintf(stderr, "fp4sim: cannot run python3\n");
     ::_exit(127);
   }
+  track_child(pid);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw DataError("--plots: waitpid failed");
+    if (errno != EINTR) {
+      untrack_child(pid);
+      throw DataError(std::string("--plots: waitpid failed: ") + std::strerror(errno));
+    }
   }
+  untrack_child(pid);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw DataError("--plots: " + script.string() + " failed (exit " +
                     std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
@@ -76,23 +83,37 @@ fs::path csv_path(const std::string& csv, const std::string& suffix) {
   return path;
 }
 
-void check_writable(const std::string& path, const std::string& flag) {
+void check_writable(const std::string& path, const std::string& flag, OutputKind kind) {
   if (path.empty() || path == "-") return;
   fs::path parent = without_trailing_separator(path).parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
-  if (!fs::is_directory(parent, ec)) throw UsageError(flag + " " + path + ": directory " + parent.string() + " does not exist");
-  if (::access(parent.c_str(), W_OK) != 0) throw UsageError(flag + " " + path + ": directory " + parent.string() + " is not writable");
-  if (fs::is_directory(path, ec) && flag != "--plots") throw UsageError(flag + " " + path + ": is a directory");
+  if (!fs::is_directory(parent, ec)) throw DataError(flag + " " + path + ": directory " + parent.string() + " does not exist");
+  if (::access(parent.c_str(), W_OK) != 0) {
+    throw DataError(flag + " " + path + ": directory " + parent.string() + " is not writable: " + std::strerror(errno));
+  }
+  check_output_path(path, kind, flag);
 }
 
 }  // namespace
 
-void check_outputs(const OutputFlags& flags) {
-  check_writable(flags.json, "--json");
-  check_writable(flags.csv, "--csv");
-  check_writable(flags.h5, "--h5");
-  check_writable(flags.plots, "--plots");
+void check_outputs(const OutputFlags& flags, const std::string& input) {
+  note_input(input);
+  const std::pair<const std::string*, const char*> outputs[] = {
+      {&flags.json, "--json"}, {&flags.csv, "--csv"}, {&flags.h5, "--h5"}, {&flags.plots, "--plots"}};
+  for (const auto& [path, flag] : outputs) {
+    check_writable(*path, flag, path == &flags.plots ? OutputKind::directory : OutputKind::file);
+  }
+  for (std::size_t i = 0; i < std::size(outputs); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      const std::string &a = *outputs[i].first, &b = *outputs[j].first;
+      if (a.empty() || b.empty() || a == "-" || b == "-") continue;
+      std::error_code ec;
+      if (fs::weakly_canonical(fs::absolute(a), ec) == fs::weakly_canonical(fs::absolute(b), ec)) {
+        throw UsageError(std::string(outputs[i].second) + " " + a + ": is also given to " + outputs[j].second);
+      }
+    }
+  }
 }
 
 namespace {

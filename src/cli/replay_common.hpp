@@ -38,8 +38,10 @@ class FatalSignalGuard {
 struct OutputFlags {
   std::string json, csv, h5, plots;
 };
-// Fails with a usage error, before any work, when an asked-for output cannot be created.
-void check_outputs(const OutputFlags& flags);
+// Fails before any work when an asked-for output cannot be created (DataError: a missing or unwritable
+// directory) or is refused (UsageError: a directory or device, one of the others, or `input`, the trace
+// or "" for none; src/io/output_file.hpp).
+void check_outputs(const OutputFlags& flags, const std::string& input);
 
 // One CSV table of a result: `suffix` empty writes the --csv path itself, else `--csv a.csv` writes
 // a_<suffix>.csv.

@@ -33,7 +33,7 @@ void run_sweep(const SweepCliOptions& o) {
         sweep::Options s = o.call.resolve();
         if (share.index == 0) {
           if (!o.outputs.plots.empty()) script = plot_script();
-          check_outputs(o.outputs);
+          check_outputs(o.outputs, o.call.trace);
         }
         s.share = share;
         s.starting = starting;

@@ -74,8 +74,7 @@ void setup_verify_quantize(CLI::App& app) {
   app.add_option("--amax-ref", c.quantize.operand.amax_ref,
                  "held (stale) tensor amax for periodic scaling; default: current amax");
   app.add_option("--seed", c.quantize.seed, "Philox seed for stochastic rounding bits (stream 0)")->default_val(0);
-  app.add_option("--rbits", o->rbits, "explicit stochastic-rounding integers (.npy uint8, shape of --in)")
-      ->check(CLI::ExistingFile);
+  app.add_option("--rbits", o->rbits, "explicit stochastic-rounding integers (.npy uint8, shape of --in)");
   app.add_option("--in", o->in, "input tensor .npy (float32, 1-D or 2-D)")->required();
   app.add_option("--codes", o->codes, "your packed E2M1 codes .npy (uint8 [rows, ceil(cols/2)]; see --nibbles)")
       ->required();
@@ -137,9 +136,9 @@ void setup_verify_gemm(CLI::App& app) {
   auto o = std::make_shared<VerifyGemmOptions>();
   GemmCall& g = o->call.gemm;
   add_recipe_options(app, g.recipe);
-  app.add_option("--a", o->a, "operand A [M, K] (.npy float32)")->required()->check(CLI::ExistingFile);
-  app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ")->required()->check(CLI::ExistingFile);
-  app.add_option("--c", o->c, "your output C [M, N] (.npy float32)")->required()->check(CLI::ExistingFile);
+  app.add_option("--a", o->a, "operand A [M, K] (.npy float32)")->required();
+  app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ")->required();
+  app.add_option("--c", o->c, "your output C [M, N] (.npy float32)")->required();
   add_gemm_options(app, g, o->rbits_a, o->rbits_b);
   app.add_option("--datapath", g.datapath,
                  "golden datapath (default: the recipe's), or auto: try every preset and report which explains yours:" +

@@ -12,6 +12,10 @@ void OperandArguments::apply_to(QuantizeRequest& request, const std::string& fla
     throw UsageError("--amax-ref" + flag + " must be a finite non-negative number");
   }
   request.amax_ref = amax_ref;
+  if (target && !valid_target(*target)) {
+    throw UsageError("--target" + flag + ": must be a positive normal number (2^-126 <= T <= 3.4e38), got " +
+                     std::to_string(*target));
+  }
   if (target) request.spec.target = *target;
   if (random_bits && !is_stochastic(request.spec.rounding)) {
     throw UsageError("--rbits" + flag + ": the operand is not stochastically rounded (rounding " +

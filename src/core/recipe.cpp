@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 
 namespace fp4sim {
 
@@ -210,12 +211,17 @@ std::string recipe_names() {
   return names;
 }
 
+bool valid_target(float target) { return std::isnormal(target) && target > 0.0f; }
+
 std::vector<std::string> validate(const Recipe& r) {
   std::vector<std::string> problems;
   if (r.block < 2 || r.block > 256) problems.push_back("block size must be between 2 and 256");
   if (r.element.exponent_bits < 1) problems.push_back("element format missing");
   if (r.scale.exponent_bits < 1) problems.push_back("scale format missing");
   if (r.element.bits() > 8) problems.push_back("element format must have at most 8 bits");
+  if (!r.element.is_signed || !r.element.has_zero()) {
+    problems.push_back("element format must be signed with a zero and a mantissa (eXmY, not ueXmY or e8m0)");
+  }
   if (r.scale.bits() > 8) problems.push_back("scale format must have at most 8 bits (codes are stored as bytes)");
   if (r.scale.is_signed) problems.push_back("scale format must be unsigned (ueXmY)");
   const bool pow2 = r.scale_rule != ScaleRule::two_level;
@@ -229,7 +235,9 @@ std::vector<std::string> validate(const Recipe& r) {
     problems.push_back("power-of-two scale rules take no tensor scale (--tensor-scale none)");
   }
   if (r.tensor_scale == TensorScalePolicy::periodic && r.period < 1) problems.push_back("period D must be >= 1");
-  if (!(r.target > 0.0f) || !(r.wgrad_grad_target > 0.0f)) problems.push_back("target T must be positive");
+  if (!valid_target(r.target) || !valid_target(r.wgrad_grad_target)) {
+    problems.push_back("target T must be a positive normal number (2^-126 <= T <= 3.4e38)");
+  }
   if (r.sr_bits < 1 || r.sr_bits > 16) problems.push_back("sr_bits must be between 1 and 16");
   if (r.rht_wgrad && r.block % 16 != 0) problems.push_back("RHT needs a block size that is a multiple of 16");
   if (!r.default_datapath) problems.push_back("default GEMM datapath missing");

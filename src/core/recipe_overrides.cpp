@@ -35,7 +35,10 @@ Recipe RecipeOverrides::resolve() const {
     r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "--dequantize-order");
   }
   if (!rounding.empty()) parse_name_or_throw<Rounding>(rounding, "--rounding");
-  const auto problems = validate(r);
+  // --rht / --no-rht take part: the recipe is checked as the operands will use it.
+  Recipe checked = r;
+  if (rht) checked.rht_wgrad = *rht;
+  const auto problems = validate(checked);
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace fp4sim::hdf5 {
 
@@ -34,6 +35,13 @@ std::string take_error_stack() {
   // Walk upward: the most specific error first, the API call last (HighFive HDF5ErrMapper).
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, &walk_one, &out);
   H5Eclear2(H5E_DEFAULT);
+  // Where the operating system said no (a full disk), its reason alone: the rest is HDF5's call chain.
+  const std::string os_marker = "error message = '";
+  if (const auto at = out.find(os_marker); at != std::string::npos) {
+    const auto end = out.find('\'', at + os_marker.size());
+    if (end != std::string::npos) return out.substr(at + os_marker.size(), end - at - os_marker.size());
+  }
+  std::replace(out.begin(), out.end(), '\n', ' ');  // one line
   return out;
 }
 
@@ -52,12 +60,19 @@ void fail(std::string_view file, std::string_view object, std::string_view opera
 }
 
 namespace detail {
+std::string& first_close_failure() {
+  static std::string failure;
+  return failure;
+}
+
 herr_t close_nothrow(hid_t id, herr_t (*close)(hid_t)) noexcept {
   SilenceErrors quiet;
   const herr_t status = close(id);
+  // Not printed: the first failure is kept for File::commit() to report (a failed close of a dataset
+  // is a failed write of its file; a reader's failed close loses nothing).
   if (status < 0) {
     const std::string stack = take_error_stack();
-    std::fprintf(stderr, "fp4sim: warning: closing an HDF5 object failed: %s\n", stack.c_str());
+    if (first_close_failure().empty()) first_close_failure() = stack.empty() ? "close failed" : stack;
   }
   return status;
 }
@@ -581,12 +596,14 @@ File File::open(const std::filesystem::path& path) {
                                : "cannot open as HDF5 (corrupted file?)") +
                     ": H5Fopen failed (HDF5: " + stack + ")");
   }
+  note_input(path);
   return File(name, std::move(f), nullptr);
 }
 
 File File::create(const std::filesystem::path& path) {
   SilenceErrors quiet;
   auto output = std::make_unique<OutputPath>(path);
+  detail::first_close_failure().clear();  // a reader's, before this file: not this file's
   auto name = std::make_shared<const std::string>(path.string());
   FileHandle f(H5Fcreate(output->temporary_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!f) hdf5::fail(*name, "", "H5Fcreate (create " + output->temporary_path().string() + ")");
@@ -599,6 +616,9 @@ void File::commit() {
   if (file_handle_.valid() && H5Fflush(file_handle_.get(), H5F_SCOPE_GLOBAL) < 0) hdf5::fail(*file_, "", "H5Fflush");
   handle_.reset();
   if (file_handle_.close() < 0) hdf5::fail(*file_, "", "H5Fclose");
+  if (std::string failure = std::exchange(detail::first_close_failure(), {}); !failure.empty()) {
+    throw DataError(*file_ + ": write failed: " + failure);
+  }
   output_->commit();
   output_.reset();
 }

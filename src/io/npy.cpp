@@ -1,5 +1,10 @@
 #include "fp4sim/io/npy.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -64,9 +69,46 @@ std::size_t Array::size() const {
   return n;
 }
 
-Reader::Reader(const std::filesystem::path& path) : path_(path), in_(path, std::ios::binary) {
+namespace {
+
+// One dimension of the header's shape tuple: decimal digits only (NumPy writes no sign, no spaces inside).
+std::size_t parse_dimension(const std::filesystem::path& path, const std::string& text) {
+  if (!text.empty() && text[0] == '-') fail(path, "negative dimension " + text + " in the header's shape");
+  std::size_t d = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (ec == std::errc::result_out_of_range) fail(path, "dimension " + text + " in the header's shape is too large");
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    fail(path, "malformed shape in the header: '" + text + "' is not a dimension");
+  }
+  return d;
+}
+
+std::vector<std::size_t> parse_shape(const std::filesystem::path& path, const std::string& dims) {
+  std::vector<std::size_t> shape;
+  std::size_t begin = 0;
+  while (begin <= dims.size()) {
+    std::size_t comma = dims.find(',', begin);
+    if (comma == std::string::npos) comma = dims.size();
+    std::string item = dims.substr(begin, comma - begin);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    // "(3,)" and "(2, 3, )": a trailing comma leaves one empty item at the end
+    if (!item.empty() || comma != dims.size()) shape.push_back(parse_dimension(path, item));
+    begin = comma + 1;
+  }
+  return shape;
+}
+
+}  // namespace
+
+Reader::Reader(const std::filesystem::path& path) : path_(path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a .npy file");
+  in_.open(path, std::ios::binary);
   std::ifstream& in = in_;
-  if (!in) fail(path, "cannot open for reading");
+  if (!in) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
+  note_input(path);
   char magic[8];
   if (!in.read(magic, 8)) fail(path, "truncated: shorter than the .npy magic string");
   if (std::memcmp(magic, "\x93NUMPY", 6) != 0) fail(path, "not a .npy file (bad magic string)");
@@ -81,6 +123,12 @@ Reader::Reader(const std::filesystem::path& path) : path_(path), in_(path, std::
     unsigned char len[4];
     if (!in.read(reinterpret_cast<char*>(len), 4)) fail(path, "truncated header length");
     header_len = len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<std::uint32_t>(len[3]) << 24);
+  }
+  const std::uint64_t preamble = (major == 1 ? 10 : 12);
+  sized_ = S_ISREG(st.st_mode);
+  if (sized_ && preamble + header_len > static_cast<std::uint64_t>(st.st_size)) {
+    fail(path, "truncated header: its length is " + std::to_string(header_len) + " bytes, the file holds " +
+                   std::to_string(st.st_size));
   }
   if (header_len > (1u << 20)) fail(path, "header length " + std::to_string(header_len) + " is implausible");
   std::string header(header_len, '\0');
@@ -106,30 +154,53 @@ Reader::Reader(const std::filesystem::path& path) : path_(path), in_(path, std::
   if (!std::regex_search(header, m, order_re)) fail(path, "header has no 'fortran_order'");
   if (m[1] == "True") fail(path, "fortran_order arrays are not supported: save with np.ascontiguousarray");
   if (!std::regex_search(header, m, shape_re)) fail(path, "header has no 'shape'");
-  const std::string dims = m[1];
-  static const std::regex dim_re(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), dim_re); it != std::sregex_iterator(); ++it) {
-    a.shape.push_back(std::stoull(it->str()));
-  }
+  a.shape = parse_shape(path, m[1]);
   if (a.shape.empty() || a.shape.size() > 2) {
     fail(path, "array must be 1-D or 2-D, got " + std::to_string(a.shape.size()) + "-D");
   }
-  if (a.size() > (std::size_t{1} << 40)) fail(path, "array is implausibly large");
+  // The size the header claims, checked against the file before anything is allocated.
+  data_bytes_ = dtype_size(a.dtype);
+  for (const std::size_t d : a.shape) {
+    if (__builtin_mul_overflow(data_bytes_, std::uint64_t{d}, &data_bytes_)) {
+      fail(path, "the header's shape overflows 64 bits");
+    }
+  }
+  if (sized_) {
+    const std::uint64_t available = static_cast<std::uint64_t>(st.st_size) - preamble - header_len;
+    if (data_bytes_ > available) {
+      fail(path, "truncated data: the header's shape needs " + std::to_string(data_bytes_) + " bytes, the file holds " +
+                     std::to_string(available));
+    }
+  }
 }
 
 void Reader::read_into(std::span<std::uint8_t> data) {
-  const std::size_t n = header_.size() * dtype_size(header_.dtype);
-  if (data.size() != n) throw std::logic_error("npy::Reader::read_into: the buffer does not fit the data");
-  if (!in_.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(n))) {
-    fail(path_, "truncated data: expected " + std::to_string(n) + " bytes");
+  if (data.size() != data_bytes_) throw std::logic_error("npy::Reader::read_into: the buffer does not fit the data");
+  if (!in_.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()))) {
+    fail(path_, "truncated data: expected " + std::to_string(data_bytes_) + " bytes");
+  }
+}
+
+void Reader::read_all(std::vector<std::uint8_t>& bytes) {
+  // A pipe or other stream has no size to check the header against: its data is taken as it comes, so
+  // memory follows what arrives rather than what the header claims.
+  bytes.clear();
+  if (sized_) bytes.reserve(data_bytes_);
+  constexpr std::uint64_t kChunk = std::uint64_t{1} << 24;
+  while (bytes.size() < data_bytes_) {
+    const std::size_t have = bytes.size();
+    const std::size_t take = static_cast<std::size_t>(std::min(kChunk, data_bytes_ - have));
+    bytes.resize(have + take);
+    if (!in_.read(reinterpret_cast<char*>(bytes.data() + have), static_cast<std::streamsize>(take))) {
+      fail(path_, "truncated data: expected " + std::to_string(data_bytes_) + " bytes");
+    }
   }
 }
 
 Array read(const std::filesystem::path& path) {
   Reader in(path);
   Array a{in.dtype(), in.shape(), {}};
-  a.bytes.resize(a.size() * dtype_size(a.dtype));
-  in.read_into(a.bytes);
+  in.read_all(a.bytes);
   return a;
 }
 

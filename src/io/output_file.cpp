@@ -1,90 +1,262 @@
 #include "fp4sim/io/output_file.hpp"
 
-#include <system_error>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <system_error>
+#include <vector>
 
 #include "fp4sim/core/error.hpp"
 
 namespace fp4sim {
 
+namespace fs = std::filesystem;
+
 namespace {
 
-std::filesystem::path temporary_for(const std::filesystem::path& path) {
-  std::filesystem::path t = path;
+struct FileId {
+  dev_t device;
+  ino_t inode;
+  std::string path;
+};
+
+// A temporary and where it goes: renamed onto `to`, or (merge) each of its files renamed into `to`.
+struct Pending {
+  fs::path temporary, to;
+  std::string target;  // `to` made absolute and normal: two outputs are the same when these are equal
+  bool merge = false;
+  bool handed = false;  // committed to the OutputSet, renamed by its commit()
+};
+
+// What the process reads and writes. Never destroyed: a signal may use it while the process exits.
+struct Registry {
+  std::mutex mutex;
+  std::vector<FileId> inputs;
+  std::vector<Pending> pending;
+  bool set_active = false;
+  bool closed = false;  // after remove_temporaries(): nothing is renamed any more, the process is ending
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+std::string target_of(const fs::path& path) {
+  std::error_code ec;
+  fs::path t = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return (ec ? path : t).lexically_normal().string();
+}
+
+std::string flag_prefix(const std::string& flag) { return flag.empty() ? std::string() : flag + " "; }
+
+fs::path temporary_for(const fs::path& path) {
+  fs::path t = path;
   t += ".tmp." + std::to_string(::getpid());
   return t;
 }
 
-std::filesystem::path without_trailing_separator(std::filesystem::path path) {
+fs::path without_trailing_separator(fs::path path) {
   while (!path.has_filename() && path.has_relative_path()) path = path.parent_path();
   return path;
 }
 
-void rename_into_place(const std::filesystem::path& from, const std::filesystem::path& to) {
+void rename_into_place(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  std::filesystem::rename(from, to, ec);
+  fs::rename(from, to, ec);
   if (ec) throw DataError(to.string() + ": cannot rename into place: " + ec.message());
+}
+
+// Under the registry's lock.
+void refuse_inputs(const Registry& r, const fs::path& path, const std::string& flag) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  for (const FileId& input : r.inputs) {
+    if (input.device == st.st_dev && input.inode == st.st_ino) {
+      throw UsageError(flag_prefix(flag) + path.string() + ": is the input " + input.path +
+                       " (an output never replaces an input; give another path)");
+    }
+  }
+}
+
+void rename_pending(const Pending& p) {
+  if (!p.merge) {
+    rename_into_place(p.temporary, p.to);
+    return;
+  }
+  std::error_code ec;
+  if (!fs::exists(p.to, ec)) {
+    rename_into_place(p.temporary, p.to);
+    return;
+  }
+  for (const auto& entry : fs::directory_iterator(p.temporary)) {
+    rename_into_place(entry.path(), p.to / entry.path().filename());
+  }
+  fs::remove_all(p.temporary, ec);
 }
 
 }  // namespace
 
-OutputPath::OutputPath(std::filesystem::path path) : path_(std::move(path)), temporary_(temporary_for(path_)) {}
+void note_input(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (r.set_active) r.inputs.push_back({st.st_dev, st.st_ino, path.string()});
+}
+
+void check_output_path(const fs::path& path, OutputKind kind, const std::string& flag) {
+  const std::string name = flag_prefix(flag) + path.string();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (kind == OutputKind::file && S_ISDIR(st.st_mode)) throw UsageError(name + ": is a directory");
+    if (kind == OutputKind::directory && !S_ISDIR(st.st_mode)) throw UsageError(name + ": exists and is not a directory");
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+      throw UsageError(name + ": is not a regular file (a device, FIFO or socket); refusing to replace it");
+    }
+  }
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  refuse_inputs(r, path, flag);
+}
+
+OutputPath::OutputPath(fs::path path, OutputKind kind) : path_(std::move(path)), temporary_(temporary_for(path_)) {
+  check_output_path(path_, kind);
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  Pending p{temporary_, path_, target_of(path_)};
+  for (const Pending& other : r.pending) {
+    if (other.target == p.target) throw UsageError(path_.string() + ": named twice as an output");
+  }
+  r.pending.push_back(std::move(p));
+}
 
 OutputPath::~OutputPath() {
-  if (!committed_) {
-    std::error_code ec;
-    std::filesystem::remove_all(temporary_, ec);
-  }
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(temporary_, ec);
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::erase_if(r.pending, [&](const Pending& p) { return p.temporary == temporary_ && !p.handed; });
 }
 
 void OutputPath::commit() {
-  rename_into_place(temporary_, path_);
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = std::find_if(r.pending.begin(), r.pending.end(),
+                         [&](const Pending& p) { return p.temporary == temporary_ && !p.handed; });
+  if (r.set_active) {
+    // Handed ones are renamed in the order of their commit(): a writer's own temporary (hdf5::File
+    // writing to an OutputPath's temporary) before the output that contains it.
+    if (it != r.pending.end()) {
+      Pending p = std::move(*it);
+      r.pending.erase(it);
+      p.handed = true;
+      r.pending.push_back(std::move(p));
+    }
+  } else {
+    if (r.closed) throw DataError(path_.string() + ": not written (interrupted)");
+    refuse_inputs(r, path_, {});
+    rename_into_place(temporary_, path_);
+    if (it != r.pending.end()) r.pending.erase(it);
+  }
   committed_ = true;
 }
 
-OutputFile::OutputFile(std::filesystem::path path)
-    : output_(std::move(path)), stream_(output_.temporary_path(), std::ios::binary) {
-  if (!stream_) throw DataError(output_.path().string() + ": cannot open for writing");
+OutputFile::OutputFile(fs::path path) : output_(std::move(path)), stream_(output_.temporary_path(), std::ios::binary) {
+  if (!stream_) {
+    throw DataError(output_.path().string() + ": cannot open for writing: " + std::strerror(errno));
+  }
 }
 
 void OutputFile::commit() {
   stream_.flush();
-  if (!stream_) throw DataError(output_.path().string() + ": write failed");
+  if (!stream_) throw DataError(output_.path().string() + ": write failed: " + std::strerror(errno));
   stream_.close();
+  if (!stream_) throw DataError(output_.path().string() + ": write failed: " + std::strerror(errno));
   output_.commit();
 }
 
-OutputDirectory::OutputDirectory(std::filesystem::path path, Existing existing)
-    : output_(without_trailing_separator(std::move(path))), existing_(existing) {
+OutputDirectory::OutputDirectory(fs::path path, Existing existing)
+    : output_(without_trailing_separator(std::move(path)), OutputKind::directory), existing_(existing) {
   std::error_code ec;
-  const auto status = std::filesystem::symlink_status(output_.path(), ec);
-  if (existing_ == Existing::refuse && std::filesystem::exists(status)) {
-    if (!std::filesystem::is_directory(status)) {
+  const auto status = fs::symlink_status(output_.path(), ec);
+  if (existing_ == Existing::refuse && fs::exists(status)) {
+    if (!fs::is_directory(status)) {
       throw UsageError(output_.path().string() + ": exists and is not a directory");
     }
-    if (!std::filesystem::is_empty(output_.path(), ec) || ec) {
+    if (!fs::is_empty(output_.path(), ec) || ec) {
       throw UsageError(output_.path().string() + ": directory exists and is not empty (give a new or empty directory)");
     }
   }
-  std::filesystem::remove_all(temporary_path(), ec);  // a stale one left by a killed run of the same pid
+  fs::remove_all(temporary_path(), ec);  // a stale one left by a killed run of the same pid
   // A new directory (refuse) needs its parent; a merged one (plots) makes its parents as before.
-  const bool created = existing_ == Existing::refuse ? std::filesystem::create_directory(temporary_path(), ec)
-                                                     : std::filesystem::create_directories(temporary_path(), ec);
+  const bool created = existing_ == Existing::refuse ? fs::create_directory(temporary_path(), ec)
+                                                     : fs::create_directories(temporary_path(), ec);
   if (!created || ec) {
     throw DataError(temporary_path().string() + ": cannot create directory: " + ec.message());
+  }
+  if (existing_ == Existing::merge) {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    for (Pending& p : r.pending) {
+      if (p.temporary == temporary_path()) p.merge = true;
+    }
   }
 }
 
 void OutputDirectory::commit() {
+  // rename(2) replaces an empty directory (refuse); a merged one takes the files one by one.
+  output_.commit();
+}
+
+OutputSet::OutputSet() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.set_active = true;
+}
+
+OutputSet::~OutputSet() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.set_active = false;
+  r.inputs.clear();
+  if (committed_) return;
   std::error_code ec;
-  if (existing_ == Existing::refuse || !std::filesystem::exists(output_.path(), ec)) {
-    output_.commit();  // rename(2) replaces an empty directory
-    return;
+  for (const Pending& p : r.pending) {
+    if (p.handed) fs::remove_all(p.temporary, ec);
   }
-  for (const auto& entry : std::filesystem::directory_iterator(temporary_path())) {
-    rename_into_place(entry.path(), output_.path() / entry.path().filename());
+  std::erase_if(r.pending, [](const Pending& p) { return p.handed; });
+}
+
+void OutputSet::commit() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (r.closed) throw DataError("interrupted: no output written");
+  for (const Pending& p : r.pending) {
+    if (p.handed) refuse_inputs(r, p.to, {});
   }
-  // The emptied temporary goes with the OutputPath, which stays uncommitted.
+  for (const Pending& p : r.pending) {
+    if (p.handed) rename_pending(p);
+  }
+  std::erase_if(r.pending, [](const Pending& p) { return p.handed; });
+  r.set_active = false;
+  r.inputs.clear();
+  committed_ = true;
+}
+
+void remove_temporaries() {
+  Registry& r = registry();
+  r.mutex.lock();  // after a commit in progress, if any
+  r.closed = true;
+  std::error_code ec;
+  for (const Pending& p : r.pending) fs::remove_all(p.temporary, ec);
+  r.pending.clear();
+  r.mutex.unlock();
 }
 
 }  // namespace fp4sim

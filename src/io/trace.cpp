@@ -94,6 +94,36 @@ void scan_tensor(const hdf5::Group& layer_group, const hdf5::Child& child, std::
   if (type == hdf5::TypeClass::other) {
     reject(file, d.path(), "element type " + d.type_description() + "; tensors must be float32 or float64");
   }
+  // A dataset declared but never (or not wholly) written holds fill values only: reading it would take
+  // as long as its declared size (2^40 rows: forever) for no data, so it is refused here. Chunks are
+  // counted (the allocated size says nothing under compression); other layouts report their status.
+  if (dims[0] != 0 && dims[1] != 0) {
+    const std::string declared = "tensor " + shape_text(dims) + " was declared but ";
+    if (d.is_chunked()) {
+      hdf5::SilenceErrors quiet;
+      hdf5::PropertyListHandle plist(H5Dget_create_plist(d.id()));
+      hdf5::DataspaceHandle space(H5Dget_space(d.id()));
+      hsize_t chunk[2] = {0, 0};
+      hsize_t written = 0;
+      if (!plist || H5Pget_chunk(plist.get(), 2, chunk) != 2 || chunk[0] == 0 || chunk[1] == 0 ||
+          !space || H5Dget_num_chunks(d.id(), space.get(), &written) < 0) {
+        reject(file, d.path(), "cannot read its chunk layout");
+      }
+      const hsize_t per_row = (dims[1] + chunk[1] - 1) / chunk[1];
+      const hsize_t rows = (dims[0] + chunk[0] - 1) / chunk[0];
+      hsize_t expected = 0;
+      if (__builtin_mul_overflow(rows, per_row, &expected) || written < expected) {
+        reject(file, d.path(), declared + (written == 0 ? std::string("never written (no chunk stored)")
+                                                        : "not wholly written (" + std::to_string(written) +
+                                                              " chunks stored)"));
+      }
+    } else {
+      H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+      if (H5Dget_space_status(d.id(), &status) < 0 || status != H5D_SPACE_STATUS_ALLOCATED) {
+        reject(file, d.path(), declared + "never written (no storage allocated)");
+      }
+    }
+  }
   TensorInfo t;
   t.name = child.name;
   t.path = d.path();

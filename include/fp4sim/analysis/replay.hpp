@@ -53,7 +53,9 @@ struct Options {
   // ue5m3*, fp32-seq for nvfp4*/mxfp4), "f64" = the dequantized operands multiplied in float64 (fast, no
   // hardware model), or any datapath preset name.
   std::string datapath = "recipe";
-  std::optional<std::vector<std::int64_t>> steps;  // captured steps to replay; all when empty
+  std::optional<std::vector<std::int64_t>> steps;  // captured steps to replay; all when empty (and no ranges)
+  // With `steps`: also every captured step in [first, last]; a range holding no captured step is an error.
+  std::vector<std::pair<std::int64_t, std::int64_t>> step_ranges;
   std::string layers;                          // ECMAScript regex searched in the layer name; "" = all
   std::uint64_t seed = 0;                      // keys the stochastic-rounding bits (stream per tensor)
   HoldRule hold = HoldRule::window;

@@ -64,6 +64,7 @@ struct Options {
   // Trace input.
   std::filesystem::path trace;
   std::optional<std::vector<std::int64_t>> steps;
+  std::vector<std::pair<std::int64_t, std::int64_t>> step_ranges;  // as replay::Options
   std::string layers;
   replay::HoldRule hold = replay::HoldRule::window;
   std::uint64_t seed = 0;

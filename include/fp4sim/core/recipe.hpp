@@ -110,6 +110,10 @@ std::string recipe_names();  // "ue5m3, ue5m3-b32, ..." for messages
 // Problems that make a recipe unusable (empty when valid), CPFloat VALIDATE_INPUT style.
 std::vector<std::string> validate(const Recipe& recipe);
 
+// A scale target T maps a block's amax onto the scale grid: a positive normal binary32 (2^-126 <= T <=
+// FLT_MAX), so T and 1/T are finite and nonzero. The one rule for the recipe's T and per-operand targets.
+bool valid_target(float target);
+
 // How one operand of one GEMM is quantized: the recipe's orientation rules resolved (paper §1.4).
 struct OperandSpec {
   Role role = Role::activation;

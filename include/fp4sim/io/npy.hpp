@@ -36,16 +36,24 @@ Array read(const std::filesystem::path& path);
 // std::vector<float> for float32 data, so that nothing is read twice).
 class Reader {
  public:
-  explicit Reader(const std::filesystem::path& path);  // DataError as read()
+  // DataError as read(). A regular file's size is checked against the header's shape here, before
+  // anything is allocated for the data.
+  explicit Reader(const std::filesystem::path& path);
   DType dtype() const { return header_.dtype; }
   const std::vector<std::size_t>& shape() const { return header_.shape; }
   std::size_t size() const { return header_.size(); }
+  // Whether the file's size vouches for the header's shape (a regular file), so that a buffer of the
+  // data's size may be allocated before reading.
+  bool sized() const { return sized_; }
   void read_into(std::span<std::uint8_t> data);  // exactly size() * dtype_size(dtype()) bytes, once
+  void read_all(std::vector<std::uint8_t>& bytes);  // the data, grown as it arrives where not sized()
 
  private:
   std::filesystem::path path_;
   std::ifstream in_;
   Array header_;  // dtype and shape; no bytes
+  bool sized_ = false;
+  std::uint64_t data_bytes_ = 0;
 };
 
 // float32, or float64 whose every value is a binary32 value (else DataError naming the element).
