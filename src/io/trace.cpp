@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/quantize.hpp"
@@ -208,7 +209,9 @@ const StepInfo* TraceInfo::find_step(std::int64_t step) const {
 // ---------------------------------------------------------------------------------------------
 // Reader
 
-Reader::Reader(const std::filesystem::path& path) : file_(hdf5::File::open(path)) {
+Reader::Reader(const std::filesystem::path& path) : Reader(hdf5::File::open(path)) {}
+
+Reader::Reader(hdf5::File file) : file_(std::move(file)) {
   const std::string& file = file_.file_name();
   info_.path = file;
 
