@@ -104,7 +104,7 @@ def cli_seeds():
         "formats --json",
         "--version",
         "convert --format e2m1 --rounding rne --in x.npy --out codes.npy --decoded decoded.npy",
-        "convert --format ue5m3 --rounding sr --sr-bits 8 --seed 3 --in x.npy --out c.npy --saturate",
+        "convert --format ue5m3 --rounding sr-fast --sr-bits 8 --seed 3 --in x.npy --out c.npy --saturate",
         "convert --format e4m3b8fn --rbits r.npy --specials te-python --in x.npy --out c.npy --no-saturate",
         "quantize --recipe nvfp4 --in t.npy --out q.h5",
         "quantize --recipe mxfp4 --role weight --block 32 --two-d --rht --seed 7 --in t.npy --out q.h5",
