@@ -211,7 +211,7 @@ const StepInfo* TraceInfo::find_step(std::int64_t step) const {
 
 Reader::Reader(const std::filesystem::path& path) : Reader(hdf5::File::open(path)) {}
 
-Reader::Reader(hdf5::File file) : file_(std::move(file)) {
+Reader::Reader(hdf5::File opened) : file_(std::move(opened)) {
   const std::string& file = file_.file_name();
   info_.path = file;
 
