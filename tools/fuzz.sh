@@ -7,9 +7,9 @@
 # allocation past 256 MiB (every input is a few kB: a larger allocation is a size taken from the input and
 # not checked against it). One exception: HDF5 1.10 itself can loop forever or fault on a corrupted heap
 # (docs/fuzzing.md), so trace_read runs in libFuzzer's fork mode, which keeps every failing input and goes
-# on; afterwards each is run again alone, and only a hang, or a SEGV or overlapping memcpy whose innermost
-# frame outside libc and the sanitizers is in libhdf5, is reported without failing the run (an overflow of
-# a buffer fp4sim passed to HDF5 is a heap-buffer-overflow, and still fails). There an impossible malloc (HDF5 sizing a buffer from
+# on; afterwards each is run again alone, and only a hang, or a fault of HDF5's own (hdf5_own_fault below:
+# in libhdf5, on memory libhdf5 allocated; an overflow of a buffer fp4sim passed to HDF5 still fails), is
+# reported without failing the run. There an impossible malloc (HDF5 sizing a buffer from
 # corrupted metadata) returns null, as glibc's does, instead of aborting; fp4sim's own allocations are
 # C++ `new`, which then throws std::bad_alloc, a finding as before.
 # Every failing or hanging input is kept in <build>/fuzz/artifacts/<name>/. Prints the executions each
@@ -67,6 +67,21 @@ for name in "${names[@]}"; do
   pids+=($!)
 done
 
+# Whether the sanitizer report $1 is HDF5's own fault: a SEGV, overlapping memcpy or heap
+# overflow whose innermost frame outside libc, the sanitizers and libFuzzer is in libhdf5, and, where the
+# report names the block it overflowed, a block that libhdf5 allocated (never one of fp4sim's buffers).
+innermost_frame() {
+  grep -E '^ +#[0-9]+ ' | grep -vE 'libc\.so|sysdeps|__interceptor_|__asan|__sanitizer|fuzzer::| in malloc | in calloc | in realloc ' |
+    head -n 1
+}
+hdf5_own_fault() {
+  grep -qE 'ERROR: AddressSanitizer: (SEGV|memcpy-param-overlap|heap-buffer-overflow)' <<< "$1" || return 1
+  sed '/allocated by thread/,$d' <<< "$1" | innermost_frame | grep -q libhdf5 || return 1
+  if grep -q 'allocated by thread' <<< "$1"; then
+    sed -n '/allocated by thread/,$p' <<< "$1" | innermost_frame | grep -q libhdf5 || return 1
+  fi
+}
+
 failed=0
 for i in "${!names[@]}"; do
   name=${names[$i]}
@@ -86,9 +101,7 @@ for i in "${!names[@]}"; do
   for artifact in $(find "$build/fuzz/artifacts/$name" \( -name 'crash-*' -o -name 'leak-*' \)); do
     if replay=$(ASAN_OPTIONS=$ASAN_OPTIONS:allocator_may_return_null=1 "$build/fuzz/fuzz_$name" "$artifact" 2>&1); then
       continue
-    elif grep -qE 'ERROR: AddressSanitizer: (SEGV|memcpy-param-overlap)' <<< "$replay" &&
-         grep -E '^ +#[0-9]+ ' <<< "$replay" |
-           grep -vE 'libc\.so|sysdeps|__interceptor_|__asan|__sanitizer|fuzzer::' | head -n 1 | grep -q libhdf5; then
+    elif hdf5_own_fault "$replay"; then
       hdf5_faults=$((hdf5_faults + 1))
     else
       status="FAILED ($artifact)"
