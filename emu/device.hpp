@@ -49,15 +49,40 @@ struct TensorScalars {
 };
 TensorScalars tensor_scalars(const QuantizePlan& plan, float amax);
 
+// Tensor scalars kept in device memory (float[kDeviceScalars], in this order), for callers that never
+// synchronise with the host (fp4sim.torch): the amax stays on the GPU, and every kernel that needs G, Gd or
+// alpha reads them from there.
+enum DeviceScalar : int { kTensorAmax = 0, kEncode = 1, kDecode = 2, kBlockMultiplier = 3, kDeviceScalars = 4 };
+
+// tensor_scalars on the device, the same binary32 arithmetic: d_scalars from the held amax *d_held when
+// given (plan.tensor_scaled), else from the measured amax *d_measured (launch_amax's output).
+Status launch_tensor_scalars(const QuantizePlan& plan, const float* d_measured, const float* d_held, float* d_scalars,
+                             void* stream);
+
+// gemm_alpha (src/core/gemm.cpp) on the device into *d_alpha, from two operands' device scalars.
+Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_a, const float* d_scalars_b,
+                         float target_b, float element_max, float* d_alpha, void* stream);
+
+// The epilogue of a GEMM run with alpha 1: c[i] = RN(c[i] * *d_alpha) in place (the same bits as the kernel's
+// RN(acc * alpha), since RN(acc * 1) = acc).
+Status launch_scale_output(float* d_c, std::size_t n, const float* d_alpha, void* stream);
+
 // Current amax of x (after the RHT when plan.rht), NaN-ignoring, into *d_amax (device float).
 Status launch_amax(const QuantizePlan& plan, const float* d_x, float* d_amax, void* stream);
 // Codes and scales of x under the plan and scalars. explicit_bits: nullptr or one integer per element.
 Status launch_quantize(const QuantizePlan& plan, const TensorScalars& scalars, const float* d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
                        void* stream);
+// The same with the scalars read from device memory (DeviceScalar order) instead.
+Status launch_quantize(const QuantizePlan& plan, const float* d_scalars, const float* d_x,
+                       const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
+                       void* stream);
 // Dequantize (codes, scales) of q's shape and settings into d_out (float [rows, cols]).
 Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                          float* d_out, void* stream);
+// The same with Gd and the tensor amax read from d_scalars (DeviceScalar order) instead of q.
+Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
+                         const float* d_scalars, float* d_out, void* stream);
 
 // Encoded-domain operand: out[r, k] = BF16(element value * block scale value) (exact for the presets),
 // as uint16 bit patterns, [rows, k_padded] with zeros in k >= cols.
@@ -98,6 +123,10 @@ Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std
 Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
                          const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
                          float* d_c, float alpha, void* stream);
+// The same with alpha read from *d_alpha (device memory).
+Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
+                         const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
+                         float* d_c, float alpha, const float* d_alpha, void* stream);
 
 // A quantized tensor as the kernels that read it take it: device codes and scales, its shape and block
 // grid, and the decoded value of every element and scale code (host arithmetic, exact).

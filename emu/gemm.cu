@@ -242,6 +242,7 @@ struct ExactArgs {
   std::int32_t scale_mbits, scale_bias, scale_pow2;  // scale format shape; pow2: e8m0
   std::int32_t scale_nan_code;                       // code decoding to NaN, or -1
   float alpha;
+  const float* device_alpha;                         // non-null: alpha is read from here
 };
 
 // Element code -> twice its value as a signed integer (E2M1: 0, 1, 2, 3, 4, 6, 8, 12).
@@ -359,9 +360,10 @@ __global__ void gemm_exact_kernel(ExactArgs a) {
     limb[idx] += v & 0xFFFFFFFFll;
     limb[idx + 1] += v >> 32;
   }
-  a.c[t] = nan || isnan(a.alpha) ? __uint_as_float(0x7FFFFFFFu)
-            : a.alpha == 0.0f                   ? 0.0f
-                                                : limbs_to_float_rne(limb, a.alpha);
+  const float alpha = a.device_alpha ? *a.device_alpha : a.alpha;
+  a.c[t] = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu)
+            : alpha == 0.0f     ? 0.0f
+                                : limbs_to_float_rne(limb, alpha);
 }
 
 }  // namespace
@@ -434,6 +436,12 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
 Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
                          const QuantizedTensor& qb, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
                          float* d_c, float alpha, void* stream) {
+  return launch_gemm_exact(qa, d_a_codes, d_a_scales, qb, d_b_codes, d_b_scales, d_c, alpha, nullptr, stream);
+}
+
+Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
+                         const QuantizedTensor& qb, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
+                         float* d_c, float alpha, const float* d_alpha, void* stream) {
   if (qa.element != formats::e2m1 || qb.element != formats::e2m1 || !(qa.scale == qb.scale))
     return Status::unsupported_format;
   if (qa.cols != qb.cols || qa.block_cols != qb.block_cols) return Status::invalid_argument;
@@ -460,6 +468,7 @@ Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_code
   a.scale_bias = sf.bias;
   a.scale_nan_code = sf.has_nan() ? static_cast<std::int32_t>(sf.nan_code()) : -1;
   a.alpha = alpha;
+  a.device_alpha = d_alpha;
   const std::uint64_t n = a.m * a.n;
   if (n == 0) return Status::success;
   gemm_exact_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(a);

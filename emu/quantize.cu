@@ -56,6 +56,7 @@ struct QuantArgs {
   std::uint32_t zero_to_one;
   std::uint64_t seed, stream;
   std::int32_t sr_bits;
+  const float* device_scalars;  // non-null: block_multiplier and gd are read from here (DeviceScalar order)
 };
 
 // 2^e for -149 <= e <= 127, built from bits (exact).
@@ -249,14 +250,16 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   std::uint32_t scale_code;
   float mult;
   if constexpr (SK == ScaleKind::two_level) {
-    const float ideal = fminf(__fmul_rn(amax, a.block_multiplier), FLT_MAX);
+    const float block_multiplier = a.device_scalars ? a.device_scalars[kBlockMultiplier] : a.block_multiplier;
+    const float gd = a.device_scalars ? a.device_scalars[kDecode] : a.gd;
+    const float ideal = fminf(__fmul_rn(amax, block_multiplier), FLT_MAX);
     scale_code = emu::f32_to_small<emu::Round::rne>(a.scale_format, __float_as_uint(ideal));
     float s = decode_scale(a, scale_code);
     if (s == 0.0f && a.zero_to_one) {
       scale_code = a.one_code;
       s = 1.0f;
     }
-    mult = fminf(__frcp_rn(__fmul_rn(s, a.gd)), FLT_MAX);
+    mult = fminf(__frcp_rn(__fmul_rn(s, gd)), FLT_MAX);
   } else {
     if (nonfinite) {
       // NaN or Inf in the block: scale NaN (0xFF); the elements are encoded unscaled (docs/semantics.md M5).
@@ -376,15 +379,17 @@ struct DequantArgs {
   float* out;
   std::int32_t order;  // 0 portable, 1 kernel, 2 te_kernel, 3 single-level q*s
   float gd, amax, te_factor;
+  const float* device_scalars;  // non-null: gd and amax are read from here (DeviceScalar order)
 };
 
-__device__ __forceinline__ float dequant_one(const DequantArgs& a, std::uint32_t code, std::uint32_t scode) {
+__device__ __forceinline__ float dequant_one(const DequantArgs& a, float gd, float amax, std::uint32_t code,
+                                             std::uint32_t scode) {
   const float e = a.in.element[code];
   const float s = a.in.scale[scode];
   switch (a.order) {
-    case 0: return __fmul_rn(e, __fmul_rn(s, a.gd));
-    case 1: return __fmul_rn(__fmul_rn(e, s), a.gd);
-    case 2: return __fmul_rn(e, __fmul_rn(__fmul_rn(s, a.amax), a.te_factor));
+    case 0: return __fmul_rn(e, __fmul_rn(s, gd));
+    case 1: return __fmul_rn(__fmul_rn(e, s), gd);
+    case 2: return __fmul_rn(e, __fmul_rn(__fmul_rn(s, amax), a.te_factor));
     default: return __fmul_rn(e, s);
   }
 }
@@ -394,6 +399,8 @@ __global__ void dequantize_kernel(DequantArgs a, std::uint64_t units) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= units) return;
   const PackedOperand& q = a.in;
+  const float gd = a.device_scalars ? a.device_scalars[kDecode] : a.gd;
+  const float amax = a.device_scalars ? a.device_scalars[kTensorAmax] : a.amax;
   if (q.cols % 8 == 0) {
     const std::uint64_t per_row = q.cols / 8;
     const std::uint64_t r = t / per_row, c0 = (t % per_row) * 8;
@@ -401,7 +408,7 @@ __global__ void dequantize_kernel(DequantArgs a, std::uint64_t units) {
     const std::uint8_t* srow = q.scales + (r / q.block_rows) * q.scale_cols;
     float o[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) o[j] = dequant_one(a, (word >> (4 * j)) & 0xFu, srow[(c0 + j) / q.block_cols]);
+    for (int j = 0; j < 8; ++j) o[j] = dequant_one(a, gd, amax, (word >> (4 * j)) & 0xFu, srow[(c0 + j) / q.block_cols]);
     float4* dst = reinterpret_cast<float4*>(a.out + r * q.cols + c0);
     __stcs(dst, make_float4(o[0], o[1], o[2], o[3]));
     __stcs(dst + 1, make_float4(o[4], o[5], o[6], o[7]));
@@ -409,7 +416,7 @@ __global__ void dequantize_kernel(DequantArgs a, std::uint64_t units) {
     const std::uint64_t r = t / q.cols, c = t % q.cols;
     const std::uint8_t byte = q.codes[r * q.code_cols + c / 2];
     const std::uint32_t code = (c & 1) ? byte >> 4 : byte & 0xFu;
-    a.out[t] = dequant_one(a, code, q.scales[(r / q.block_rows) * q.scale_cols + c / q.block_cols]);
+    a.out[t] = dequant_one(a, gd, amax, code, q.scales[(r / q.block_rows) * q.scale_cols + c / q.block_cols]);
   }
 }
 
@@ -575,10 +582,28 @@ Status launch_amax(const QuantizePlan& p, const float* d_x, float* d_amax, void*
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
+// Both launch_quantize overloads: the scalars from sc, or from device memory when d_scalars is given.
+static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
+                                      const float* d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
+                                      std::uint8_t* d_scales, void* stream);
+
 Status launch_quantize(const QuantizePlan& p, const TensorScalars& sc, const float* d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
                        void* stream) {
+  return launch_quantize_scalars(p, sc, nullptr, d_x, d_explicit_bits, d_codes, d_scales, stream);
+}
+
+Status launch_quantize(const QuantizePlan& p, const float* d_scalars, const float* d_x,
+                       const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
+                       void* stream) {
+  return launch_quantize_scalars(p, TensorScalars{}, d_scalars, d_x, d_explicit_bits, d_codes, d_scales, stream);
+}
+
+static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
+                                      const float* d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
+                                      std::uint8_t* d_scales, void* stream) {
   QuantArgs a{};
+  a.device_scalars = d_scalars;
   a.x = d_x;
   a.explicit_bits = d_explicit_bits;
   a.codes = d_codes;
@@ -612,8 +637,14 @@ Status launch_quantize(const QuantizePlan& p, const TensorScalars& sc, const flo
 
 Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                          float* d_out, void* stream) {
+  return launch_dequantize(q, d_codes, d_scales, nullptr, d_out, stream);
+}
+
+Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
+                         const float* d_scalars, float* d_out, void* stream) {
   if (q.element != formats::e2m1) return Status::unsupported_format;
   DequantArgs a{};
+  a.device_scalars = d_scalars;
   a.in = packed_operand(q, d_codes, d_scales);
   a.out = d_out;
   a.gd = q.global_decode_scale;

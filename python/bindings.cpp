@@ -10,6 +10,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +31,10 @@
 #include "fp4sim/core/quantize_call.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/verify/verify_call.hpp"
+#include "operand.hpp"
+#if defined(FP4SIM_PYTHON_CUDA)
+#include "cuda_ops.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -79,33 +84,7 @@ std::optional<RandomBitsArray> random_bits_array(const std::optional<RandomBitsI
   return RandomBitsArray{what, dtype, shape_of(values), std::vector<std::uint32_t>(values.data(), values.data() + values.size())};
 }
 
-// Recipe overrides as keyword arguments: the CLI's flags with underscores (block=32, two_d=True, ...).
-RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
-  RecipeOverrides o;
-  o.recipe = recipe;
-  for (auto [key, value] : d) {
-    const std::string k = nb::cast<std::string>(key);
-    if (value.is_none()) continue;
-    if (k == "block") o.block = nb::cast<int>(value);
-    else if (k == "two_d") o.two_d = nb::cast<bool>(value);
-    else if (k == "scale_format") o.scale_format = nb::cast<std::string>(value);
-    else if (k == "element_format") o.element_format = nb::cast<std::string>(value);
-    else if (k == "target") o.target = nb::cast<float>(value);
-    else if (k == "tensor_scale") o.tensor_scale = nb::cast<std::string>(value);
-    else if (k == "scale_rule") o.scale_rule = nb::cast<std::string>(value);
-    else if (k == "zero_scale") o.zero_scale = nb::cast<std::string>(value);
-    else if (k == "dequantize_order") o.dequantize_order = nb::cast<std::string>(value);
-    else if (k == "sr_bits") o.sr_bits = nb::cast<int>(value);
-    else if (k == "rht") o.rht = nb::cast<bool>(value);
-    else if (k == "rounding") o.rounding = nb::cast<std::string>(value);
-    else {
-      throw UsageError("unknown recipe override '" + k +
-                       "' (known: block, two_d, scale_format, element_format, target, tensor_scale, scale_rule, "
-                       "zero_scale, dequantize_order, rounding, sr_bits, rht)");
-    }
-  }
-  return o;
-}
+using python::overrides_from;
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -166,15 +145,40 @@ nb::ndarray<nb::numpy, double> decode_codes(const WordsIn& codes, const std::str
   return to_numpy(std::move(out), shape_of(codes));
 }
 
+// `role`: a role, or operand "<gemm>.a" / "<gemm>.b" of a GEMM (python/operand.hpp).
 QuantizedTensor quantize_py(const FloatIn& x, const std::string& recipe_name, const nb::dict& overrides,
                             const std::string& role, std::optional<float> amax_ref, std::uint64_t seed,
                             const std::optional<RandomBitsIn>& rbits) {
-  QuantizeCall call{overrides_from(recipe_name, overrides), role, seed, {amax_ref, std::nullopt, rbits.has_value()}};
-  QuantizeCall::Resolved r = call.resolve();
+  python::ResolvedOperand r =
+      python::resolve_operand(overrides_from(recipe_name, overrides), role, seed, amax_ref, rbits.has_value());
   const auto [rows, cols] = rows_cols(x, "x");
   const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), r.recipe.sr_bits, r.request);
   nb::gil_scoped_release release;
   return quantize(r.recipe, r.request, span_of(x), rows, cols);
+}
+
+// A quantized tensor from its bytes and tensor scalars as another implementation stored them (the CUDA
+// ops of fp4sim.torch), with the settings of operand `role` of the recipe: what the golden GEMM and
+// dequantize take.
+QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::size_t rows, std::size_t cols,
+                             const std::string& recipe_name, const nb::dict& overrides, const std::string& role,
+                             float tensor_amax, float encode, float decode) {
+  const python::ResolvedOperand r =
+      python::resolve_operand(overrides_from(recipe_name, overrides), role, 0, std::nullopt, false);
+  QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
+  if (codes.size() != q.codes.size() || scales.size() != q.scales.size()) {
+    throw DataError("quantized " + role + ": " + std::to_string(codes.size()) + " code bytes and " +
+                    std::to_string(scales.size()) + " scale bytes given, the [" + std::to_string(rows) + ", " +
+                    std::to_string(cols) + "] operand has " + std::to_string(q.codes.size()) + " and " +
+                    std::to_string(q.scales.size()));
+  }
+  std::copy(codes.data(), codes.data() + codes.size(), q.codes.begin());
+  std::copy(scales.data(), scales.data() + scales.size(), q.scales.begin());
+  q.tensor_amax = tensor_amax;
+  q.tensor_scaled = python::tensor_scaled(r.recipe);
+  q.global_encode_scale = encode;
+  q.global_decode_scale = decode;
+  return q;
 }
 
 template <class T>
@@ -233,6 +237,38 @@ nb::ndarray<nb::numpy, float> gemm_py(const FloatIn& a, const FloatIn& b, const 
     c = gemm(r.recipe, qa, qb, r.request);
   }
   return to_numpy(std::move(c), {m, n});
+}
+
+// The settings of operand `role` of a recipe (python/operand.hpp), without data: what a caller needs to
+// allocate the codes and scales and to choose how to scale the operand.
+nb::dict operand_info_py(const std::string& recipe_name, const nb::dict& overrides, const std::string& role) {
+  const python::ResolvedOperand r =
+      python::resolve_operand(overrides_from(recipe_name, overrides), role, 0, std::nullopt, false);
+  nb::dict d;
+  d["block_rows"] = r.request.spec.two_d ? r.recipe.block : 1;
+  d["block_cols"] = r.recipe.block;
+  d["rounding"] = std::string(name_of(r.request.spec.rounding));
+  d["rht"] = r.request.spec.rht;
+  d["target"] = r.request.spec.target;
+  d["tensor_scaled"] = python::tensor_scaled(r.recipe);
+  d["tensor_scale"] = std::string(name_of(r.recipe.tensor_scale));
+  d["period"] = r.recipe.period;
+  d["sr_bits"] = r.recipe.sr_bits;
+  d["datapath"] = std::string(r.recipe.default_datapath->name);
+  return d;
+}
+
+// C = A·Bᵀ of two quantized operands (quantized_py) through the datapath of `args` (gemm_call_from).
+nb::ndarray<nb::numpy, float> gemm_quantized_py(const QuantizedTensor& qa, const QuantizedTensor& qb,
+                                                const std::string& recipe_name, const nb::dict& overrides,
+                                                const nb::dict& args) {
+  const GemmCall::Resolved r = gemm_call_from(recipe_name, overrides, args).resolve();
+  std::vector<float> c;
+  {
+    nb::gil_scoped_release release;
+    c = gemm(r.recipe, qa, qb, r.request);
+  }
+  return to_numpy(std::move(c), {qa.rows, qb.rows});
 }
 
 nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const std::optional<DoubleIn>& c,
@@ -378,9 +414,16 @@ NB_MODULE(_fp4sim, m) {
   m.def("quantize", &quantize_py, "x"_a.noconvert(), "recipe"_a, "overrides"_a, "role"_a, "amax_ref"_a.none(), "seed"_a,
         "rbits"_a.none());
   m.def("dequantize", &dequantize_py, "q"_a);
+  m.def("quantized", &quantized_py, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a, "cols"_a, "recipe"_a,
+        "overrides"_a, "role"_a, "tensor_amax"_a, "encode"_a, "decode"_a);
+  m.def("operand_info", &operand_info_py, "recipe"_a, "overrides"_a, "role"_a);
+  m.def("gemm_quantized", &gemm_quantized_py, "a"_a, "b"_a, "recipe"_a, "overrides"_a, "args"_a);
 
   m.def("gemm", &gemm_py, "a"_a.noconvert(), "b"_a.noconvert(), "recipe"_a, "overrides"_a, "args"_a,
         "rbits_a"_a.none(), "rbits_b"_a.none());
+#if defined(FP4SIM_PYTHON_CUDA)
+  python::register_cuda_ops(m);
+#endif
   m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a, "input_format"_a);
   m.def("verify_quantize", &verify_quantize_py, "x"_a.noconvert(), "codes"_a.noconvert(), "scales"_a.noconvert(),
         "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a,

@@ -103,10 +103,12 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
 
   QuantizedTensor q = blank_quantized(recipe, request, rows, cols);
 
-  const float current_amax = abs_max(x);
+  // A held reference amax makes the current one unused: no pass over the tensor for it.
+  const bool two_level = recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level;
+  const float current_amax = two_level && request.amax_ref ? 0.0f : abs_max(x);
 
   GlobalScale global;
-  if (recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level) {
+  if (two_level) {
     q.tensor_amax = request.amax_ref.value_or(current_amax);
     q.tensor_scaled = true;
     const float element_max = decode_to_float(recipe.element, recipe.element.max_finite_code());
@@ -127,11 +129,17 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
 #pragma omp parallel
   {
     QuantizeCounts counts;
+    // One row of one block at a time: its scaled values, random integers and codes, so that the
+    // encoder's vectorised array loop (one rounding-mode dispatch per row) converts them.
+    std::vector<float> scaled(q.block_cols);
+    std::vector<std::uint32_t> drawn(stochastic ? q.block_cols : 0);
+    std::vector<std::uint8_t> codes(q.block_cols);
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t sr = 0; sr < q.scale_rows; ++sr) {
       const std::size_t r0 = sr * q.block_rows, r1 = std::min(rows, r0 + q.block_rows);
       for (std::size_t sc = 0; sc < q.scale_cols; ++sc) {
         const std::size_t c0 = sc * q.block_cols, c1 = std::min(cols, c0 + q.block_cols);
+        const std::size_t n = c1 - c0;
         const auto [block, nonfinite] = block_amax(x, cols, r0, r1, c0, c1);
         const BlockScale scale = chooser.choose(block, nonfinite);
         q.scales[sr * q.scale_cols + sc] = scale.code;
@@ -140,17 +148,34 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
         counts.scale_saturated += scale.saturated;
         counts.scale_underflow += scale.underflow;
         for (std::size_t r = r0; r < r1; ++r) {
-          for (std::size_t c = c0; c < c1; ++c) {
-            const std::size_t index = r * cols + c;
-            const float v = x[index];
-            counts.nan += std::isnan(v);
-            counts.inf += std::isinf(v);
-            counts.nonzero += v != 0.0f;
-            const float y = fp32::mul_rn(v, scale.multiplier);
-            counts.saturated += std::fabs(y) > element_max;
-            const std::uint32_t random = stochastic ? random_integer(request.random, index, recipe.sr_bits) : 0;
-            const auto code = static_cast<std::uint8_t>(to_element(std::bit_cast<std::uint32_t>(y), random));
-            q.codes[r * code_cols + c / 2] |= static_cast<std::uint8_t>((c & 1) ? code << 4 : code);
+          const std::size_t first = r * cols + c0;  // the element index random_integer() is keyed by
+          const float* v = x.data() + first;
+          std::size_t nan = 0, inf = 0, nonzero = 0, saturated = 0;
+          for (std::size_t j = 0; j < n; ++j) {
+            nan += std::isnan(v[j]);
+            inf += std::isinf(v[j]);
+            nonzero += v[j] != 0.0f;
+            scaled[j] = fp32::mul_rn(v[j], scale.multiplier);
+            saturated += std::fabs(scaled[j]) > element_max;
+          }
+          counts.nan += nan;
+          counts.inf += inf;
+          counts.nonzero += nonzero;
+          counts.saturated += saturated;
+          std::span<const std::uint32_t> random;
+          if (stochastic && !request.random.explicit_bits.empty()) {
+            random = request.random.explicit_bits.subspan(first, n);
+          } else if (stochastic) {
+            // random_integer(request.random, first + j, sr_bits) for every j, one Philox block per 16.
+            fill_random_bits(request.random.seed, request.random.stream, first, recipe.sr_bits,
+                             std::span(drawn).first(n));
+            random = std::span(drawn).first(n);
+          }
+          to_element.encode_array(std::span(scaled).first(n), std::span(codes).first(n), random);
+          std::uint8_t* row_codes = q.codes.data() + r * code_cols;
+          for (std::size_t j = 0; j < n; ++j) {
+            const std::size_t c = c0 + j;
+            row_codes[c / 2] |= static_cast<std::uint8_t>((c & 1) ? codes[j] << 4 : codes[j]);
           }
         }
       }

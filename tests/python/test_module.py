@@ -7,6 +7,7 @@ Run by ctest (python_module) with PYTHONPATH at the built extension and FP4SIM_B
 import json
 import os
 import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -328,3 +329,14 @@ def test_worked_gemm_example_is_explained_by_auto(tmp_path, monkeypatch):
     assert not r.bit_exact and r["mismatches"] > 0
     r = fp4sim.verify_gemm(a, b, c, "ue5m3", datapath="auto", worst=0)
     assert r.bit_exact and "probe-matched (inner sm90-bf16, no snap)" in r["explained_by"]
+
+
+def test_fp4sim_torch_without_torch_is_one_clear_import_error():
+    # torch made unimportable in a child interpreter (None in sys.modules): the rest of fp4sim still works.
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import fp4sim, numpy as np\n"
+            "fp4sim.quantize(np.ones(16, np.float32), 'nvfp4')\n"
+            "try:\n    import fp4sim.torch\nexcept ImportError as e:\n    print('ImportError:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ImportError: fp4sim.torch needs PyTorch"), r.stdout

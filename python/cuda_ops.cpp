@@ -1,0 +1,165 @@
+#include "cuda_ops.hpp"
+
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <string>
+
+#include "device.hpp"
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/error.hpp"
+#include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/gemm_call.hpp"
+#include "fp4sim/emu/gpu.hpp"
+#include "operand.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace fp4sim::python {
+namespace {
+
+using gpu::Status;
+namespace detail = gpu::detail;
+
+template <class T>
+T* ptr(std::uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
+void* stream_of(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
+
+// A failed launch as an exception: what the GPU lacks is a usage error, a CUDA failure a RuntimeError.
+void check(Status s, const std::string& what) {
+  if (s == Status::success) return;
+  const std::string text = what + ": " + std::string(gpu::status_name(s));
+  if (s == Status::unsupported_format || s == Status::unsupported_options) {
+    throw UsageError(text + " (the GPU kernels have no path for this recipe or operand)");
+  }
+  if (s == Status::invalid_argument) throw DataError(text);
+  throw std::runtime_error(text);
+}
+
+// The shape, formats and settings of an operand without its bytes (which live on the device): what the
+// kernels that read codes and scales take. The block grid is blank_quantized's.
+QuantizedTensor described(const ResolvedOperand& r, std::size_t rows, std::size_t cols) {
+  QuantizedTensor q = blank_quantized(r.recipe, r.request, 0, 0);
+  q.rows = rows;
+  q.cols = cols;
+  q.scale_rows = (rows + q.block_rows - 1) / q.block_rows;
+  q.scale_cols = (cols + q.block_cols - 1) / q.block_cols;
+  q.tensor_scaled = tensor_scaled(r.recipe);
+  return q;
+}
+
+// codes [rows, ceil(cols/2)] uint8, scales (the block grid) uint8 and scalars float[4] (tensor amax, G, Gd,
+// the block multiplier) of x [rows, cols] float32. held: a device float with the held tensor amax, or 0 for
+// the current amax; rbits: one uint32 (or int32 >= 0) per element, or 0 for the Philox stream of `seed`.
+void quantize(std::uintptr_t x, std::size_t rows, std::size_t cols, const std::string& recipe, const nb::dict& overrides,
+              const std::string& role, std::uint64_t seed, std::uintptr_t held, std::uintptr_t rbits,
+              std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::uintptr_t stream) {
+  const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, seed, std::nullopt, rbits != 0);
+  detail::QuantizePlan plan;
+  check(detail::make_plan(r.recipe, r.request, rows, cols, plan), "quantize");
+  float* s = ptr<float>(scalars);
+  const bool held_used = plan.tensor_scaled && held != 0;
+  if (!held_used) check(detail::launch_amax(plan, ptr<const float>(x), s, stream_of(stream)), "quantize (amax)");
+  check(detail::launch_tensor_scalars(plan, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
+        "quantize (tensor scalars)");
+  check(detail::launch_quantize(plan, static_cast<const float*>(s), ptr<const float>(x),
+                                ptr<const std::uint32_t>(rbits), ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales),
+                                stream_of(stream)),
+        "quantize");
+}
+
+// out [rows, cols] float32: the recipe's reconstruction of (codes, scales, scalars).
+void dequantize(std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::size_t rows, std::size_t cols,
+                const std::string& recipe, const nb::dict& overrides, const std::string& role, std::uintptr_t out,
+                std::uintptr_t stream) {
+  const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, 0, std::nullopt, false);
+  check(detail::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes),
+                                  ptr<const std::uint8_t>(scales), ptr<const float>(scalars), ptr<float>(out),
+                                  stream_of(stream)),
+        "dequantize");
+}
+
+// The GPU kernel behind a golden datapath (the pairs emu/crosscheck.cpp checks).
+gpu::GemmPath gpu_path(const GemmOptions& o) {
+  if (o.what_if == nullptr) {
+    if (o.datapath == &datapaths::sm90_bf16) return gpu::GemmPath::bf16_tc;
+    if (o.datapath == &datapaths::exact) return gpu::GemmPath::exact;
+    if (o.datapath == &datapaths::probe_matched && o.inner == datapaths::probe_matched.inner)
+      return gpu::GemmPath::probe_matched;
+  }
+  throw UsageError("datapath " + std::string(o.datapath->name) +
+                   ": the GPU has kernels for probe-matched, sm90-bf16 (bf16-tc) and exact only");
+}
+
+// C [M, N] float32 = A·Bᵀ of quantized operands A [M, K] (operand <gemm>.a) and B [N, K] (<gemm>.b) through
+// `datapath` (a golden datapath the GPU has a kernel for). alpha: a device float (workspace, set here);
+// ea, eb: BF16 workspaces [M, kp] and [N, kp] with kp = K rounded up to 16 (unused by exact: pass 0). The
+// tensor-core paths run with alpha 1 and apply alpha in a second pass (the same bits: RN(acc * 1) = acc).
+void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
+          std::uintptr_t b_codes, std::uintptr_t b_scales, std::uintptr_t b_scalars, std::size_t n, std::size_t k,
+          const std::string& recipe, const nb::dict& overrides, const std::string& gemm_name,
+          const std::string& datapath, bool snap, std::uintptr_t alpha, std::uintptr_t ea, std::uintptr_t eb,
+          std::uintptr_t c, std::uintptr_t stream) {
+  GemmCall call;
+  call.recipe = overrides_from(recipe, overrides);
+  call.gemm = gemm_name;
+  call.datapath = datapath;
+  call.snap = snap;
+  const GemmCall::Resolved r = call.resolve();
+  const GemmOptions o = gemm_options(r.recipe, r.request);
+  const gpu::GemmPath path = gpu_path(o);
+  if (path == gpu::GemmPath::probe_matched && k % 64 != 0) {
+    throw DataError("gemm: probe-matched needs K % 64 == 0, K is " + std::to_string(k));
+  }
+  const QuantizedTensor qa = described({r.recipe, r.a}, m, k), qb = described({r.recipe, r.b}, n, k);
+  const float element_max = decode_to_float(r.recipe.element, r.recipe.element.max_finite_code());
+  auto* d_alpha = ptr<float>(alpha);
+  void* s = stream_of(stream);
+  check(detail::launch_gemm_alpha(alpha_rule_for(*o.datapath, r.recipe), ptr<const float>(a_scalars), qa.target,
+                                  ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
+        "gemm (alpha)");
+  if (path == gpu::GemmPath::exact) {
+    check(detail::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
+                                    ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<float>(c),
+                                    1.0f, d_alpha, s),
+          "gemm (exact)");
+  } else {
+    const std::size_t kp = (k + 15) / 16 * 16;
+    check(detail::launch_encode_bf16(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales),
+                                     ptr<std::uint16_t>(ea), kp, s),
+          "gemm (encode A)");
+    check(detail::launch_encode_bf16(qb, ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales),
+                                     ptr<std::uint16_t>(eb), kp, s),
+          "gemm (encode B)");
+    check(detail::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<float>(c), m, n, kp,
+                                   path == gpu::GemmPath::probe_matched ? 64 : 0, o.snap, 1.0f, s),
+          "gemm");
+    check(detail::launch_scale_output(ptr<float>(c), m * n, d_alpha, s), "gemm (alpha)");
+  }
+}
+
+}  // namespace
+
+void register_cuda_ops(nb::module_& m) {
+  m.def(
+      "cuda_available",
+      [] {
+        // Also settles, outside any stream capture, the one-time probe of the wgmma kernels.
+        const bool ok = gpu::device_available();
+        if (ok) (void)gpu::detail::wgmma_available();
+        return ok;
+      },
+      "Whether a CUDA device can run this build's kernels.");
+  m.def("cuda_quantize", &quantize, "x"_a, "rows"_a, "cols"_a, "recipe"_a, "overrides"_a, "role"_a, "seed"_a, "held"_a,
+        "rbits"_a, "codes"_a, "scales"_a, "scalars"_a, "stream"_a);
+  m.def("cuda_dequantize", &dequantize, "codes"_a, "scales"_a, "scalars"_a, "rows"_a, "cols"_a, "recipe"_a,
+        "overrides"_a, "role"_a, "out"_a, "stream"_a);
+  m.def("cuda_gemm", &gemm, "a_codes"_a, "a_scales"_a, "a_scalars"_a, "m"_a, "b_codes"_a, "b_scales"_a,
+        "b_scalars"_a, "n"_a, "k"_a, "recipe"_a, "overrides"_a, "gemm"_a, "datapath"_a, "snap"_a, "alpha"_a, "ea"_a,
+        "eb"_a, "c"_a, "stream"_a);
+}
+
+}  // namespace fp4sim::python

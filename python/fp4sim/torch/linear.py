@@ -1,0 +1,190 @@
+"""fp4sim.torch.Linear: nn.Linear whose three GEMMs run an FP4 recipe (docs/torch.md).
+
+fprop  Y  = X·Wᵀ   A = X [tokens, in]       (fprop.a)   B = W [out, in]   (fprop.b)
+dgrad  dX = dY·W   A = dY [tokens, out]     (dgrad.a)   B = Wᵀ [in, out]  (dgrad.b)
+wgrad  dW = dYᵀ·X  A = dYᵀ [out, tokens]    (wgrad.a)   B = Xᵀ [in, tokens] (wgrad.b)
+
+Each operand is quantized with exactly the spec of ``fp4sim gemm --gemm <gemm>`` (its blocks, rounding,
+RHT and target) and multiplied through one datapath; X enters as BF16 (and is saved so), dY is rounded to
+BF16, W is the FP32 master. Tensor scaling per module and role: under a periodic recipe (ue5m3: D = 50)
+the amax of activation, weight and grad_output is sampled at a step and held for D steps (the tensor as
+passed, before any transpose; one dY sample serves dgrad and wgrad); under current scaling, and for an
+operand that takes the RHT, the quantizer measures the current amax itself. Stochastic-rounding integers
+come from fp4sim's Philox stream with a seed derived from (seed, module name, GEMM, step), or from the
+caller's ``rbits(shape, device)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable, Dict, Optional
+
+import torch
+from torch import Tensor, nn
+
+from .ops import default_datapath, operand_info, overrides_text
+
+# Which held reference each GEMM operand takes under periodic scaling.
+_REFERENCE = {"fprop.a": "activation", "fprop.b": "weight", "dgrad.a": "grad_output", "dgrad.b": "weight",
+              "wgrad.a": "grad_output", "wgrad.b": "activation"}
+
+
+def philox_seed(seed: int, module: str, gemm: str, step: int) -> int:
+    """The Philox seed of one GEMM of one module at one step (63 bits: a torch int64). Operand A draws
+    stream 0 of it and operand B stream 1, as ``fp4sim gemm --seed`` does."""
+    digest = hashlib.blake2b(f"fp4sim.torch/{seed}/{module}/{gemm}/{step}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << 63) - 1)
+
+
+def _tensor_amax(t: Tensor) -> Tensor:
+    amax = t.detach().abs().amax().to(torch.float32).reshape(1)
+    if torch.distributed.is_available() and torch.distributed.is_initialized() \
+            and torch.distributed.get_world_size() > 1:
+        torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX)
+    return amax
+
+
+class Linear(nn.Linear):
+    """Drop-in nn.Linear (same parameters and state_dict) whose forward and backward run `recipe`.
+
+    recipe / overrides: an fp4sim recipe preset and its keyword overrides (block=32, ...). datapath: the
+    golden datapath of the three GEMMs (default: the recipe's when the GPU has it, else sm90-bf16).
+    period: the sample-and-hold period D (default: the recipe's; 1 = sample every step). seed / name: the
+    key of the Philox bits; rbits: None, or a callable (shape, device) -> integer tensor of SR bits.
+    capture: None, or a callable that receives a dict per GEMM (its inputs, settings, quantized operands
+    and output) — for checking against the golden model and for writing traces.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
+                 recipe: str = "ue5m3", datapath: Optional[str] = None, period: Optional[int] = None,
+                 seed: int = 0, name: str = "", rbits: Optional[Callable] = None, **overrides):
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        self.recipe = recipe
+        self.overrides = overrides_text(overrides)
+        info = operand_info(recipe, self.overrides, "activation")
+        self.datapath = datapath or default_datapath(recipe, self.overrides)
+        self.periodic = info["tensor_scale"] == "periodic"
+        self.period = period if period is not None else info["period"]
+        if self.period < 1:
+            raise ValueError(f"period: expected >= 1, got {self.period}")
+        self.seed = seed
+        self.name = name
+        self.rbits = rbits
+        self.capture: Optional[Callable[[dict], None]] = None
+        self.step: Optional[int] = None
+        self._forwards = 0
+        self._held: Dict[str, Tensor] = {}
+        self._sampled_at: Dict[str, int] = {}
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, **kwargs) -> "Linear":
+        """An fp4sim Linear sharing `linear`'s Parameter objects (optimizer state and ties survive)."""
+        with torch.device("meta"):
+            new = cls(linear.in_features, linear.out_features, linear.bias is not None, **kwargs)
+        new.weight = linear.weight
+        new.bias = linear.bias
+        new.train(linear.training)
+        return new
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, recipe={self.recipe}, datapath={self.datapath}, "
+                f"scaling={'periodic:%d' % self.period if self.periodic else 'current'}")
+
+    def begin_step(self, step: int) -> None:
+        """Declare the optimizer step about to run (int >= 1, increasing): the clock of the held amaxes and
+        part of the SR key. Without it the module counts its forward calls."""
+        if not isinstance(step, int) or step < 1 or (self.step is not None and step <= self.step):
+            raise ValueError(f"begin_step: expected an int >= 1 above the last step ({self.step}), got {step!r}")
+        self.step = step
+
+    def reference(self, role: str, t: Tensor, step: int) -> Tensor:
+        """The held amax of `role` at `step`: sampled from t on a refresh step, else the value held."""
+        last = self._sampled_at.get(role)
+        if last is None or step - last >= self.period:
+            self._held[role] = _tensor_amax(t)
+            self._sampled_at[role] = step
+        return self._held[role]
+
+    def amax_for(self, operand: str, references: Dict[str, Tensor]) -> Optional[Tensor]:
+        """The held amax operand `<gemm>.a|b` is quantized with, or None for the current amax."""
+        if not self.periodic or operand_info(self.recipe, self.overrides, operand)["rht"]:
+            return None
+        return references[_REFERENCE[operand]]
+
+    def run_gemm(self, gemm: str, a: Tensor, b: Tensor, step: int, references: Dict[str, Tensor]) -> Tensor:
+        """C = A·Bᵀ (float32) of one of the layer's GEMMs: both operands quantized, then multiplied."""
+        seed = philox_seed(self.seed, self.name, gemm, step)
+        quantized, settings = [], []
+        for side, x in (("a", a), ("b", b)):
+            operand = f"{gemm}.{side}"
+            amax = self.amax_for(operand, references)
+            bits = None
+            if self.rbits is not None and operand_info(self.recipe, self.overrides, operand)["rounding"] != "rne":
+                bits = self.rbits(tuple(x.shape), x.device)
+            quantized.append(torch.ops.fp4sim.quantize(x, self.recipe, operand, self.overrides, seed, amax, bits))
+            settings.append((amax, bits))
+        c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], self.recipe, gemm,
+                                            self.datapath, True, self.overrides, "f32")
+        if self.capture is not None:
+            self.capture({"module": self.name, "gemm": gemm, "step": step, "recipe": self.recipe,
+                          "overrides": self.overrides, "datapath": self.datapath, "seed": seed, "a": a, "b": b,
+                          "amax_a": settings[0][0], "amax_b": settings[1][0], "rbits_a": settings[0][1],
+                          "rbits_b": settings[1][1], "qa": quantized[0], "qb": quantized[1], "c": c})
+        return c
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.step is None:
+            self._forwards += 1
+        step = self.step if self.step is not None else self._forwards
+        if torch.is_autocast_enabled(x.device.type):
+            out_dtype = torch.get_autocast_dtype(x.device.type)
+        else:
+            out_dtype = x.dtype
+        return _LinearFunction.apply(x, self.weight, self.bias, self, step, out_dtype)
+
+
+class _LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], layer: Linear, step: int,
+                out_dtype: torch.dtype) -> Tensor:
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).to(torch.bfloat16)  # the layer's input is BF16, and saved so
+        w = weight.detach().to(torch.float32)
+        refs = {}
+        if layer.periodic:
+            refs["activation"] = layer.reference("activation", x2, step)
+            refs["weight"] = layer.reference("weight", w, step)
+        with torch.autocast(x.device.type, enabled=False):
+            y = layer.run_gemm("fprop", x2.to(torch.float32), w, step, refs)
+            if bias is not None:
+                y = y + bias.detach().to(torch.float32)
+        ctx.save_for_backward(x2, weight)
+        ctx.layer, ctx.step, ctx.refs, ctx.x_shape, ctx.x_dtype = layer, step, refs, shape, x.dtype
+        ctx.has_bias = bias is not None
+        return y.to(out_dtype).reshape(*shape[:-1], y.shape[-1])
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        x2, weight = ctx.saved_tensors
+        layer, step, refs = ctx.layer, ctx.step, dict(ctx.refs)
+        dy = grad_out.reshape(-1, grad_out.shape[-1]).to(torch.bfloat16).to(torch.float32)
+        if layer.periodic:
+            refs["grad_output"] = layer.reference("grad_output", dy, step)
+        dx = dw = db = None
+        with torch.autocast(dy.device.type, enabled=False):
+            if ctx.needs_input_grad[0]:
+                wt = weight.detach().to(torch.float32).t().contiguous()
+                dx = layer.run_gemm("dgrad", dy, wt, step, refs).reshape(ctx.x_shape).to(ctx.x_dtype)
+            if ctx.needs_input_grad[1]:
+                dw = layer.run_gemm("wgrad", dy.t().contiguous(), x2.to(torch.float32).t().contiguous(), step,
+                                    refs).to(weight.dtype)
+            if ctx.has_bias and ctx.needs_input_grad[2]:
+                db = dy.sum(0)
+        return dx, dw, db, None, None, None
+
+
+def begin_step(model: nn.Module, step: int) -> None:
+    """begin_step(step) on every fp4sim Linear of `model` (call once per optimizer step, before the forward)."""
+    for m in model.modules():
+        if isinstance(m, Linear):
+            m.begin_step(step)

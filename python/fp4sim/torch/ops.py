@@ -1,0 +1,352 @@
+"""The fp4sim custom operators (``torch.ops.fp4sim.*``).
+
+Every operator has two implementations that must agree bit for bit: on CPU tensors the golden model (the
+same calls as ``fp4sim.quantize`` / ``fp4sim.gemm``), on CUDA tensors fp4sim's GPU kernels, launched on the
+current stream with outputs and workspaces allocated here by torch and the tensor scalars (amax, G, Gd,
+alpha) kept on the device, so nothing waits for the host and the calls can be captured in a CUDA graph
+(call :func:`cuda_available` once before capturing: it settles a one-time probe of the GPU). Fake
+implementations give torch.compile the output shapes.
+
+A quantized operand is three tensors: ``codes`` uint8 [rows, ceil(cols/2)] (element 2j in the low
+nibble), ``scales`` uint8 (the block grid, row-major) and ``scalars`` float32 [4] = (tensor amax used, G,
+Gd, RN(G·RN(1/6))). Which operand it is — a role (activation, weight, grad_output) or operand A / B of a
+GEMM ("fprop.a", "wgrad.b", ...) — decides its blocks, rounding, RHT and target exactly as the CLI does.
+Recipe overrides travel as a JSON object string (the keywords of ``fp4sim.quantize``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import NamedTuple, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .. import _fp4sim
+
+# The golden datapaths the GPU has a kernel for (sm90-bf16: the bf16-tc kernel).
+GPU_DATAPATHS = ("probe-matched", "sm90-bf16", "exact")
+
+
+def _has_cuda_build() -> bool:
+    return hasattr(_fp4sim, "cuda_quantize")
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_available() -> bool:
+    """True when this build has the CUDA kernels and a device can run them."""
+    return _has_cuda_build() and torch.cuda.is_available() and bool(_fp4sim.cuda_available())
+
+
+def _overrides(text: str) -> dict:
+    return json.loads(text) if text else {}
+
+
+def overrides_text(overrides: dict) -> str:
+    """Recipe overrides as the operators take them (canonical: sorted keys, no Nones; "" for none, which
+    torch.compile traces without calling the JSON encoder)."""
+    kept = {k: v for k, v in sorted(overrides.items()) if v is not None}
+    return json.dumps(kept) if kept else ""
+
+
+@functools.lru_cache(maxsize=None)
+def operand_info(recipe: str, overrides: str, role: str) -> dict:
+    """Blocks, rounding, RHT, target and tensor-scale policy of one operand (no data)."""
+    return dict(_fp4sim.operand_info(recipe, _overrides(overrides), role))
+
+
+@torch.compiler.assume_constant_result  # a function of its string arguments: a constant in a compiled graph
+def default_datapath(recipe: str, overrides: str = "") -> str:
+    """The recipe's datapath when the GPU has a kernel for it (probe-matched for ue5m3*), else sm90-bf16
+    (the bf16-tc kernel): the same choice on CPU and GPU, so both compute the same thing."""
+    dp = operand_info(recipe, overrides, "activation")["datapath"]
+    return dp if dp in GPU_DATAPATHS else "sm90-bf16"
+
+
+def _grid(recipe: str, overrides: str, role: str, rows: int, cols: int) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    info = operand_info(recipe, overrides, role)
+    br, bc = info["block_rows"], info["block_cols"]
+    return (rows, (cols + 1) // 2), (-(-rows // br), -(-cols // bc))
+
+
+def _check_2d(x: Tensor, what: str) -> None:
+    if x.dim() != 2:
+        raise ValueError(f"{what}: expected a 2-D tensor, got {x.dim()} dimensions")
+
+
+def _aligned(t: Tensor) -> Tensor:
+    """Contiguous and 16-byte aligned (the kernels use vector loads and stores)."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _stream(t: Tensor) -> int:
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _require_cuda() -> None:
+    if not cuda_available():
+        raise RuntimeError("fp4sim: CUDA tensors need the package built with FP4SIM_CUDA=ON and a CUDA device "
+                           "that runs its kernels (sm_90)")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The golden model on CPU tensors
+
+
+def _numpy_f32(x: Tensor) -> np.ndarray:
+    return x.detach().to(torch.float32).contiguous().numpy()
+
+
+def _rbits_cpu(r: Optional[Tensor], sr_bits: int, what: str) -> Optional[tuple]:
+    """Caller-supplied integers (any integer dtype, e.g. torch.randint(0, 256, shape, dtype=torch.int32)) as
+    the golden model takes them: uint8 for sr_bits <= 8, else uint32."""
+    if r is None:
+        return None
+    v = r.detach().to(torch.int64).contiguous().numpy()
+    if v.size and (v.min() < 0 or v.max() >= (1 << sr_bits)):
+        raise ValueError(f"{what}: random integers must lie in [0, 2^{sr_bits})")
+    if sr_bits <= 8:
+        return "uint8", v.astype(np.uint32)
+    return "uint32", v.astype(np.uint32)
+
+
+def _scalars(q) -> Tensor:
+    g = np.float32(q.global_encode_scale)
+    return torch.tensor([q.tensor_amax, g, q.global_decode_scale, g * (np.float32(1) / np.float32(6))],
+                        dtype=torch.float32)
+
+
+def _native_operand(codes: Tensor, scales: Tensor, scalars: Tensor, rows: int, cols: int, recipe: str,
+                    overrides: str, role: str):
+    s = scalars.detach().cpu().numpy()
+    return _fp4sim.quantized(codes.detach().cpu().contiguous().numpy(), scales.detach().cpu().contiguous().numpy(),
+                             rows, cols, recipe, _overrides(overrides), role, float(s[0]), float(s[1]), float(s[2]))
+
+
+def _quantize_cpu(x, recipe, role, overrides, seed, amax, rbits):
+    info = operand_info(recipe, overrides, role)
+    amax_ref = None if amax is None else float(amax.detach().reshape(-1)[0])
+    q = _fp4sim.quantize(_numpy_f32(x), recipe, _overrides(overrides), role, amax_ref, seed,
+                         _rbits_cpu(rbits, info["sr_bits"], "rbits"))
+    return torch.from_numpy(np.array(q.codes)), torch.from_numpy(np.array(q.scales)), _scalars(q)
+
+
+def _as_out(c: Tensor, out_dtype: str) -> Tensor:
+    if out_dtype == "bf16":
+        return c.to(torch.bfloat16)  # RNE; the golden model already rounded every output to a BF16 value
+    if out_dtype != "f32":
+        raise ValueError(f"out_dtype: expected f32 or bf16, got {out_dtype!r}")
+    return c
+
+
+def _gemm_args(gemm: str, datapath: str, snap: bool, out_dtype: str) -> dict:
+    return {"gemm": gemm, "datapath": datapath or None, "snap": snap, "out_dtype": out_dtype}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The GPU kernels on CUDA tensors
+
+
+def _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits):
+    _require_cuda()
+    x32 = _aligned(x.detach().to(torch.float32))
+    rows, cols = x32.shape
+    codes_shape, scales_shape = _grid(recipe, overrides, role, rows, cols)
+    codes = torch.empty(codes_shape, dtype=torch.uint8, device=x.device)
+    scales = torch.empty(scales_shape, dtype=torch.uint8, device=x.device)
+    scalars = torch.empty(4, dtype=torch.float32, device=x.device)
+    held = None if amax is None else amax.detach().to(device=x.device, dtype=torch.float32).reshape(-1).contiguous()
+    bits = None
+    if rbits is not None:
+        if tuple(rbits.shape) != (rows, cols):
+            raise ValueError(f"rbits: shape {tuple(rbits.shape)}, the operand is {(rows, cols)}")
+        bits = rbits.detach().to(device=x.device, dtype=torch.int32).contiguous()  # read as uint32
+    with torch.cuda.device(x.device):
+        _fp4sim.cuda_quantize(x32.data_ptr(), rows, cols, recipe, _overrides(overrides), role, seed,
+                              0 if held is None else held.data_ptr(), 0 if bits is None else bits.data_ptr(),
+                              codes.data_ptr(), scales.data_ptr(), scalars.data_ptr(), _stream(x))
+    return codes, scales, scalars
+
+
+def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, recipe, gemm, datapath,
+                         snap, overrides, out_dtype):
+    _require_cuda()
+    dev = a_codes.device
+    m, n = a_codes.shape[0], b_codes.shape[0]
+    a_codes, a_scales, b_codes, b_scales = (_aligned(t) for t in (a_codes, a_scales, b_codes, b_scales))
+    a_scalars, b_scalars = a_scalars.contiguous(), b_scalars.contiguous()
+    alpha = torch.empty(1, dtype=torch.float32, device=dev)
+    c = torch.empty((m, n), dtype=torch.float32, device=dev)
+    exact = datapath == "exact"
+    kp = (k + 15) // 16 * 16
+    ea = None if exact else torch.empty((m, kp), dtype=torch.int16, device=dev)
+    eb = None if exact else torch.empty((n, kp), dtype=torch.int16, device=dev)
+    with torch.cuda.device(dev):
+        _fp4sim.cuda_gemm(a_codes.data_ptr(), a_scales.data_ptr(), a_scalars.data_ptr(), m, b_codes.data_ptr(),
+                          b_scales.data_ptr(), b_scalars.data_ptr(), n, k, recipe, _overrides(overrides), gemm,
+                          datapath, snap, alpha.data_ptr(), 0 if ea is None else ea.data_ptr(),
+                          0 if eb is None else eb.data_ptr(), c.data_ptr(), _stream(c))
+    return _as_out(c, out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The operators
+
+
+@torch.library.custom_op("fp4sim::quantize", mutates_args=(), device_types="cpu")
+def _quantize_op(x: Tensor, recipe: str, role: str, overrides: str, seed: int, amax: Optional[Tensor],
+                 rbits: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    _check_2d(x, "x")
+    return _quantize_cpu(x, recipe, role, overrides, seed, amax, rbits)
+
+
+@_quantize_op.register_kernel("cuda")
+def _(x, recipe, role, overrides, seed, amax, rbits):
+    _check_2d(x, "x")
+    return _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits)
+
+
+@_quantize_op.register_fake
+def _(x, recipe, role, overrides, seed, amax, rbits):
+    codes_shape, scales_shape = _grid(recipe, overrides, role, x.shape[0], x.shape[1])
+    return (x.new_empty(codes_shape, dtype=torch.uint8), x.new_empty(scales_shape, dtype=torch.uint8),
+            x.new_empty(4, dtype=torch.float32))
+
+
+@torch.library.custom_op("fp4sim::dequantize", mutates_args=(), device_types="cpu")
+def _dequantize_op(codes: Tensor, scales: Tensor, scalars: Tensor, rows: int, cols: int, recipe: str, role: str,
+                   overrides: str) -> Tensor:
+    q = _native_operand(codes, scales, scalars, rows, cols, recipe, overrides, role)
+    return torch.from_numpy(np.array(_fp4sim.dequantize(q)))
+
+
+@_dequantize_op.register_kernel("cuda")
+def _(codes, scales, scalars, rows, cols, recipe, role, overrides):
+    _require_cuda()
+    out = torch.empty((rows, cols), dtype=torch.float32, device=codes.device)
+    codes, scales, scalars = _aligned(codes), _aligned(scales), scalars.contiguous()
+    with torch.cuda.device(codes.device):
+        _fp4sim.cuda_dequantize(codes.data_ptr(), scales.data_ptr(), scalars.data_ptr(), rows, cols, recipe,
+                                _overrides(overrides), role, out.data_ptr(), _stream(out))
+    return out
+
+
+@_dequantize_op.register_fake
+def _(codes, scales, scalars, rows, cols, recipe, role, overrides):
+    return codes.new_empty((rows, cols), dtype=torch.float32)
+
+
+@torch.library.custom_op("fp4sim::gemm_quantized", mutates_args=(), device_types="cpu")
+def _gemm_quantized_op(a_codes: Tensor, a_scales: Tensor, a_scalars: Tensor, b_codes: Tensor, b_scales: Tensor,
+                       b_scalars: Tensor, k: int, recipe: str, gemm: str, datapath: str, snap: bool, overrides: str,
+                       out_dtype: str) -> Tensor:
+    m, n = a_codes.shape[0], b_codes.shape[0]
+    qa = _native_operand(a_codes, a_scales, a_scalars, m, k, recipe, overrides, f"{gemm}.a")
+    qb = _native_operand(b_codes, b_scales, b_scalars, n, k, recipe, overrides, f"{gemm}.b")
+    c = _fp4sim.gemm_quantized(qa, qb, recipe, _overrides(overrides), _gemm_args(gemm, datapath, snap, out_dtype))
+    return _as_out(torch.from_numpy(np.array(c)), out_dtype)
+
+
+_gemm_quantized_op.register_kernel("cuda")(_gemm_quantized_cuda)
+
+
+@_gemm_quantized_op.register_fake
+def _(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, recipe, gemm, datapath, snap, overrides,
+      out_dtype):
+    dtype = torch.bfloat16 if out_dtype == "bf16" else torch.float32
+    return a_codes.new_empty((a_codes.shape[0], b_codes.shape[0]), dtype=dtype)
+
+
+@torch.library.custom_op("fp4sim::gemm", mutates_args=(), device_types="cpu")
+def _gemm_op(a: Tensor, b: Tensor, recipe: str, gemm: str, datapath: str, snap: bool, overrides: str, seed: int,
+             amax_a: Optional[Tensor], amax_b: Optional[Tensor], rbits_a: Optional[Tensor],
+             rbits_b: Optional[Tensor], out_dtype: str) -> Tensor:
+    # The golden model's whole GEMM in one call (fp4sim.gemm): quantize both operands, multiply, alpha.
+    _check_2d(a, "a")
+    _check_2d(b, "b")
+    sr_bits = operand_info(recipe, overrides, "activation")["sr_bits"]
+    args = _gemm_args(gemm, datapath, snap, out_dtype)
+    args["amax_ref_a"] = None if amax_a is None else float(amax_a.detach().reshape(-1)[0])
+    args["amax_ref_b"] = None if amax_b is None else float(amax_b.detach().reshape(-1)[0])
+    args["seed"] = seed
+    c = _fp4sim.gemm(_numpy_f32(a), _numpy_f32(b), recipe, _overrides(overrides), args,
+                     _rbits_cpu(rbits_a, sr_bits, "rbits_a"), _rbits_cpu(rbits_b, sr_bits, "rbits_b"))
+    return _as_out(torch.from_numpy(np.array(c)), out_dtype)
+
+
+@_gemm_op.register_kernel("cuda")
+def _(a, b, recipe, gemm, datapath, snap, overrides, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype):
+    _check_2d(a, "a")
+    _check_2d(b, "b")
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"gemm: A is {tuple(a.shape)} and B is {tuple(b.shape)}: C = A·Bᵀ needs the same K")
+    qa = _quantize_cuda(a, recipe, f"{gemm}.a", overrides, seed, amax_a, rbits_a)
+    qb = _quantize_cuda(b, recipe, f"{gemm}.b", overrides, seed, amax_b, rbits_b)
+    return _gemm_quantized_cuda(*qa, *qb, a.shape[1], recipe, gemm, datapath, snap, overrides, out_dtype)
+
+
+@_gemm_op.register_fake
+def _(a, b, recipe, gemm, datapath, snap, overrides, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype):
+    dtype = torch.bfloat16 if out_dtype == "bf16" else torch.float32
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Python entry points
+
+
+class QuantizedOperand(NamedTuple):
+    """One quantized operand: the operator's three tensors and what made them."""
+    codes: Tensor
+    scales: Tensor
+    scalars: Tensor
+    shape: Tuple[int, int]
+    recipe: str
+    role: str
+    overrides: str
+
+
+def quantize(x: Tensor, recipe: str, role: str = "activation", *, seed: int = 0, amax: Optional[Tensor] = None,
+             rbits: Optional[Tensor] = None, **overrides) -> QuantizedOperand:
+    """Block-quantize a 2-D tensor (float32 or bfloat16) as operand `role` of the recipe. amax: a held tensor
+    amax (a one-element float32 tensor on x's device); None measures the current amax. rbits: caller-supplied
+    stochastic-rounding integers, one per element; None draws them from Philox(seed) (docs/random-bits.md)."""
+    ov = overrides_text(overrides)
+    codes, scales, scalars = torch.ops.fp4sim.quantize(x, recipe, role, ov, seed, amax, rbits)
+    return QuantizedOperand(codes, scales, scalars, (x.shape[0], x.shape[1]), recipe, role, ov)
+
+
+def dequantize(q: QuantizedOperand) -> Tensor:
+    """The recipe's reconstruction of every element, float32 [rows, cols]."""
+    return torch.ops.fp4sim.dequantize(q.codes, q.scales, q.scalars, q.shape[0], q.shape[1], q.recipe, q.role,
+                                       q.overrides)
+
+
+def gemm_quantized(a: QuantizedOperand, b: QuantizedOperand, *, datapath: Optional[str] = None, snap: bool = True,
+                   out_dtype: str = "f32") -> Tensor:
+    """C = A·Bᵀ of operands quantized as "<gemm>.a" and "<gemm>.b" of one recipe, through `datapath`
+    (default: default_datapath(recipe)); float32, or bfloat16 with out_dtype="bf16"."""
+    gemm_a, side_a = a.role.split(".") if "." in a.role else (None, None)
+    gemm_b, side_b = b.role.split(".") if "." in b.role else (None, None)
+    if gemm_a is None or gemm_a != gemm_b or (side_a, side_b) != ("a", "b") or a.recipe != b.recipe \
+            or a.overrides != b.overrides:
+        raise ValueError(f"gemm_quantized: operands must be <gemm>.a and <gemm>.b of one recipe, got "
+                         f"{a.recipe}:{a.role} and {b.recipe}:{b.role}")
+    dp = datapath or default_datapath(a.recipe, a.overrides)
+    return torch.ops.fp4sim.gemm_quantized(a.codes, a.scales, a.scalars, b.codes, b.scales, b.scalars, a.shape[1],
+                                           a.recipe, gemm_a, dp, snap, a.overrides, out_dtype)
+
+
+def gemm(a: Tensor, b: Tensor, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None,
+         snap: bool = True, seed: int = 0, amax_a: Optional[Tensor] = None, amax_b: Optional[Tensor] = None,
+         rbits_a: Optional[Tensor] = None, rbits_b: Optional[Tensor] = None, out_dtype: str = "f32",
+         **overrides) -> Tensor:
+    """The whole FP4 GEMM C = A·Bᵀ from float32/bfloat16 A [M, K] and B [N, K]: both quantized under the
+    recipe's rules for `gemm` (fprop, dgrad, wgrad), multiplied through `datapath`, times alpha."""
+    ov = overrides_text(overrides)
+    dp = datapath or default_datapath(recipe, ov)
+    return torch.ops.fp4sim.gemm(a, b, recipe, gemm, dp, snap, ov, seed, amax_a, amax_b, rbits_a, rbits_b,
+                                 out_dtype)

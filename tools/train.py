@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Train the small Llama-style model (tools/small_llama.py: trace A's shape, d 384, 6 layers, bytes) under an
+fp4sim recipe with fp4sim.torch, printing the loss and the step time.
+
+    python3 tools/train.py --recipe ue5m3 --steps 300                # on the GPU (CUDA build of fp4sim)
+    python3 tools/train.py --recipe bf16 --steps 300                 # the same model in plain BF16
+    python3 tools/train.py --recipe ue5m3 --trace run.h5 --trace-steps 1-50,200
+                                                                     # and capture a trace for fp4sim replay
+
+Text: the repository's docs/*.md and README.md as bytes (or --text FILE). Every linear but lm_head is
+converted; under autocast(bfloat16). Tokens per step (batch x seq) must be a multiple of 64 for the
+probe-matched datapath (the ue5m3 recipes)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from small_llama import SmallLlama, byte_batches  # noqa: E402
+
+
+def steps_of(text: str) -> set:
+    """"1-50,200" -> {1, ..., 50, 200}."""
+    out = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out |= set(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def corpus(path: str | None) -> bytes:
+    if path:
+        return open(path, "rb").read()
+    root = os.path.dirname(HERE)
+    files = sorted(glob.glob(os.path.join(root, "docs", "*.md"))) + [os.path.join(root, "README.md")]
+    return b"\n".join(open(f, "rb").read() for f in files)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--recipe", default="ue5m3", help="an fp4sim recipe preset, or bf16 for no conversion")
+    p.add_argument("--datapath", default=None, help="GEMM datapath (default: the recipe's if the GPU has it)")
+    p.add_argument("--period", type=int, default=None, help="sample-and-hold period D (default: the recipe's)")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--text", default=None, help="training text (default: the repository's docs)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--every", type=int, default=10, help="print every N steps")
+    p.add_argument("--trace", default=None, help="write an fp4sim trace (tools/capture) here")
+    p.add_argument("--trace-steps", default="1-50", help="steps to capture, e.g. 1-50,200")
+    a = p.parse_args(argv)
+
+    torch.manual_seed(a.seed)
+    model = SmallLlama().to(a.device)
+    if a.recipe != "bf16":
+        import fp4sim.torch as ft
+        ft.convert(model, recipe=a.recipe, exclude=["lm_head"], datapath=a.datapath, period=a.period, seed=a.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    batches = byte_batches(corpus(a.text), a.batch, a.seq, torch.Generator().manual_seed(a.seed))
+    cap = None
+    if a.trace:
+        sys.path.insert(0, os.path.join(HERE, "capture"))
+        from fp4sim_capture import TraceCapture
+        cap = TraceCapture(model, a.trace, steps=steps_of(a.trace_steps), rows=128, model_name="small-llama",
+                           notes=f"tools/train.py --recipe {a.recipe}")
+
+    sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
+    print(f"recipe {a.recipe}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
+          f"{a.batch}x{a.seq} tokens per step on {a.device}")
+    sync()
+    t0 = time.perf_counter()
+    for step in range(1, a.steps + 1):
+        if a.recipe != "bf16":
+            ft.begin_step(model, step)
+        x, y = next(batches)
+        x, y = x.to(a.device), y.to(a.device)
+        with cap.step(step) if cap is not None else contextlib.nullcontext() as scope:
+            with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16):
+                logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            if scope is not None and cap.wants(step):
+                scope.set(loss=float(loss))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % a.every == 0 or step == a.steps:
+            sync()
+            t1 = time.perf_counter()
+            n = a.every if step % a.every == 0 else step % a.every
+            print(f"step {step:5d}  loss {loss.item():.4f}  {1e3 * (t1 - t0) / n:.1f} ms/step", flush=True)
+            t0 = time.perf_counter()
+    if cap is not None:
+        cap.close()
+        print(f"wrote {a.trace}; replay it with: fp4sim replay {a.trace}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
