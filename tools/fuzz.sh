@@ -11,7 +11,7 @@
 # in libhdf5, on memory libhdf5 allocated; an overflow of a buffer fp4sim passed to HDF5 still fails), is
 # reported without failing the run. There an impossible malloc (HDF5 sizing a buffer from
 # corrupted metadata) returns null, as glibc's does, instead of aborting; fp4sim's own allocations are
-# C++ `new`, which then throws std::bad_alloc, a finding as before.
+# C++ `new`, which ASan still reports (a finding, as before).
 # Every failing or hanging input is kept in <build>/fuzz/artifacts/<name>/. Prints the executions each
 # harness ran.
 #
