@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/format.hpp"
@@ -76,6 +77,18 @@ TEST(FormatParse, DescriptorsAndBiasOverride) {
   EXPECT_EQ(e3m4->specials, Specials::ieee);
   for (const char* bad : {"", "e", "e4", "m3", "e0m3", "e9m1", "e4m3x", "x4m3", "e4m3b", "e4m3b300", "E4M3", "fp8"}) {
     EXPECT_FALSE(parse_format(bad).has_value()) << bad;
+  }
+}
+
+// A descriptor spelled like a preset of other specials names that preset, so the name of such a format
+// states its bias (found by tests/fuzz/format_parse_fuzz.cpp: "e08m0" was named "e8m0", the E8M0 scale).
+TEST(FormatParse, NamesOfFormatsSpelledLikePresetsParseBack) {
+  for (const auto& [text, name] : {std::pair{"e08m0", "e8m0b127"}, std::pair{"e04m3", "e4m3b7"},
+                                   std::pair{"e02m1", "e2m1b1"}, std::pair{"e3m4", "e3m4"}}) {
+    const auto f = parse_format(text);
+    ASSERT_TRUE(f) << text;
+    EXPECT_EQ(format_name(*f), name) << text;
+    EXPECT_EQ(parse_format(format_name(*f)), f) << text;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -241,6 +242,25 @@ TEST(Trace, ReadsTheSharedTraceA) {
   const auto& lm = r.info().steps[0].layers[0];
   EXPECT_EQ(lm.name, "lm_head");
   EXPECT_EQ(r.amax(lm.dy(), 1 << 20), 0x1p-13f);
+}
+
+// A trace held in memory (hdf5::File::open_image, the fuzzer's way in) reads as the file of those bytes.
+TEST(Trace, FileImageReadsAsTheFile) {
+  const fs::path path = valid_trace();
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Reader r(fp4sim::hdf5::File::open_image(std::as_bytes(std::span(bytes)), "image.h5"));
+  const Reader from_file(path);
+  EXPECT_EQ(r.path(), "image.h5");
+  ASSERT_EQ(r.info().steps.size(), from_file.info().steps.size());
+  const auto& x = r.info().steps[1].layers[0].x();
+  EXPECT_EQ(r.read_float(x), from_file.read_float(from_file.info().steps[1].layers[0].x()));
+
+  const std::vector<char> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() / 2));
+  const std::string m = data_error([&] { Reader half(fp4sim::hdf5::File::open_image(std::as_bytes(std::span(cut)), "half.h5")); });
+  EXPECT_NE(m.find("half.h5"), std::string::npos) << m;
+  EXPECT_NE(data_error([] { fp4sim::hdf5::File::open_image({}, "empty.h5"); }).find("empty.h5: empty file"),
+            std::string::npos);
 }
 
 TEST(Trace, Float64AndRolesAndNestedLayers) {

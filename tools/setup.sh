@@ -23,6 +23,7 @@ debian_packages=(
   libbenchmark-dev                           # tests/bench_*.cpp (Google Benchmark)
   libopenblas-dev                            # BLAS for the float32 reference GEMM
   libomp-dev                                 # OpenMP runtime headers (g++ itself uses libgomp)
+  clang libclang-rt-14-dev libomp-14-dev     # tools/fuzz.sh: clang, its libFuzzer and sanitizer runtimes, LLVM's OpenMP
   python3 python3-pip python3-dev            # the Python tools below; headers for the module
 )
 # Python packages: exactly the versions pinned in requirements.txt (NumPy/h5py read and write arrays

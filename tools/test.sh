@@ -2,9 +2,12 @@
 # The whole test suite, from a fresh clone, as CI runs it (.ci/run):
 #  1. set up, configure and build everything in build-setup/, run every ctest label (unit and exhaustive);
 #  2. configure and build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and run
-#     everything but the exhaustive label. Any sanitizer report fails the run.
+#     everything but the exhaustive label. Any sanitizer report fails the run;
+#  3. fuzz the input parsers (tools/fuzz.sh, docs/fuzzing.md): build the libFuzzer harnesses with clang
+#     under the same sanitizers in build-fuzz/ and run each for $FUZZ_SECONDS (default 60), all at once.
+#     Any crash, leak, sanitizer report, hang or oversized allocation fails the run.
 # Prints the wall-clock and CPU time (user + system, of every process the stage ran) of each stage. Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and
-# $FP4SIM_ASAN_BUILD_DIR (default build-asan/). For local runs only, $FP4SIM_CTEST_ARGS adds ctest
+# $FP4SIM_ASAN_BUILD_DIR (default build-asan/), $FP4SIM_FUZZ_BUILD_DIR (default build-fuzz/). For local runs only, $FP4SIM_CTEST_ARGS adds ctest
 # arguments to step 1 (e.g. "-LE exhaustive" to skip the 2^32 sweeps); CI sets nothing.
 #
 # Usage: tools/test.sh
@@ -73,3 +76,6 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_strin
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
 ctest --test-dir "$asan_build" --output-on-failure -j 2 -LE exhaustive
 stage_done "ctest, sanitizers, -LE exhaustive"
+
+"$root/tools/fuzz.sh"
+stage_done "fuzz (build + ${FUZZ_SECONDS:-60} s per harness)"

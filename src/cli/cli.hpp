@@ -13,6 +13,9 @@ struct Mismatch : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The whole command line: --version and every subcommand below, each with its callback that runs it.
+void build_app(CLI::App& app);
+
 void setup_formats(CLI::App& app);
 void setup_convert(CLI::App& app);
 void setup_quantize(CLI::App& app);

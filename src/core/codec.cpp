@@ -258,9 +258,15 @@ namespace {
 constexpr std::size_t kParallelThreshold = 1 << 16;
 
 // One loop per rounding mode (the mode is a template argument, so the body is branch-free and vectorises),
-// compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
+// compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. clang (14) multiversions no
+// function template: built by clang (the fuzzers, FP4SIM_FUZZ), the loop is baseline x86-64 only.
+#if defined(__clang__)
+#define FP4SIM_ENCODE_CLONES
+#else
+#define FP4SIM_ENCODE_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
 template <Rounding R, class Code>
-[[gnu::target_clones("avx512f", "avx2", "default")]] void encode_range_as(
+FP4SIM_ENCODE_CLONES void encode_range_as(
     const Float32Encoder& shared, const float* in, Code* out, const std::uint32_t* random, std::size_t n) {
   // A local copy: stores through `out` (uint8_t may alias anything) cannot change its constants, so the
   // compiler keeps them in registers instead of reloading them for every element.

@@ -80,16 +80,28 @@ std::optional<Format> parse_format(std::string_view text) {
   return f;
 }
 
+namespace {
+
+// "eXmY" / "ueXmY" with "b<bias>" when the bias is not the default or `state_bias`, then "fn" / "fin".
+std::string descriptor(const Format& format, bool state_bias) {
+  std::string name = format.is_signed ? "e" : "ue";
+  name += std::to_string(format.exponent_bits) + "m" + std::to_string(format.mantissa_bits);
+  if (state_bias || format.bias != (1 << (format.exponent_bits - 1)) - 1) (name += 'b') += std::to_string(format.bias);
+  if (format.specials == Specials::fn) name += "fn";
+  if (format.specials == Specials::finite) name += "fin";
+  return name;
+}
+
+}  // namespace
+
 std::string format_name(const Format& format) {
   for (const auto& preset : kPresets) {
     if (preset.format == format) return std::string(preset.name);
   }
-  std::string name = format.is_signed ? "e" : "ue";
-  name += std::to_string(format.exponent_bits) + "m" + std::to_string(format.mantissa_bits);
-  if (format.bias != (1 << (format.exponent_bits - 1)) - 1) (name += 'b') += std::to_string(format.bias);
-  if (format.specials == Specials::fn) name += "fn";
-  if (format.specials == Specials::finite) name += "fin";
-  return name;
+  // A descriptor spelled like a preset of other specials ("e4m3" with Inf, "e8m0" signed) would parse as
+  // that preset: such a name states its bias, which no preset name does.
+  const std::string name = descriptor(format, false);
+  return parse_format(name) == format ? name : descriptor(format, true);
 }
 
 std::span<const NameRow<Specials>> names(Specials) { return kSpecials; }

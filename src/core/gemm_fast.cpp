@@ -65,8 +65,14 @@ struct TileSet {
 
 }  // namespace fp4sim::detail
 
+// Each instruction set region compiles its kernels for that target. clang ignores `#pragma GCC target`
+// (the fuzzers build with clang, FP4SIM_FUZZ): there the target is an attribute on every function of it.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512cd,avx512vnni,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512cd,avx512vnni,fma")
+#endif
 namespace fp4sim::detail::isa_avx512 {
 #define FP4SIM_VNNI 1
 #define FP4SIM_DPBUSD(acc, a, b) ((v16si)_mm512_dpbusd_epi32((__m512i)(acc), (__m512i)(a), (__m512i)(b)))
@@ -83,10 +89,18 @@ namespace fp4sim::detail::isa_avx512 {
 #undef FP4SIM_DPBUSD
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx512", true}; }
 }  // namespace fp4sim::detail::isa_avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 namespace fp4sim::detail::isa_avx2 {
 #define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))
 #define FP4SIM_FMADD_PD(a, b, c) ((a) * (b) + (c))
@@ -104,7 +118,11 @@ namespace fp4sim::detail::isa_avx2 {
 #undef FP4SIM_ANY
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx2", false}; }
 }  // namespace fp4sim::detail::isa_avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace fp4sim::detail::isa_portable {
 #define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))

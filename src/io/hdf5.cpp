@@ -600,6 +600,20 @@ File File::open(const std::filesystem::path& path) {
   return File(name, std::move(f), nullptr);
 }
 
+File File::open_image(std::span<const std::byte> image, const std::string& name) {
+  SilenceErrors quiet;
+  auto shared_name = std::make_shared<const std::string>(name);
+  if (image.empty()) throw DataError(name + ": empty file (0 bytes), not an HDF5 file");
+  PropertyListHandle fapl(H5Pcreate(H5P_FILE_ACCESS));
+  if (!fapl || H5Pset_fapl_core(fapl.get(), 1 << 16, 0) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<std::byte*>(image.data()), image.size()) < 0) {
+    hdf5::fail(name, "", "H5Pset_fapl_core/H5Pset_file_image");
+  }
+  FileHandle f(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  if (!f) hdf5::fail(name, "", "H5Fopen (file image)");
+  return File(shared_name, std::move(f), nullptr);
+}
+
 File File::create(const std::filesystem::path& path) {
   SilenceErrors quiet;
   auto output = std::make_unique<OutputPath>(path);

@@ -208,7 +208,8 @@ std::vector<float> as_float32(const Array& a, const std::filesystem::path& path)
   if (a.dtype == DType::f8) return binary32_values(as_float64(a, path), path.string());
   if (a.dtype != DType::f4) fail(path, "expected float32 or float64 values, got " + dtype_descr(a.dtype));
   std::vector<float> out(a.size());
-  std::memcpy(out.data(), a.bytes.data(), a.bytes.size());
+  // An empty array's data() may be null, and memcpy from null is undefined even for 0 bytes.
+  if (!out.empty()) std::memcpy(out.data(), a.bytes.data(), a.bytes.size());
   return out;
 }
 
@@ -216,7 +217,7 @@ std::vector<double> as_float64(const Array& a, const std::filesystem::path& path
   if (a.dtype != DType::f4 && a.dtype != DType::f8) fail(path, "expected float32 or float64 values, got " + dtype_descr(a.dtype));
   std::vector<double> out(a.size());
   if (a.dtype == DType::f8) {
-    std::memcpy(out.data(), a.bytes.data(), a.bytes.size());
+    if (!out.empty()) std::memcpy(out.data(), a.bytes.data(), a.bytes.size());  // as in as_float32
   } else {
     for (std::size_t i = 0; i < out.size(); ++i) {
       float f;

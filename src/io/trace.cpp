@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/quantize.hpp"
@@ -238,7 +239,9 @@ const StepInfo* TraceInfo::find_step(std::int64_t step) const {
 // ---------------------------------------------------------------------------------------------
 // Reader
 
-Reader::Reader(const std::filesystem::path& path) : file_(hdf5::File::open(path)) {
+Reader::Reader(const std::filesystem::path& path) : Reader(hdf5::File::open(path)) {}
+
+Reader::Reader(hdf5::File opened) : file_(std::move(opened)) {
   const std::string& file = file_.file_name();
   info_.path = file;
 

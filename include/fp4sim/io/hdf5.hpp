@@ -301,6 +301,9 @@ class File : public Group {
  public:
   // Opens read-only. A path that does not exist, is not HDF5 or is truncated is a DataError naming it.
   static File open(const std::filesystem::path& path);
+  // Opens a file image held in memory read-only (the core driver, no backing store; HDF5 copies the
+  // bytes), named `name` in messages: what a file of those bytes would give, without the file system.
+  static File open_image(std::span<const std::byte> image, const std::string& name);
   // Creates path's temporary (OutputPath) for writing; commit() closes it and renames it into place;
   // destroyed without commit() the temporary is removed.
   static File create(const std::filesystem::path& path);

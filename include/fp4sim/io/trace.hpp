@@ -76,6 +76,8 @@ class Reader {
  public:
   // Opens and validates; DataError on any broken rule (never crashes on a malformed file).
   explicit Reader(const std::filesystem::path& path);
+  // The same on a file already open for reading (hdf5::File::open_image: a trace held in memory).
+  explicit Reader(hdf5::File opened);
 
   const TraceInfo& info() const { return info_; }
   const std::string& path() const { return info_.path; }
