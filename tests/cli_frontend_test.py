@@ -233,9 +233,10 @@ def test_plots_take_a_trailing_slash_and_hold_only_plots(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["plots", "sp"]
 
 
-def test_a_missing_plots_parent_is_still_a_usage_error(tmp_path):
+def test_a_missing_plots_parent_is_exit_3(tmp_path):
+    # A missing output directory is a file that cannot be written: exit 3 (docs/cli.md's rule).
     r = run("replay", TRACE, "--steps", "200", "-q", "--plots", "no/such/dir/", cwd=tmp_path)
-    assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
+    assert r.returncode == 3 and "does not exist" in r.stderr, r.stderr
 
 
 # --- progress -------------------------------------------------------------------------------------

@@ -141,10 +141,11 @@ def test_plots_onto_a_file_keeps_the_json(tmp_path, trace):
 def test_a_missing_input_file_is_exit_3_in_every_subcommand(tmp_path, x):
     missing = tmp_path / "missing.npy"
     out = tmp_path / "out"
+    out_h5 = tmp_path / "out.h5"  # quantize --out names an HDF5 file
     cases = [
         ["convert", "--format", "e2m1", "--in", missing, "--out", out],
-        ["quantize", "--recipe", "nvfp4", "--in", missing, "--out", out],
-        ["quantize", "--recipe", "nvfp4", "--rounding", "sr-fast", "--rbits", missing, "--in", x, "--out", out],
+        ["quantize", "--recipe", "nvfp4", "--in", missing, "--out", out_h5],
+        ["quantize", "--recipe", "nvfp4", "--rounding", "sr-fast", "--rbits", missing, "--in", x, "--out", out_h5],
         ["gemm", "--recipe", "nvfp4", "--a", missing, "--b", x],
         ["mma", "--datapath", "sm90-bf16", "--input-format", "bf16", "--a", x, "--b", missing, "--out", out],
         ["verify", "gemm", "--recipe", "nvfp4", "--a", x, "--b", x, "--c", missing],
@@ -378,11 +379,13 @@ def full_disk(tmp_path):
         subprocess.run(["umount", str(mount)], check=True)
 
 
-@pytest.mark.parametrize("flag,name", [("--h5", "r.h5"), ("--json", "r.json"), ("--csv", "r.csv")])
-def test_a_full_disk_is_one_line_exit_3_and_leaves_nothing(trace, full_disk, flag, name):
+# --csv r.csv writes one table per record kind (r_tensors.csv first), and the error names the file it was writing.
+@pytest.mark.parametrize("flag,name,written", [("--h5", "r.h5", "r.h5"), ("--json", "r.json", "r.json"),
+                                               ("--csv", "r.csv", "r_tensors.csv")])
+def test_a_full_disk_is_one_line_exit_3_and_leaves_nothing(trace, full_disk, flag, name, written):
     r = run("replay", trace, "--steps", "1", "--no-gemms", "-q", flag, full_disk / name)
     assert r.returncode == 3, (r.returncode, r.stderr)
-    one_line_error(r, name, "No space left on device")
+    one_line_error(r, written, "No space left on device")
     assert os.listdir(full_disk) == ["filler"]
 
 

@@ -31,7 +31,7 @@ void check_subcommand(CLI::App& app, int argc, char** argv) {
     if (sub->get_name() == argv[1]) return;
     known += (known.empty() ? "" : ", ") + sub->get_name();
   }
-  throw fp4sim::UsageError(std::string("unknown subcommand '") + argv[1] + "' (known: " + known + ")");
+  throw fp4sim::UsageError(std::string("unknown subcommand '") + argv[1] + "' (known: " + known + "; see 'fp4sim --help')");
 }
 
 }  // namespace

@@ -156,7 +156,6 @@ void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::p
   const bool json_stdout = flags.json == "-";
   if (!quiet) std::fputs(w.summary().c_str(), json_stdout ? stderr : stdout);
   std::unique_ptr<OutputFile> json;
-  std::vector<std::unique_ptr<OutputFile>> csv;
   std::unique_ptr<OutputPath> h5;
   std::unique_ptr<OutputDirectory> plots;
   if (!flags.json.empty() && !json_stdout) {
@@ -165,9 +164,12 @@ void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::p
     json->stream().flush();
   }
   if (!flags.csv.empty()) {
+    // Each table committed as soon as it is written: a failed write is reported with its own errno,
+    // before anything else can overwrite it (the renames still wait for the whole command).
     for (const CsvTable& table : w.csv) {
-      csv.push_back(std::make_unique<OutputFile>(csv_path(flags.csv, table.suffix)));
-      table.write(csv.back()->stream());
+      OutputFile file(csv_path(flags.csv, table.suffix));
+      table.write(file.stream());
+      file.commit();
     }
   }
   if (!flags.h5.empty()) {
@@ -193,7 +195,6 @@ void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::p
   }
   if (json_stdout) w.json(std::cout);
   if (json) json->commit();
-  for (const auto& table : csv) table->commit();
   if (h5) h5->commit();
   if (plots) plots->commit();
 }
