@@ -768,18 +768,13 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
 }
 
 Result merge(std::vector<Result> shares) {
-  if (shares.empty()) throw UsageError("merge: no share");
-  Result out = std::move(shares.front());
-  for (std::size_t i = 1; i < shares.size(); ++i) {
-    Result& part = shares[i];
+  return join_shares(std::move(shares), [](Result& out, Result&& part) {
     merge_in_item_order(out.tensors, std::move(part.tensors));
     merge_in_item_order(out.gemms, std::move(part.gemms));
     merge_in_item_order(out.headroom, std::move(part.headroom));
     out.tensor_bytes += part.tensor_bytes;
     out.seconds = std::max(out.seconds, part.seconds);
-  }
-  out.shares = static_cast<int>(shares.size());
-  return out;
+  });
 }
 
 }  // namespace fp4sim::replay

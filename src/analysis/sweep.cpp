@@ -320,14 +320,10 @@ Result run(const Options& o) {
 }
 
 Result merge(std::vector<Result> shares) {
-  if (shares.empty()) throw UsageError("merge: no share");
-  Result out = std::move(shares.front());
-  for (std::size_t i = 1; i < shares.size(); ++i) {
-    merge_in_item_order(out.tensors, std::move(shares[i].tensors));
-    out.seconds = std::max(out.seconds, shares[i].seconds);
-  }
-  out.shares = static_cast<int>(shares.size());
-  return out;
+  return join_shares(std::move(shares), [](Result& out, Result&& part) {
+    merge_in_item_order(out.tensors, std::move(part.tensors));
+    out.seconds = std::max(out.seconds, part.seconds);
+  });
 }
 
 void write_json(const Result& r, std::ostream& os) {

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "fp4sim/core/error.hpp"
+
 namespace fp4sim {
 
 // This process's part of the work: share `index` of `count`.
@@ -31,6 +33,18 @@ template <class Entry>
 void merge_in_item_order(std::vector<Entry>& into, std::vector<Entry>&& part) {
   into.insert(into.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   std::stable_sort(into.begin(), into.end(), [](const Entry& a, const Entry& b) { return a.item < b.item; });
+}
+
+// The result of a run on many processes from its shares' results: the first share's, every other share
+// joined into it in share order by `join(into, std::move(part))`, and the number of shares. UsageError
+// without a share.
+template <class Result, class Join>
+Result join_shares(std::vector<Result> shares, Join join) {
+  if (shares.empty()) throw UsageError("merge: no share");
+  Result out = std::move(shares.front());
+  for (std::size_t i = 1; i < shares.size(); ++i) join(out, std::move(shares[i]));
+  out.shares = static_cast<int>(shares.size());
+  return out;
 }
 
 }  // namespace fp4sim
