@@ -155,7 +155,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
             nan += std::isnan(v[j]);
             inf += std::isinf(v[j]);
             nonzero += v[j] != 0.0f;
-            scaled[j] = fp32::mul_rn(v[j], scale.multiplier);
+            scaled[j] = ScaleChooser::scaled(v[j], scale);
             saturated += std::fabs(scaled[j]) > element_max;
           }
           counts.nan += nan;

@@ -49,7 +49,7 @@ float ScaleChooser::multiplier(std::uint32_t code) const {
 
 // The UE5M3 paper's / TE's FP32 order: u = RN(amax_b * RN(G * RN(1/F))), saturating RNE into the scale
 // format (clamping to the max before RNE, as the paper does, gives the same code), then
-// mult = min(RN(1 / RN(s * Gd)), FLT_MAX).
+// mult = min(RN(1 / RN(s * Gd)), FLT_MAX); or, with ElementScaling::division, the divisor RN(s * Gd).
 BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
   BlockScale b;
   const float ideal = fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax);
@@ -67,6 +67,7 @@ BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
     if (trace) trace->repaired = true;
   }
   b.multiplier = two_level_multiplier(b.value);
+  if (recipe_.element_scaling == ElementScaling::division) b.divisor = fp32::mul_rn(b.value, global_.decode);
   return b;
 }
 

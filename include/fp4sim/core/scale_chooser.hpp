@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/fp32.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
 
@@ -15,6 +16,8 @@ struct BlockScale {
   std::uint8_t code = 0;
   float value = 0.0f;       // decoded scale (after any zero repair)
   float multiplier = 0.0f;  // what each element is multiplied by before rounding
+  float divisor = 0.0f;     // ElementScaling::division: RN(s * Gd), what each element is divided by
+                            // instead (0: multiply, as for a zero scale and every other rule)
   bool saturated = false;
   bool underflow = false;
 };
@@ -39,6 +42,10 @@ class ScaleChooser {
   // a golden code, and the one a kernel that stored this code would apply (NaN for NaN or invalid codes
   // of a two-level format; 1 for the NaN code of a power-of-two format, whose elements go unscaled).
   float multiplier(std::uint32_t code) const;
+  // An element of a block with this scale, scaled as the recipe's ElementScaling says, before rounding.
+  static float scaled(float x, const BlockScale& scale) {
+    return scale.divisor != 0.0f ? fp32::div_rn(x, scale.divisor) : fp32::mul_rn(x, scale.multiplier);
+  }
   // A two-level code after the zero-scale repair of the recipe.
   std::uint8_t repaired(std::uint32_t code) const;
 
