@@ -340,6 +340,37 @@ TEST(Planted, ElementScalingByDivisionIsNamedNotRtz) {
   EXPECT_EQ(a_rounding_would_fit, rep.mismatched_elements);  // what made the per-element reading blame a rounding
 }
 
+// TE's tuned 1-D kernel with use_fast_math multiplies by a BF16 coefficient, BF16(min(G / s, BF16_MAX)),
+// instead of RN(1 / RN(s * Gd)) (docs/semantics.md 1.4), written out as that kernel does it.
+TEST(Planted, FastMathBf16CoefficientIsNamed) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const std::size_t rows = 128, cols = 256;
+  const auto x = normal_tensor(rows, cols, 16);
+  Golden g = golden(recipe, request, x, rows, cols);
+  ASSERT_EQ(g.q.counts.scale_underflow, 0u);
+  const float bf16_max = decode_to_float(formats::bf16, formats::bf16.max_finite_code());
+  std::fill(g.codes.begin(), g.codes.end(), 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float s = decode_to_float(recipe.scale, g.q.scale_code(r, c));
+      const float coefficient = decode_to_float(
+          formats::bf16, encode(formats::bf16, std::min(g.q.global_encode_scale / s, bf16_max), EncodeOptions{}).code);
+      const auto code = encode(recipe.element, x[r * cols + c] * coefficient, EncodeOptions{Rounding::rne, true}).code;
+      g.codes[r * (cols / 2) + c / 2] |= static_cast<std::uint8_t>((c & 1) ? code << 4 : code);
+    }
+  }
+  const auto rep = run(recipe, request, x, rows, cols, g);
+  EXPECT_EQ(rep.mismatched_scales, 0u);
+  ASSERT_GT(rep.mismatched_elements, 0u);
+  EXPECT_TRUE(contains(rep.hints, "your codes and scales match the golden model exactly with one rule changed: the "
+                                  "fast-math BF16 coefficient of TE's tuned kernel"));
+  for (const MismatchNote& n : rep.explained) {
+    EXPECT_NE(joined(n).find("yours matches the fast-math BF16 coefficient"), std::string::npos) << joined(n);
+  }
+}
+
 // The same ranking keeps naming a rounding defect: a kernel that truncates every element is named rtz,
 // not division (which reproduces only the few near-tie codes).
 TEST(Planted, ElementsRoundedTowardZeroAreNamedRtz) {

@@ -483,11 +483,19 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
     out.push_back(std::move(a));
   };
   if (recipe.scale_rule == ScaleRule::two_level) {
-    Recipe division = recipe;
-    division.element_scaling = ElementScaling::division;
-    add("the element scaling computed by division, y = RN(x / RN(s * Gd)), instead of multiplying by "
-        "RN(1 / RN(s * Gd))",
-        division, request);
+    const std::pair<ElementScaling, const char*> scalings[] = {
+        {ElementScaling::division,
+         "the element scaling computed by division, y = RN(x / RN(s * Gd)), instead of multiplying by "
+         "RN(1 / RN(s * Gd))"},
+        {ElementScaling::bf16_coefficient,
+         "the fast-math BF16 coefficient of TE's tuned kernel, y = RN(x * BF16(min(RN(G / s), BF16_MAX))), "
+         "instead of RN(1 / RN(s * Gd))"}};
+    for (const auto& [scaling, label] : scalings) {
+      if (scaling == recipe.element_scaling) continue;
+      Recipe other = recipe;
+      other.element_scaling = scaling;
+      add(label, other, request);
+    }
   }
   const std::pair<Rounding, const char*> modes[] = {{Rounding::rne, "to nearest, ties to even (rne)"},
                                                     {Rounding::rna, "to nearest, ties away from zero (rna)"},

@@ -46,7 +46,10 @@ enum class TensorScalePolicy : std::uint8_t {
 enum class ElementScaling : std::uint8_t {
   reciprocal,  // y = RN(x * min(RN(1 / RN(s * Gd)), FLT_MAX))  (TE kernel N6-N7, UE5M3 paper)
   division,    // y = RN(x / RN(s * Gd)), the reciprocal's multiplier kept where RN(s * Gd) = 0 (the kernel
-               // defect TE PRs #2615/#2639 fixed); `verify` tries it as an alternative rule
+               // defect TE PRs #2615/#2639 fixed)
+  bf16_coefficient,  // y = RN(x * BF16(min(RN(G / s), BF16_MAX))) (TE's tuned 1-D kernel with use_fast_math,
+                     // compute_nvfp4_scaling_coefficient<bf16>; docs/semantics.md 1.4)
+  // `verify` tries the other two as alternative rules; no preset uses them.
 };
 
 // Order of the multiplications that reconstruct a value (all RN32).

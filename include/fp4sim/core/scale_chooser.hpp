@@ -3,7 +3,9 @@
 // with a trace sink to explain a mismatch from the values the rule actually computed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/fp32.hpp"
@@ -42,9 +44,14 @@ class ScaleChooser {
   // a golden code, and the one a kernel that stored this code would apply (NaN for NaN or invalid codes
   // of a two-level format; 1 for the NaN code of a power-of-two format, whose elements go unscaled).
   float multiplier(std::uint32_t code) const;
-  // An element of a block with this scale, scaled as the recipe's ElementScaling says, before rounding.
-  static float scaled(float x, const BlockScale& scale) {
-    return scale.divisor != 0.0f ? fp32::div_rn(x, scale.divisor) : fp32::mul_rn(x, scale.multiplier);
+  // Elements of a block with this scale, scaled as the recipe's ElementScaling says, before rounding
+  // (one branch per row, so that each loop vectorises).
+  static void scale(std::span<const float> x, const BlockScale& scale, std::span<float> y) {
+    if (scale.divisor != 0.0f) {
+      for (std::size_t j = 0; j < x.size(); ++j) y[j] = fp32::div_rn(x[j], scale.divisor);
+    } else {
+      for (std::size_t j = 0; j < x.size(); ++j) y[j] = fp32::mul_rn(x[j], scale.multiplier);
+    }
   }
   // A two-level code after the zero-scale repair of the recipe.
   std::uint8_t repaired(std::uint32_t code) const;
@@ -65,6 +72,7 @@ class ScaleChooser {
   float element_max_;
   float scale_max_;
   Float32Encoder to_scale_;
+  Float32Encoder to_bf16_;  // ElementScaling::bf16_coefficient
   float block_multiplier_;
   std::uint8_t one_code_;
 };
