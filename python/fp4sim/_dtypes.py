@@ -16,19 +16,22 @@ import numpy as np
 
 from . import _fp4sim
 
-# fp4sim's format name -> the dtype of its codes.
-_DTYPE_OF_FORMAT = {
-    "e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
-    "e2m3": np.dtype(ml_dtypes.float6_e2m3fn),
-    "e3m2": np.dtype(ml_dtypes.float6_e3m2fn),
-    "e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "ue5m3fn": np.dtype(ml_dtypes.float8_e5m3fnu),
-    "e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "fp16": np.dtype(np.float16),
-    "fp32": np.dtype(np.float32),
+# fp4sim's format name -> the dtype of its codes. The package pins ml_dtypes 0.7.0; an older ml_dtypes
+# already installed (a machine's own, e.g. beside JAX) may lack some of these dtypes, and a format whose
+# dtype it lacks comes back as unsigned codes, as formats without a dtype do.
+_ML_DTYPES_OF_FORMAT = {
+    "e2m1": "float4_e2m1fn",
+    "e2m3": "float6_e2m3fn",
+    "e3m2": "float6_e3m2fn",
+    "e4m3": "float8_e4m3fn",
+    "e5m2": "float8_e5m2",
+    "ue5m3fn": "float8_e5m3fnu",
+    "e8m0": "float8_e8m0fnu",
+    "bf16": "bfloat16",
 }
+_DTYPE_OF_FORMAT = {name: np.dtype(getattr(ml_dtypes, dtype))
+                    for name, dtype in _ML_DTYPES_OF_FORMAT.items() if hasattr(ml_dtypes, dtype)}
+_DTYPE_OF_FORMAT.update({"fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)})
 # Every other spelling a NumPy user may write -> fp4sim's name.
 _ALIASES = {dtype.name: name for name, dtype in _DTYPE_OF_FORMAT.items()}
 _ALIASES.update({"half": "fp16", "single": "fp32", "float": "fp32"})
