@@ -463,8 +463,12 @@ std::pair<std::uint64_t, std::uint64_t> differences(const QuantizedTensor& q, co
                                                     const ScaleStorage& storage) {
   std::uint64_t codes = 0, scales = 0;
   for (std::size_t r = 0; r < q.rows; ++r) {
-    for (std::size_t c = 0; c < q.cols; ++c) codes += stored_code(theirs.codes, theirs.nibbles, q.cols, r, c) != q.code(r, c);
-    for (std::size_t j = 0; j < q.scale_cols; ++j) scales += theirs.scales[storage.offset(r, j)] != q.scales[(r / q.block_rows) * q.scale_cols + j];
+    for (std::size_t c = 0; c < q.cols; ++c) {
+      codes += stored_code(theirs.codes, theirs.nibbles, q.cols, r, c) != q.code(r, c);
+    }
+    for (std::size_t j = 0; j < q.scale_cols; ++j) {
+      scales += theirs.scales[storage.offset(r, j)] != q.scales[(r / q.block_rows) * q.scale_cols + j];
+    }
   }
   return {codes, scales};
 }
