@@ -329,6 +329,9 @@ TEST(Planted, ElementScalingByDivisionIsNamedNotRtz) {
               std::string::npos)
         << text;
     EXPECT_EQ(text.find("yours matches y rounded"), std::string::npos) << text;
+    const auto field = std::find_if(n.fields.begin(), n.fields.end(), [](const JsonField& f) { return f.key == "theirs_matches"; });
+    ASSERT_NE(field, n.fields.end());
+    EXPECT_NE(field->value.find("the element scaling computed by division"), std::string::npos) << field->value;
     const float divisor = decode_to_float(recipe.scale, g.q.scale_code(n.row, n.col)) * g.q.global_decode_scale;
     const float y = x[n.row * cols + n.col] * (1.0f / divisor);
     bool fits = false;

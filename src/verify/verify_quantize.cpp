@@ -373,6 +373,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   n.details.push_back(why);
 
   std::vector<std::string> causes;
+  std::string matched;  // the alternative rule that gives yours, for --json
   if (facts.swapped) {
     causes.push_back("the two nibbles of byte [" + std::to_string(r) + ", " + std::to_string(c / 2) +
                      "] are exchanged: yours holds element " + std::to_string(c ^ 1) +
@@ -400,6 +401,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
         break;
       }
     }
+    if (match) matched = match->label;
     causes.push_back(match ? "yours matches " + match->label + " (" + fit_text(*match) + ")"
                            : "none of the modelled alternative rules gives yours");
   }
@@ -424,6 +426,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
               report::boolean("swapped_nibbles", facts.swapped),
               report::boolean("consistent_with_their_scale", facts.consistent_with_their_scale)};
   if (is_stochastic(ctx.spec.rounding)) n.fields.push_back(report::integer("random", rnd));
+  n.fields.push_back(report::text("theirs_matches", matched));
   n.fields.push_back(report::text("explanation", report::joined(n.details)));
   return n;
 }
