@@ -530,6 +530,7 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
   } else {
     return Status::unsupported_options;
   }
+  if (recipe.element_scaling != ElementScaling::reciprocal) return Status::unsupported_options;
   p.zero_scale_to_one = recipe.zero_scale == ZeroScale::one;
   p.rht = request.spec.rht;
   if (p.rht && (p.block_rows != 1 || p.block_cols % 16 != 0)) return Status::unsupported_options;

@@ -174,6 +174,36 @@ def test_quantize_npy_outputs_in_every_layout_verify_bit_exact(tmp_path, tensor,
     assert v.returncode == 0, v.stdout + v.stderr
 
 
+def nvfp4_kernel_dividing_by_the_scale(x):
+    """An NVFP4 activation quantizer written in numpy as a kernel author would, with the defect TE PRs
+    #2615/#2639 fixed: each element divided by RN(s * Gd) instead of multiplied by RN(1 / RN(s * Gd))."""
+    import ml_dtypes
+    f32 = np.float32
+    g = f32(f32(6.0) * f32(448.0)) / np.abs(x).max()
+    gd = f32(1.0) / g
+    blocks = x.reshape(x.shape[0], -1, 16)
+    ideal = np.abs(blocks).max(axis=2) * (g * (f32(1.0) / f32(6.0)))
+    s = ideal.astype(ml_dtypes.float8_e4m3fn)
+    y = blocks / (s.astype(f32) * gd)[:, :, None]
+    codes = y.reshape(x.shape).astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & 0xF
+    return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8), s.view(np.uint8)
+
+
+def test_verify_names_a_kernel_that_divides_by_the_scale(tmp_path):
+    import ml_dtypes
+    x = np.random.default_rng(15).standard_normal((512, 256)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    codes, scales = nvfp4_kernel_dividing_by_the_scale(x)
+    for name, a in (("x", x), ("codes", codes), ("scales", scales)):
+        np.save(tmp_path / f"{name}.npy", a)
+    v = run("verify", "quantize", "--recipe", "nvfp4", "--in", tmp_path / "x.npy", "--codes", tmp_path / "codes.npy",
+            "--scales", tmp_path / "scales.npy")
+    assert v.returncode == 4, v.stdout + v.stderr
+    assert "0 scale mismatch" in v.stdout, v.stdout
+    assert ("your codes and scales match the golden model exactly with one rule changed: the element scaling "
+            "computed by division") in v.stdout, v.stdout
+    assert "yours matches y rounded" not in v.stdout, v.stdout
+
+
 def test_quantize_default_storage_is_packed_low_first_and_rowmajor(tmp_path, tensor):
     r = run("quantize", "--recipe", "nvfp4", "--in", tensor, "--codes", tmp_path / "c.npy",
             "--scales", tmp_path / "s.npy", "--dequantized", tmp_path / "d.npy")

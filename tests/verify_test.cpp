@@ -78,6 +78,17 @@ std::vector<float> random_tensor(std::size_t rows, std::size_t cols, std::uint32
   return x;
 }
 
+// Normal values with one tensor-wide magnitude (no block scale underflows), held in bfloat16 as
+// activations are: their 8-bit significands put scaled values on e2m1's midpoints often enough for a
+// one-ulp difference in the scaling to show.
+std::vector<float> normal_tensor(std::size_t rows, std::size_t cols, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(rows * cols);
+  for (float& v : x) v = decode_to_float(formats::bf16, encode(formats::bf16, normal(gen), EncodeOptions{}).code);
+  return x;
+}
+
 bool contains(const std::vector<std::string>& lines, const std::string& needle) {
   for (const auto& l : lines) {
     if (l.find(needle) != std::string::npos) return true;
@@ -281,6 +292,106 @@ TEST(Planted, RowCopyOfATileScale) {
   EXPECT_EQ(rep.explained[0].row, 0u);
   EXPECT_EQ(rep.explained[0].col, 1u);
   EXPECT_EQ(rep.explained[0].stored_row, 3u);
+}
+
+// A kernel that scales each element by dividing by RN(s * Gd) instead of multiplying by RN(1 / RN(s * Gd))
+// (the defect TE PRs #2615/#2639 fixed), written out as such a kernel does it. Its codes differ where the
+// two quotients, one ulp apart, straddle an e2m1 rounding boundary: there a rounding mode other than RNE
+// (rtz, rna, rup or rdown) applied to the golden scaled value also gives the kernel's code, and verify
+// blamed that rounding until the alternatives were ranked by how many of the user's bytes they reproduce.
+TEST(Planted, ElementScalingByDivisionIsNamedNotRtz) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const std::size_t rows = 512, cols = 256;
+  const auto x = normal_tensor(rows, cols, 15);
+  Golden g = golden(recipe, request, x, rows, cols);
+  ASSERT_EQ(g.q.counts.scale_underflow, 0u);  // no zero scale: the kernel divides in every block
+  std::fill(g.codes.begin(), g.codes.end(), 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float divisor = decode_to_float(recipe.scale, g.q.scale_code(r, c)) * g.q.global_decode_scale;
+      const auto code = encode(recipe.element, x[r * cols + c] / divisor, EncodeOptions{Rounding::rne, true}).code;
+      g.codes[r * (cols / 2) + c / 2] |= static_cast<std::uint8_t>((c & 1) ? code << 4 : code);
+    }
+  }
+  const auto rep = run(recipe, request, x, rows, cols, g, 1000);
+  EXPECT_EQ(rep.mismatched_scales, 0u);
+  ASSERT_GT(rep.mismatched_elements, 0u);
+  ASSERT_EQ(rep.explained.size(), rep.mismatched_elements);
+  EXPECT_TRUE(contains(rep.hints, "your codes and scales match the golden model exactly with one rule changed: the "
+                                  "element scaling computed by division, y = RN(x / RN(s * Gd))"));
+  std::size_t a_rounding_would_fit = 0;
+  for (const MismatchNote& n : rep.explained) {
+    const std::string text = joined(n);
+    EXPECT_NE(text.find("yours matches the element scaling computed by division, y = RN(x / RN(s * Gd)), instead "
+                        "of multiplying by RN(1 / RN(s * Gd)) (that rule reproduces all of your codes and scales)"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("yours matches y rounded"), std::string::npos) << text;
+    const auto field = std::find_if(n.fields.begin(), n.fields.end(), [](const JsonField& f) { return f.key == "theirs_matches"; });
+    ASSERT_NE(field, n.fields.end());
+    EXPECT_NE(field->value.find("the element scaling computed by division"), std::string::npos) << field->value;
+    const float divisor = decode_to_float(recipe.scale, g.q.scale_code(n.row, n.col)) * g.q.global_decode_scale;
+    const float y = x[n.row * cols + n.col] * (1.0f / divisor);
+    bool fits = false;
+    for (Rounding other : {Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdown}) {
+      fits |= encode(recipe.element, y, EncodeOptions{other, true}).code == n.theirs;
+    }
+    a_rounding_would_fit += fits;
+  }
+  EXPECT_EQ(a_rounding_would_fit, rep.mismatched_elements);  // what made the per-element reading blame a rounding
+}
+
+// TE's tuned 1-D kernel with use_fast_math multiplies by a BF16 coefficient, BF16(min(G / s, BF16_MAX)),
+// instead of RN(1 / RN(s * Gd)) (docs/semantics.md 1.4), written out as that kernel does it.
+TEST(Planted, FastMathBf16CoefficientIsNamed) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const std::size_t rows = 128, cols = 256;
+  const auto x = normal_tensor(rows, cols, 16);
+  Golden g = golden(recipe, request, x, rows, cols);
+  ASSERT_EQ(g.q.counts.scale_underflow, 0u);
+  const float bf16_max = decode_to_float(formats::bf16, formats::bf16.max_finite_code());
+  std::fill(g.codes.begin(), g.codes.end(), 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float s = decode_to_float(recipe.scale, g.q.scale_code(r, c));
+      const float coefficient = decode_to_float(
+          formats::bf16, encode(formats::bf16, std::min(g.q.global_encode_scale / s, bf16_max), EncodeOptions{}).code);
+      const auto code = encode(recipe.element, x[r * cols + c] * coefficient, EncodeOptions{Rounding::rne, true}).code;
+      g.codes[r * (cols / 2) + c / 2] |= static_cast<std::uint8_t>((c & 1) ? code << 4 : code);
+    }
+  }
+  const auto rep = run(recipe, request, x, rows, cols, g);
+  EXPECT_EQ(rep.mismatched_scales, 0u);
+  ASSERT_GT(rep.mismatched_elements, 0u);
+  EXPECT_TRUE(contains(rep.hints, "your codes and scales match the golden model exactly with one rule changed: the "
+                                  "fast-math BF16 coefficient of TE's tuned kernel"));
+  for (const MismatchNote& n : rep.explained) {
+    EXPECT_NE(joined(n).find("yours matches the fast-math BF16 coefficient"), std::string::npos) << joined(n);
+  }
+}
+
+// The same ranking keeps naming a rounding defect: a kernel that truncates every element is named rtz,
+// not division (which reproduces only the few near-tie codes).
+TEST(Planted, ElementsRoundedTowardZeroAreNamedRtz) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = normal_tensor(64, 64, 7);
+  Golden g = golden(recipe, request, x, 64, 64);
+  QuantizeRequest truncating = request;
+  truncating.spec.rounding = Rounding::rtz;
+  g.codes = golden(recipe, truncating, x, 64, 64).codes;
+  const auto rep = run(recipe, request, x, 64, 64, g);
+  ASSERT_GT(rep.mismatched_elements, 0u);
+  EXPECT_TRUE(contains(rep.hints, "with one rule changed: y rounded toward zero (rtz)"));
+  for (const MismatchNote& n : rep.explained) {
+    EXPECT_NE(joined(n).find("yours matches y rounded toward zero (rtz) (that rule reproduces all"), std::string::npos)
+        << joined(n);
+  }
 }
 
 TEST(Hints, ScalesInAnotherLayoutAndCodesInAnotherNibbleOrder) {

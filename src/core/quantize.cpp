@@ -151,11 +151,11 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
           const std::size_t first = r * cols + c0;  // the element index random_integer() is keyed by
           const float* v = x.data() + first;
           std::size_t nan = 0, inf = 0, nonzero = 0, saturated = 0;
+          ScaleChooser::scale(std::span(v, n), scale, std::span(scaled).first(n));
           for (std::size_t j = 0; j < n; ++j) {
             nan += std::isnan(v[j]);
             inf += std::isinf(v[j]);
             nonzero += v[j] != 0.0f;
-            scaled[j] = fp32::mul_rn(v[j], scale.multiplier);
             saturated += std::fabs(scaled[j]) > element_max;
           }
           counts.nan += nan;

@@ -12,6 +12,7 @@ namespace fp4sim {
 
 namespace {
 constexpr float kFltMax = std::numeric_limits<float>::max();
+constexpr float kBf16Max = 0x1.fep127f;  // 0x7F7F
 }  // namespace
 
 ScaleChooser::ScaleChooser(const Recipe& r, const GlobalScale& g)
@@ -20,6 +21,7 @@ ScaleChooser::ScaleChooser(const Recipe& r, const GlobalScale& g)
       element_max_(decode_to_float(r.element, r.element.max_finite_code())),
       scale_max_(decode_to_float(r.scale, r.scale.max_finite_code())),
       to_scale_(r.scale, {Rounding::rne, true}),
+      to_bf16_(formats::bf16, {Rounding::rne, true}),
       block_multiplier_(fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max_))),
       one_code_(static_cast<std::uint8_t>(encode(r.scale, 1.0f, {Rounding::rne, true}).code)) {}
 
@@ -34,6 +36,11 @@ std::uint8_t ScaleChooser::repaired(std::uint32_t code) const {
 }
 
 float ScaleChooser::two_level_multiplier(float value) const {
+  if (recipe_.element_scaling == ElementScaling::bf16_coefficient) {
+    // TE's fast-math coefficient: G / s in binary32 (s = 0 gives +Inf), clamped to the BF16 max, RNE to BF16.
+    const float coefficient = fp32::min(fp32::div_rn(global_.encode, value), kBf16Max);
+    return std::bit_cast<float>(to_bf16_(std::bit_cast<std::uint32_t>(coefficient)) << 16);
+  }
   return fp32::min(fp32::div_rn(1.0f, fp32::mul_rn(value, global_.decode)), kFltMax);
 }
 
@@ -49,7 +56,7 @@ float ScaleChooser::multiplier(std::uint32_t code) const {
 
 // The UE5M3 paper's / TE's FP32 order: u = RN(amax_b * RN(G * RN(1/F))), saturating RNE into the scale
 // format (clamping to the max before RNE, as the paper does, gives the same code), then
-// mult = min(RN(1 / RN(s * Gd)), FLT_MAX).
+// mult = min(RN(1 / RN(s * Gd)), FLT_MAX); or, with ElementScaling::division, the divisor RN(s * Gd).
 BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
   BlockScale b;
   const float ideal = fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax);
@@ -67,6 +74,7 @@ BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
     if (trace) trace->repaired = true;
   }
   b.multiplier = two_level_multiplier(b.value);
+  if (recipe_.element_scaling == ElementScaling::division) b.divisor = fp32::mul_rn(b.value, global_.decode);
   return b;
 }
 

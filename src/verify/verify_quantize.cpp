@@ -106,6 +106,20 @@ std::string_view pow2_rule_text(ScaleRule rule) {
 
 // ---------------------------------------------------------------------------------------------------
 
+// The golden model with one rule changed, and how far the user's bytes are from it.
+struct Alternative {
+  std::string label;
+  QuantizedTensor q;
+  std::uint64_t mismatched_elements = 0;
+  bool scales_match = false;
+};
+
+std::string fit_text(const Alternative& a) {
+  if (a.mismatched_elements == 0 && a.scales_match) return "that rule reproduces all of your codes and scales";
+  return "that rule leaves " + std::to_string(a.mismatched_elements) + " of your codes" +
+         (a.scales_match ? "" : " and some of your scales") + " different";
+}
+
 struct Context {
   const Recipe& recipe;
   const OperandSpec& spec;
@@ -117,6 +131,7 @@ struct Context {
   const TheirQuantized& theirs;
   const ScaleStorage& storage;
   std::size_t cols;
+  std::span<const Alternative> alternatives;  // best fit first; empty when the user's bytes are golden
 
   BlockAmax block(std::size_t sr, std::size_t sc) const {
     const std::size_t r0 = sr * q.block_rows, r1 = std::min(q.rows, r0 + q.block_rows);
@@ -358,6 +373,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   n.details.push_back(why);
 
   std::vector<std::string> causes;
+  std::string matched;  // the alternative rule that gives yours, for --json
   if (facts.swapped) {
     causes.push_back("the two nibbles of byte [" + std::to_string(r) + ", " + std::to_string(c / 2) +
                      "] are exchanged: yours holds element " + std::to_string(c ^ 1) +
@@ -375,33 +391,19 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
     }
   }
   if (!facts.swapped && !facts.consistent_with_their_scale) {
-    struct Alt {
-      std::string label;
-      std::uint32_t code;
-    };
-    std::vector<Alt> alts;
-    const std::pair<Rounding, const char*> modes[] = {{Rounding::rne, "to nearest, ties to even (rne)"},
-                                                      {Rounding::rna, "to nearest, ties away from zero (rna)"},
-                                                      {Rounding::rtz, "toward zero (rtz)"},
-                                                      {Rounding::rup, "toward +Inf (rup)"},
-                                                      {Rounding::rdown, "toward -Inf (rdown)"}};
-    for (const auto& [alt, label] : modes) {
-      if (alt != ctx.spec.rounding) alts.push_back({std::string("y rounded ") + label, ctx.element_code(y, alt, 0)});
-    }
-    if (two_level) {
-      const float ds = fp32::mul_rn(decode_to_float(sf, scale_code), m.global().decode);
-      if (ds != 0.0f) {
-        alts.push_back({"y computed by division, RN(x / RN(s * Gd)), instead of multiplying by RN(1 / RN(s * Gd))",
-                        ctx.element_code(fp32::div_rn(x, ds), ctx.spec.rounding, rnd)});
-      }
-    }
-    for (const auto& a : alts) {
-      if (a.code == theirs) {
-        causes.push_back("yours matches " + a.label);
+    // The alternative rules, best fit over the whole tensor first: a rule that reproduces every byte
+    // of yours is named before one that happens to give this code (rtz gives the code of every
+    // division-rounded near-tie, and thousands of codes of yours it does not).
+    const Alternative* match = nullptr;
+    for (const Alternative& a : ctx.alternatives) {
+      if (a.q.code(r, c) == theirs) {
+        match = &a;
         break;
       }
     }
-    if (causes.empty()) causes.push_back("none of the modelled alternative roundings gives yours");
+    if (match) matched = match->label;
+    causes.push_back(match ? "yours matches " + match->label + " (" + fit_text(*match) + ")"
+                           : "none of the modelled alternative rules gives yours");
   }
   for (auto& cause : causes) n.details.push_back(std::move(cause));
 
@@ -424,6 +426,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
               report::boolean("swapped_nibbles", facts.swapped),
               report::boolean("consistent_with_their_scale", facts.consistent_with_their_scale)};
   if (is_stochastic(ctx.spec.rounding)) n.fields.push_back(report::integer("random", rnd));
+  n.fields.push_back(report::text("theirs_matches", matched));
   n.fields.push_back(report::text("explanation", report::joined(n.details)));
   return n;
 }
@@ -456,6 +459,66 @@ std::optional<std::uint64_t> code_mismatches_under(NibbleOrder order, const Quan
     for (std::size_t c = 0; c < q.cols; ++c) bad += stored_code(theirs.codes, order, q.cols, r, c) != q.code(r, c);
   }
   return bad;
+}
+
+// The element codes and stored scales of the user's that differ from q's (every stored copy of a scale).
+std::pair<std::uint64_t, std::uint64_t> differences(const QuantizedTensor& q, const TheirQuantized& theirs,
+                                                    const ScaleStorage& storage) {
+  std::uint64_t codes = 0, scales = 0;
+  for (std::size_t r = 0; r < q.rows; ++r) {
+    for (std::size_t c = 0; c < q.cols; ++c) {
+      codes += stored_code(theirs.codes, theirs.nibbles, q.cols, r, c) != q.code(r, c);
+    }
+    for (std::size_t j = 0; j < q.scale_cols; ++j) {
+      scales += theirs.scales[storage.offset(r, j)] != q.scales[(r / q.block_rows) * q.scale_cols + j];
+    }
+  }
+  return {codes, scales};
+}
+
+// The golden quantizer rerun with one rule changed, for each rule a kernel is known to get differently,
+// ordered by how many of the user's bytes each reproduces.
+std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> input,
+                                      std::size_t rows, std::size_t cols, const TheirQuantized& theirs,
+                                      const ScaleStorage& storage) {
+  std::vector<Alternative> out;
+  auto add = [&](std::string label, const Recipe& r, const QuantizeRequest& q) {
+    Alternative a{std::move(label), quantize(r, q, input, rows, cols)};
+    const auto [codes, scales] = differences(a.q, theirs, storage);
+    a.mismatched_elements = codes;
+    a.scales_match = scales == 0;
+    out.push_back(std::move(a));
+  };
+  if (recipe.scale_rule == ScaleRule::two_level) {
+    const std::pair<ElementScaling, const char*> scalings[] = {
+        {ElementScaling::division,
+         "the element scaling computed by division, y = RN(x / RN(s * Gd)), instead of multiplying by "
+         "RN(1 / RN(s * Gd))"},
+        {ElementScaling::bf16_coefficient,
+         "the fast-math BF16 coefficient of TE's tuned kernel, y = RN(x * BF16(min(RN(G / s), BF16_MAX))), "
+         "instead of RN(1 / RN(s * Gd))"}};
+    for (const auto& [scaling, label] : scalings) {
+      if (scaling == recipe.element_scaling) continue;
+      Recipe other = recipe;
+      other.element_scaling = scaling;
+      add(label, other, request);
+    }
+  }
+  const std::pair<Rounding, const char*> modes[] = {{Rounding::rne, "to nearest, ties to even (rne)"},
+                                                    {Rounding::rna, "to nearest, ties away from zero (rna)"},
+                                                    {Rounding::rtz, "toward zero (rtz)"},
+                                                    {Rounding::rup, "toward +Inf (rup)"},
+                                                    {Rounding::rdown, "toward -Inf (rdown)"}};
+  for (const auto& [mode, label] : modes) {
+    if (mode == request.spec.rounding) continue;
+    QuantizeRequest other = request;
+    other.spec.rounding = mode;
+    add(std::string("y rounded ") + label, recipe, other);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Alternative& a, const Alternative& b) {
+    return std::pair(!a.scales_match, a.mismatched_elements) < std::pair(!b.scales_match, b.mismatched_elements);
+  });
+  return out;
 }
 
 }  // namespace
@@ -494,7 +557,12 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     x = transformed;
   }
   const ScaleChooser chooser(recipe, GlobalScale{q.global_encode_scale, q.global_decode_scale});
-  const Context ctx{recipe, spec, q, chooser, input, x, request.quantize.random, theirs, storage, cols};
+  const auto [golden_code_differences, golden_scale_differences] = differences(q, theirs, storage);
+  const std::vector<Alternative> alts =
+      golden_code_differences + golden_scale_differences == 0
+          ? std::vector<Alternative>{}
+          : alternatives(recipe, request.quantize, input, rows, cols, theirs, storage);
+  const Context ctx{recipe, spec, q, chooser, input, x, request.quantize.random, theirs, storage, cols, alts};
 
   QuantizeVerifyReport rep;
   rep.recipe = recipe.name;
@@ -638,6 +706,10 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
   }
 
   // Hints: a whole-array explanation beats a thousand element ones.
+  if (!alts.empty() && alts.front().mismatched_elements == 0 && alts.front().scales_match) {
+    rep.hints.push_back("your codes and scales match the golden model exactly with one rule changed: " +
+                        alts.front().label);
+  }
   if (rep.mismatched_scales > 0) {
     for (ScaleLayout other : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4}) {
       if (other == theirs.layout) continue;

@@ -41,6 +41,17 @@ enum class TensorScalePolicy : std::uint8_t {
   periodic,  // sample-and-hold amax refreshed at steps 1, 1+D, 1+2D, ... (UE5M3 paper, D = 50)
 };
 
+// How an element of a two-level block is scaled before rounding (power-of-two scales multiply by the
+// exact 2^-e either way).
+enum class ElementScaling : std::uint8_t {
+  reciprocal,  // y = RN(x * min(RN(1 / RN(s * Gd)), FLT_MAX))  (TE kernel N6-N7, UE5M3 paper)
+  division,    // y = RN(x / RN(s * Gd)), the reciprocal's multiplier kept where RN(s * Gd) = 0 (the kernel
+               // defect TE PRs #2615/#2639 fixed)
+  bf16_coefficient,  // y = RN(x * BF16(min(RN(G / s), BF16_MAX))) (TE's tuned 1-D kernel with use_fast_math,
+                     // compute_nvfp4_scaling_coefficient<bf16>; docs/semantics.md 1.4)
+  // `verify` tries the other two as alternative rules; no preset uses them.
+};
+
 // Order of the multiplications that reconstruct a value (all RN32).
 enum class DequantizeOrder : std::uint8_t {
   portable,   // q * RN(s * Gd)                 (paper's portable reference formats.py)
@@ -87,6 +98,7 @@ struct Recipe {
   bool weight_two_d = false;      // weights as B x B tiles shared by both orientations
   ScaleRule scale_rule = ScaleRule::two_level;
   ZeroScale zero_scale = ZeroScale::keep;
+  ElementScaling element_scaling = ElementScaling::reciprocal;
   TensorScalePolicy tensor_scale = TensorScalePolicy::none;
   int period = 1;                 // D, for periodic tensor scaling
   float target = 0.0f;            // T: the scale code a block whose amax equals the tensor amax gets

@@ -3,9 +3,12 @@
 // with a trace sink to explain a mismatch from the values the rule actually computed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/fp32.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
 
@@ -15,6 +18,8 @@ struct BlockScale {
   std::uint8_t code = 0;
   float value = 0.0f;       // decoded scale (after any zero repair)
   float multiplier = 0.0f;  // what each element is multiplied by before rounding
+  float divisor = 0.0f;     // ElementScaling::division: RN(s * Gd), what each element is divided by
+                            // instead (0: multiply, as for a zero scale and every other rule)
   bool saturated = false;
   bool underflow = false;
 };
@@ -39,6 +44,15 @@ class ScaleChooser {
   // a golden code, and the one a kernel that stored this code would apply (NaN for NaN or invalid codes
   // of a two-level format; 1 for the NaN code of a power-of-two format, whose elements go unscaled).
   float multiplier(std::uint32_t code) const;
+  // Elements of a block with this scale, scaled as the recipe's ElementScaling says, before rounding
+  // (one branch per row, so that each loop vectorises).
+  static void scale(std::span<const float> x, const BlockScale& scale, std::span<float> y) {
+    if (scale.divisor != 0.0f) {
+      for (std::size_t j = 0; j < x.size(); ++j) y[j] = fp32::div_rn(x[j], scale.divisor);
+    } else {
+      for (std::size_t j = 0; j < x.size(); ++j) y[j] = fp32::mul_rn(x[j], scale.multiplier);
+    }
+  }
   // A two-level code after the zero-scale repair of the recipe.
   std::uint8_t repaired(std::uint32_t code) const;
 
@@ -58,6 +72,7 @@ class ScaleChooser {
   float element_max_;
   float scale_max_;
   Float32Encoder to_scale_;
+  Float32Encoder to_bf16_;  // ElementScaling::bf16_coefficient
   float block_multiplier_;
   std::uint8_t one_code_;
 };
