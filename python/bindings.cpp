@@ -207,7 +207,7 @@ QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::s
   std::copy(codes.data(), codes.data() + codes.size(), q.codes.begin());
   std::copy(scales.data(), scales.data() + scales.size(), q.scales.begin());
   q.tensor_amax = tensor_amax;
-  q.tensor_scaled = python::tensor_scaled(r.recipe);
+  q.tensor_scaled = has_tensor_scale(r.recipe);
   q.global_encode_scale = encode;
   q.global_decode_scale = decode;
   return q;
@@ -243,7 +243,7 @@ nb::ndarray<nb::numpy, float> dequantize_raw_py(const BytesIn& codes, const Byte
   q.codes = codes_from_order(span_of(codes), rows, cols, order);
   const ScaleGrid grid = scale_grid(rows, cols, q.block_rows, q.block_cols);
   q.scales = scales_from_layout(span_of(scales), shape_of(scales), grid, parse_name_or_throw<ScaleLayout>(layout, "layout"));
-  const bool two_level = r.recipe.tensor_scale != TensorScalePolicy::none && r.recipe.scale_rule == ScaleRule::two_level;
+  const bool two_level = has_tensor_scale(r.recipe);
   if (two_level) {
     if (!tensor_scale) throw UsageError("tensor_scale: recipe '" + recipe_name + "' has a tensor scale: give its value");
     q.tensor_scaled = true;
@@ -328,7 +328,7 @@ nb::dict operand_info_py(const std::string& recipe_name, const nb::dict& overrid
   d["rounding"] = std::string(name_of(r.request.spec.rounding));
   d["rht"] = r.request.spec.rht;
   d["target"] = r.request.spec.target;
-  d["tensor_scaled"] = python::tensor_scaled(r.recipe);
+  d["tensor_scaled"] = has_tensor_scale(r.recipe);
   d["tensor_scale"] = std::string(name_of(r.recipe.tensor_scale));
   d["period"] = r.recipe.period;
   d["sr_bits"] = r.recipe.sr_bits;

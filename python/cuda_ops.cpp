@@ -47,7 +47,7 @@ QuantizedTensor described(const ResolvedOperand& r, std::size_t rows, std::size_
   q.cols = cols;
   q.scale_rows = (rows + q.block_rows - 1) / q.block_rows;
   q.scale_cols = (cols + q.block_cols - 1) / q.block_cols;
-  q.tensor_scaled = tensor_scaled(r.recipe);
+  q.tensor_scaled = has_tensor_scale(r.recipe);
   return q;
 }
 

@@ -57,8 +57,4 @@ ResolvedOperand resolve_operand(const RecipeOverrides& recipe, const std::string
   return {r.recipe, side == "a" ? r.a : r.b};
 }
 
-bool tensor_scaled(const Recipe& recipe) {
-  return recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level;
-}
-
 }  // namespace fp4sim::python

@@ -29,8 +29,4 @@ struct ResolvedOperand {
 ResolvedOperand resolve_operand(const RecipeOverrides& recipe, const std::string& where, std::uint64_t seed,
                                 std::optional<float> amax_ref, bool random_bits);
 
-// Whether the golden quantizer gives a tensor of this recipe a tensor scale (src/core/quantize.cpp: a
-// tensor-scale policy and two-level block scales).
-bool tensor_scaled(const Recipe& recipe);
-
 }  // namespace fp4sim::python

@@ -72,7 +72,7 @@ struct Context {
   std::size_t block_rows() const { return spec.two_d ? static_cast<std::size_t>(recipe.block) : 1; }
   std::size_t block() const { return static_cast<std::size_t>(recipe.block); }
   bool two_level() const { return recipe.scale_rule == ScaleRule::two_level; }
-  bool tensor_scaled() const { return two_level() && recipe.tensor_scale != TensorScalePolicy::none; }
+  bool tensor_scaled() const { return has_tensor_scale(recipe); }
   // The tensor amax whose encode scale G is exactly 2^k: RN(F·T) · 2^-k.
   float amax_for_pow2_g(int k) const {
     const float element_max = decode_to_float(recipe.element, recipe.element.max_finite_code());

@@ -104,7 +104,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
   QuantizedTensor q = blank_quantized(recipe, request, rows, cols);
 
   // A held reference amax makes the current one unused: no pass over the tensor for it.
-  const bool two_level = recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level;
+  const bool two_level = has_tensor_scale(recipe);
   const float current_amax = two_level && request.amax_ref ? 0.0f : abs_max(x);
 
   GlobalScale global;

@@ -119,6 +119,12 @@ std::span<const Recipe> recipe_presets();
 const Recipe* find_recipe(std::string_view name);
 std::string recipe_names();  // "ue5m3, ue5m3-b32, ..." for messages
 
+// Whether a tensor quantized under this recipe has a tensor scale (G, Gd): a tensor-scale policy and
+// two-level block scales. The one home of the rule the quantizer, the kernels' bindings and the vectors use.
+inline bool has_tensor_scale(const Recipe& recipe) {
+  return recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level;
+}
+
 // Problems that make a recipe unusable (empty when valid), CPFloat VALIDATE_INPUT style.
 std::vector<std::string> validate(const Recipe& recipe);
 
