@@ -8,7 +8,8 @@
 * numbers: every numeric option range-checked, recipe values validated with --rht/--no-rht;
 * writes: a failed write on standard output is exit 3;
 * signals: SIGINT/SIGTERM stop the plot child, remove the temporaries and exit 130/143;
-* `replay --steps A-B` takes the captured steps inside the range.
+* `replay --steps A-B` takes the captured steps inside the range;
+* memory: replay's GEMM entries follow --slab-mib (peak resident memory measured), tiles or not.
 
 The binary is $FP4SIM_BINARY (ctest sets it).
 """
@@ -342,6 +343,83 @@ def test_a_tensor_declared_but_not_written_is_a_data_error(trace, written_rows):
         r = run(*args)
         assert r.returncode == 3, (args, r.returncode, r.stderr)
         one_line_error(r, "step_000001/lm_head/x", "declared but")
+
+
+# --- replay memory: --slab-mib bounds the GEMM entries too ------------------------------------------
+
+
+def layer_trace(path, tokens, d_in, d_out):
+    """A one-step, one-layer trace of random x [tokens, d_in], w [d_out, d_in], dy [tokens, d_out]."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(7)
+    with h5py.File(path, "w") as f:
+        f.attrs["schema"] = "fp4-trace"
+        f.attrs["schema_version"] = 1
+        step = f.create_group("step_000001")
+        step.attrs["step"] = 1
+        layer = step.create_group("layer")
+        layer["x"] = rng.standard_normal((tokens, d_in), dtype=np.float32)
+        layer["w"] = rng.standard_normal((d_out, d_in), dtype=np.float32)
+        layer["dy"] = rng.standard_normal((tokens, d_out), dtype=np.float32) * np.float32(1e-3)
+    return path
+
+
+def peak_rss_mib(*args):
+    """fp4sim's peak resident memory, measured in a fresh Python process whose only child it is."""
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
+             "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    r = subprocess.run([sys.executable, "-c", probe, FP4SIM, *map(str, args)], capture_output=True, text=True,
+                       timeout=300)
+    code, kib = map(int, r.stdout.split())
+    assert code == 0, args
+    return kib / 1024
+
+
+def test_replay_gemm_entries_follow_slab_mib(tmp_path):
+    if memory_limit() is None:
+        pytest.skip("a sanitizer build's resident memory is not the program's")
+    # x 2 MiB, dy 4 MiB of float32: held whole, the three GEMMs took 80 MiB more than the tensor statistics.
+    trace = layer_trace(tmp_path / "t.h5", 8192, 64, 128)
+    common = ["replay", trace, "--recipes", "nvfp4", "--datapath", "f64", "-q", "--no-progress"]
+    tensors_only = peak_rss_mib(*common, "--no-gemms", "--slab-mib", "1")
+    tiled = peak_rss_mib(*common, "--slab-mib", "1", "--json", tmp_path / "tiled.json")
+    whole = peak_rss_mib(*common, "--json", tmp_path / "whole.json")
+    assert whole - tensors_only > 32, "the trace must be large enough for the bound to tell"
+    assert tiled - tensors_only < 12, (tiled, tensors_only, whole)
+    gemms = json.loads((tmp_path / "tiled.json").read_text())["gemms"]
+    assert [g["gemm"] for g in gemms] == ["fprop", "dgrad", "wgrad"]
+    assert all(g["rel_fro_err"] is not None for g in gemms), gemms
+
+
+def replay_entries(trace, *args):
+    r = run("replay", trace, "-q", "--no-progress", "--json", "-", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("recipes,slab_mib", [("nvfp4,ue5m3,mxfp4", "0.19"), ("nvfp4", "0.07")])
+def test_replay_gemm_tiles_give_the_whole_gemms_results(tmp_path, recipes, slab_mib):
+    # 0.19 MiB over three recipes: A and B in several tiles each, the tensors held in memory; 0.07 MiB for
+    # one: dy streamed, so the tiles (wgrad's transposed ones too) are read from the trace. Per element the
+    # product is the same, so the largest error is equal; the sums only change their order.
+    trace = layer_trace(tmp_path / "t.h5", 256, 64, 128)
+    whole = replay_entries(trace, "--recipes", recipes, "--seed", "5")
+    tiled = replay_entries(trace, "--recipes", recipes, "--seed", "5", "--slab-mib", slab_mib)
+    assert tiled["tensors"] == whole["tensors"] and tiled["headroom"] == whole["headroom"]
+    assert len(tiled["gemms"]) == len(whole["gemms"]) == 3 * len(recipes.split(","))
+    for t, w in zip(tiled["gemms"], whole["gemms"]):
+        assert t["max_abs_err"] == w["max_abs_err"], (t, w)
+        assert t["rel_fro_err"] == pytest.approx(w["rel_fro_err"], rel=1e-12), (t, w)
+        assert t["ref_fro_norm"] == pytest.approx(w["ref_fro_norm"], rel=1e-12), (t, w)
+
+
+def test_a_gemm_too_large_for_slab_mib_says_what_it_needs(tmp_path):
+    trace = layer_trace(tmp_path / "t.h5", 4096, 16, 16)
+    gemms = replay_entries(trace, "--recipes", "nvfp4", "--slab-mib", "0.2")["gemms"]
+    fprop, dgrad, wgrad = gemms
+    assert fprop["rel_fro_err"] is not None and dgrad["rel_fro_err"] is not None
+    assert wgrad["rel_fro_err"] is None
+    assert "--slab-mib 1 or more" in wgrad["rel_fro_err_note"], wgrad
 
 
 # --- messages --------------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ class Replayer {
     LoadedTensor loaded[3];
     const TensorRole roles[3] = {TensorRole::activation, TensorRole::weight, TensorRole::grad_output};
     const Gemm views[3] = {Gemm::fprop, Gemm::fprop, Gemm::dgrad};
-    const std::size_t slab_limit = std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1);
+    const std::size_t slab_limit = slab_elements();
     const std::string where = "step " + std::to_string(step.step) + " " + layer.name;
     std::uint64_t done = 0;
     for (int i = 0; i < 3; ++i) {
@@ -188,8 +188,7 @@ class Replayer {
       if (o_.starting) o_.starting(item_);
       const trace::TensorInfo& t = *layer.find(roles[i]);
       loaded[i].info = &t;
-      const bool fits = t.elements() <= slab_limit;
-      if (o_.gemms || fits) {
+      if (t.elements() <= slab_limit) {
         loaded[i].f32 = reader_.read_float(t);
         if (t.type == trace::ElementType::float64) {
           loaded[i].f64 = reader_.read_double(t);
@@ -215,7 +214,7 @@ class Replayer {
     for (const auto& candidate : s->layers) {
       if (candidate.name == layer) l = &candidate;
     }
-    const float a = reader_.amax(*l->find(role), std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1));
+    const float a = reader_.amax(*l->find(role), slab_elements());
     amax_[key] = a;
     return a;
   }
@@ -227,10 +226,16 @@ class Replayer {
     if (auto it = amax_.find(key); it != amax_.end()) return it->second;
     const trace::LayerInfo* l = find_layer(step, layer);
     const trace::TensorInfo& t = *l->find(role);
-    const std::vector<float> data = reader_.read_float(t);
-    const std::vector<float> op = transpose(data, t.rows, t.cols);
-    const std::vector<float> h = random_hadamard_transform(op, t.cols, t.rows);
-    const float a = abs_max(h);
+    // Streamed in slabs of whole 16-token groups, which the transform takes one at a time.
+    const std::size_t slab_rows = std::max<std::size_t>(16, slab_elements() / std::max<std::size_t>(t.cols, 1) / 16 * 16);
+    std::vector<float> x;
+    float a = 0.0f;
+    for (std::size_t r0 = 0; r0 < t.rows; r0 += slab_rows) {
+      const std::size_t n = std::min(slab_rows, t.rows - r0);
+      x.resize(n * t.cols);
+      reader_.read_rows(t, r0, n, std::span<float>(x));
+      a = std::max(a, abs_max(random_hadamard_transform(transpose(x, n, t.cols), t.cols, n)));
+    }
     amax_[key] = a;
     return a;
   }
@@ -309,7 +314,7 @@ class Replayer {
   void process_tensor(std::int64_t step, const trace::LayerInfo& layer, const trace::TensorInfo& t, Role role,
                       Gemm view, LoadedTensor& loaded) {
     const bool whole = !loaded.f32.empty() || t.elements() == 0;
-    const std::size_t slab_limit = std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1);
+    const std::size_t slab_limit = slab_elements();
     const float current = whole ? abs_max(loaded.f32) : reader_.amax(t, slab_limit);
     amax_[std::make_tuple(step, layer.name, static_cast<int>(t.role), false)] = current;
     auto amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, t.role); };
@@ -367,7 +372,8 @@ class Replayer {
     const std::size_t chunk_rows = chunk_rows_for(t.cols, multiple);
     const std::size_t recipes = o_.recipes.size();
 
-    const bool keep = whole && o_.gemms && !o_.gemm_evaluator && o_.datapath == kF64;
+    const bool keep = whole && o_.gemms && !o_.gemm_evaluator && o_.datapath == kF64 &&
+                      recipes * t.elements() <= slab_limit;
     if (keep) loaded.dequantized.assign(recipes, std::vector<float>(t.elements()));
 
     auto process_slab = [&](std::span<const float> x, std::span<const double> ref, std::size_t row0,
@@ -438,19 +444,89 @@ class Replayer {
     result_.headroom.push_back(std::move(h));
   }
 
-  // One GEMM of the layer with its operands in K-last orientation and its float64 reference.
+  // A GEMM operand as the rows of its K-last matrix: fprop A = x, B = w; dgrad A = dy, B = wᵀ; wgrad
+  // A = dyᵀ, B = xᵀ.
+  struct Operand {
+    const LoadedTensor* tensor = nullptr;
+    bool transposed = false;
+    std::size_t rows() const { return transposed ? tensor->info->cols : tensor->info->rows; }
+    std::size_t k() const { return transposed ? tensor->info->rows : tensor->info->cols; }
+  };
+
+  // Rows [row0, row0 + n) of an operand, the stored values exactly: from memory when the tensor was
+  // held whole, else read from the trace (a transposed operand's rows are columns of the tensor).
+  std::vector<double> operand_rows(const Operand& op, std::size_t row0, std::size_t n) const {
+    const LoadedTensor& lt = *op.tensor;
+    const trace::TensorInfo& t = *lt.info;
+    auto held = [&](std::size_t r, std::size_t c) {
+      return lt.f64.empty() ? static_cast<double>(lt.f32[r * t.cols + c]) : lt.f64[r * t.cols + c];
+    };
+    const bool in_memory = !lt.f32.empty();
+    if (!op.transposed) {
+      std::vector<double> out(n * t.cols);
+      if (!in_memory) {
+        reader_.read_rows(t, row0, n, std::span<double>(out));
+      } else {
+        for (std::size_t r = 0; r < n; ++r)
+          for (std::size_t c = 0; c < t.cols; ++c) out[r * t.cols + c] = held(row0 + r, c);
+      }
+      return out;
+    }
+    std::vector<double> columns(t.rows * n);
+    if (!in_memory) {
+      reader_.read_columns(t, row0, n, std::span<double>(columns));
+    } else {
+      for (std::size_t r = 0; r < t.rows; ++r)
+        for (std::size_t c = 0; c < n; ++c) columns[r * n + c] = held(r, row0 + c);
+    }
+    return transpose(std::span<const double>(columns), t.rows, n);
+  }
+
+  // One GEMM of the layer: its operands and shape.
   struct GemmProblem {
     Gemm gemm = Gemm::fprop;
-    std::vector<float> a, b;
+    Operand a, b;
     std::size_t m = 0, n = 0, k = 0;
-    const LoadedTensor *ta = nullptr, *tb = nullptr;
-    std::vector<double> c;
-    double ref_sq = 0.0;
     std::uint64_t stream_a = 0, stream_b = 0;
   };
 
-  // One (GEMM, recipe) entry to compute: everything that touches the reader or the amax cache (the
-  // holds) is resolved before the parallel phase.
+  // Rows of A and of B per tile. A tile's operands (rows x K each) and its product hold at most
+  // slab elements / recipes each (every recipe quantizes its own copies at once), so the GEMM entries
+  // follow --slab-mib like the tensor entries; B is split only when it takes more than half of that.
+  struct Tiling {
+    std::size_t a_rows = 0, b_rows = 0;
+  };
+  std::optional<Tiling> tiling(const GemmProblem& p) const {
+    const std::size_t budget = std::max<std::size_t>(slab_elements() / o_.recipes.size(), 1);
+    const std::size_t unit = gemm_row_multiple();
+    const std::size_t k = std::max<std::size_t>(p.k, 1);
+    auto whole_units = [&](std::size_t fit, std::size_t total) { return fit >= total ? total : fit / unit * unit; };
+    Tiling t;
+    t.b_rows = whole_units(budget / 2 / k, p.n);
+    if (p.n > 0 && t.b_rows == 0) return std::nullopt;
+    t.a_rows = whole_units(std::min(budget / k - t.b_rows, budget / std::max<std::size_t>(t.b_rows, 1)), p.m);
+    if (p.m > 0 && t.a_rows == 0) return std::nullopt;
+    return t;
+  }
+
+  // Tile starts of `total` rows in tiles of `rows` (one empty tile for an empty operand).
+  static std::vector<std::size_t> tile_starts(std::size_t total, std::size_t rows) {
+    std::vector<std::size_t> starts{0};
+    for (std::size_t r = rows; r < total; r += rows) starts.push_back(r);
+    return starts;
+  }
+
+  std::size_t slab_elements() const { return std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1); }
+
+  // Rows every recipe's blocks divide (a tile starts on a block row of any operand).
+  std::size_t gemm_row_multiple() const {
+    std::size_t m = 16;
+    for (const Recipe& r : o_.recipes) m = std::lcm(m, static_cast<std::size_t>(r.block));
+    return m;
+  }
+
+  // One (GEMM, recipe) entry to compute: everything that touches the amax cache (the holds) is resolved
+  // before the parallel phase; the error sums run on over the tiles in row-major order.
   struct GemmTask {
     const GemmProblem* problem = nullptr;
     const Recipe* recipe = nullptr;
@@ -459,119 +535,175 @@ class Replayer {
     const Datapath* datapath = nullptr;  // nullptr: f64
     std::optional<float> amax_ref_a, amax_ref_b;
     bool reuse_a = false, reuse_b = false;
+    double err_sq = 0.0, max_abs = 0.0;
+    bool nonfinite = false;
+    std::optional<std::string> failed;  // why the datapath could not take the operands
+    std::optional<QuantizedTensor> qb;   // the current B tile, quantized (and dequantized for f64)
+    std::vector<float> db;
     GemmEntry entry;
+  };
+
+  // One tile of a GEMM: rows [a_row0, a_row0 + m) of A, [b_row0, b_row0 + n) of B, and their float64 product.
+  struct Tile {
+    std::size_t a_row0 = 0, b_row0 = 0, m = 0, n = 0;
+    std::vector<float> a, b;
+    std::vector<double> c;
   };
 
   void process_gemms(std::int64_t step, const trace::LayerInfo& layer, const LoadedTensor& x, const LoadedTensor& w,
                      const LoadedTensor& dy) {
     const std::size_t tokens = x.info->rows, in = x.info->cols, out = w.info->rows;
-    auto as_double = [](const LoadedTensor& t) {
-      if (!t.f64.empty()) return t.f64;
-      return std::vector<double>(t.f32.begin(), t.f32.end());
-    };
-    const std::vector<double> x64 = as_double(x), w64 = as_double(w), dy64 = as_double(dy);
-    const auto gemms = names(Gemm{});  // fprop, dgrad, wgrad
-    std::vector<GemmProblem> problems(gemms.size());
-    for (std::size_t gi = 0; gi < gemms.size(); ++gi) {
-      // Operands with K last: fprop A = x, B = w; dgrad A = dy, B = wᵀ; wgrad A = dyᵀ, B = xᵀ.
-      GemmProblem& p = problems[gi];
-      p.gemm = gemms[gi].value;
-      std::vector<double> a64, b64;
+    for (const auto& row : names(Gemm{})) {  // fprop, dgrad, wgrad
+      GemmProblem p;
+      p.gemm = row.value;
       switch (p.gemm) {
         case Gemm::fprop:
-          p.a = x.f32, p.b = w.f32, a64 = x64, b64 = w64;
-          p.m = tokens, p.n = out, p.k = in, p.ta = &x, p.tb = &w;
+          p.a = {&x, false}, p.b = {&w, false}, p.m = tokens, p.n = out, p.k = in;
           break;
         case Gemm::dgrad:
-          p.a = dy.f32, p.b = transpose(std::span<const float>(w.f32), out, in);
-          a64 = dy64, b64 = transpose(std::span<const double>(w64), out, in);
-          p.m = tokens, p.n = in, p.k = out, p.ta = &dy, p.tb = &w;
+          p.a = {&dy, false}, p.b = {&w, true}, p.m = tokens, p.n = in, p.k = out;
           break;
         case Gemm::wgrad:
-          p.a = transpose(std::span<const float>(dy.f32), tokens, out);
-          p.b = transpose(std::span<const float>(x.f32), tokens, in);
-          a64 = transpose(std::span<const double>(dy64), tokens, out);
-          b64 = transpose(std::span<const double>(x64), tokens, in);
-          p.m = out, p.n = in, p.k = tokens, p.ta = &dy, p.tb = &x;
+          p.a = {&dy, true}, p.b = {&x, true}, p.m = out, p.n = in, p.k = tokens;
           break;
       }
-      p.c = matmul_abt(a64, b64, p.m, p.n, p.k);
-      for (double v : p.c) p.ref_sq += v * v;
-      p.stream_a = stream_id(step, layer.name, p.ta->info->name, p.gemm);
-      p.stream_b = stream_id(step, layer.name, p.tb->info->name, p.gemm);
+      p.stream_a = stream_id(step, layer.name, p.a.tensor->info->name, p.gemm);
+      p.stream_b = stream_id(step, layer.name, p.b.tensor->info->name, p.gemm);
+      process_gemm(step, layer, p);
     }
+  }
 
-    // Serial phase: holds and reference amaxes (reads the trace for held steps and RHT amaxes).
-    std::vector<GemmTask> tasks;
-    for (const GemmProblem& p : problems) {
-      for (std::size_t ri = 0; ri < o_.recipes.size(); ++ri) {
-        const Recipe& r = o_.recipes[ri];
-        GemmTask t;
-        t.problem = &p;
-        t.recipe = &r;
-        t.recipe_index = ri;
-        t.ops = operands_for(r, p.gemm);
-        GemmEntry& e = t.entry;
-        e.item = item_;
-        e.step = step;
-        e.layer = layer.name;
-        e.gemm = p.gemm;
-        e.recipe = r.name;
-        t.datapath = o_.datapath == kRecipeDatapath ? r.default_datapath : datapath_;
-        e.datapath = t.datapath ? std::string(t.datapath->name) : o_.datapath;
-        e.m = p.m, e.n = p.n, e.k = p.k;
-        e.stream_a = p.stream_a;
-        e.stream_b = p.stream_b;
-        auto hold_of = [&](const OperandSpec& spec, const LoadedTensor& lt, Hold& hold) {
-          float current;
-          std::function<float(std::int64_t)> amax_at;
-          if (spec.rht) {
-            current = rht_operand_amax(step, layer.name, lt.info->role);
-            amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, lt.info->role); };
-          } else {
-            current = tensor_amax(step, layer.name, lt.info->role);
-            amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, lt.info->role); };
-          }
-          hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
-          return amax_ref(r, hold, current);
-        };
-        t.amax_ref_a = hold_of(t.ops.a, *p.ta, e.hold_a);
-        t.amax_ref_b = hold_of(t.ops.b, *p.tb, e.hold_b);
-        // An operand quantized exactly as its tensor entry was (fprop x and w, dgrad dy: same spec,
-        // orientation, reference amax and random stream) reuses that entry's reconstruction.
-        const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
-        t.reuse_a = f64 && p.gemm != Gemm::wgrad && p.ta->dequantized.size() == o_.recipes.size();
-        t.reuse_b = f64 && p.gemm == Gemm::fprop && p.tb->dequantized.size() == o_.recipes.size();
-        tasks.push_back(std::move(t));
-      }
-    }
-
-    // Parallel phase: one task per (GEMM, recipe); quantize() and gemm() run single-threaded inside.
+  // Parallel phase: one task per recipe; quantize() and gemm() run single-threaded inside.
+  template <class Work>
+  static void for_each_task(std::vector<GemmTask>& tasks, Work&& work) {
     std::vector<std::exception_ptr> failures(tasks.size());
 #pragma omp parallel for schedule(dynamic, 1) if (tasks.size() > 1)
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       try {
-        run_gemm_task(tasks[i]);
+        work(tasks[i]);
       } catch (...) {
         failures[i] = std::current_exception();  // rethrown below, on this thread, with its type
       }
     }
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      if (failures[i]) std::rethrow_exception(failures[i]);
-      result_.gemms.push_back(std::move(tasks[i].entry));
+    for (const auto& f : failures) {
+      if (f) std::rethrow_exception(f);
     }
   }
 
-  void run_gemm_task(GemmTask& t) {
+  void process_gemm(std::int64_t step, const trace::LayerInfo& layer, const GemmProblem& p) {
+    // Serial phase: holds and reference amaxes (reads the trace for held steps and RHT amaxes).
+    std::vector<GemmTask> tasks;
+    for (std::size_t ri = 0; ri < o_.recipes.size(); ++ri) {
+      const Recipe& r = o_.recipes[ri];
+      GemmTask t;
+      t.problem = &p;
+      t.recipe = &r;
+      t.recipe_index = ri;
+      t.ops = operands_for(r, p.gemm);
+      GemmEntry& e = t.entry;
+      e.item = item_;
+      e.step = step;
+      e.layer = layer.name;
+      e.gemm = p.gemm;
+      e.recipe = r.name;
+      t.datapath = o_.datapath == kRecipeDatapath ? r.default_datapath : datapath_;
+      e.datapath = t.datapath ? std::string(t.datapath->name) : o_.datapath;
+      e.m = p.m, e.n = p.n, e.k = p.k;
+      e.stream_a = p.stream_a;
+      e.stream_b = p.stream_b;
+      auto hold_of = [&](const OperandSpec& spec, const LoadedTensor& lt, Hold& hold) {
+        float current;
+        std::function<float(std::int64_t)> amax_at;
+        if (spec.rht) {
+          current = rht_operand_amax(step, layer.name, lt.info->role);
+          amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, lt.info->role); };
+        } else {
+          current = tensor_amax(step, layer.name, lt.info->role);
+          amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, lt.info->role); };
+        }
+        hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
+        return amax_ref(r, hold, current);
+      };
+      t.amax_ref_a = hold_of(t.ops.a, *p.a.tensor, e.hold_a);
+      t.amax_ref_b = hold_of(t.ops.b, *p.b.tensor, e.hold_b);
+      // An operand quantized exactly as its tensor entry was (fprop x and w, dgrad dy: same spec,
+      // orientation, reference amax and random stream) reuses that entry's reconstruction.
+      const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
+      t.reuse_a = f64 && !p.a.transposed && p.a.tensor->dequantized.size() == o_.recipes.size();
+      t.reuse_b = f64 && !p.b.transposed && p.b.tensor->dequantized.size() == o_.recipes.size();
+      tasks.push_back(std::move(t));
+    }
+
+    const std::optional<Tiling> plan = tiling(p);
+    if (!plan) {
+      const double need_mib = std::ceil(2.0 * static_cast<double>(gemm_row_multiple() * p.k * o_.recipes.size()) *
+                                        sizeof(float) / (1 << 20));
+      for (GemmTask& t : tasks) {
+        t.entry.rel_fro_err = stats::Figure::none(
+            "not computed: tiles of " + std::to_string(gemm_row_multiple()) + " operand rows of K = " +
+            std::to_string(p.k) + " need --slab-mib " + std::to_string(static_cast<long long>(need_mib)) + " or more");
+        t.entry.max_abs_err = std::nan("");
+        t.entry.ref_fro_norm = std::nan("");
+        result_.gemms.push_back(std::move(t.entry));
+      }
+      return;
+    }
+
+    double ref_sq = 0.0;
+    for (std::size_t b_row0 : tile_starts(p.n, plan->b_rows)) {
+      Tile tile;
+      tile.b_row0 = b_row0;
+      tile.n = std::min(plan->b_rows, p.n - b_row0);
+      const std::vector<double> b64 = operand_rows(p.b, b_row0, tile.n);
+      tile.b.assign(b64.begin(), b64.end());  // float64 data rounded to nearest even, as the trace reader does
+      for (std::size_t a_row0 : tile_starts(p.m, plan->a_rows)) {
+        tile.a_row0 = a_row0;
+        tile.m = std::min(plan->a_rows, p.m - a_row0);
+        tile.c.clear();
+        {
+          const std::vector<double> a64 = operand_rows(p.a, a_row0, tile.m);
+          tile.a.assign(a64.begin(), a64.end());
+          tile.c = matmul_abt(a64, b64, tile.m, tile.n, p.k);
+        }
+        for (double v : tile.c) ref_sq += v * v;
+        for_each_task(tasks, [&](GemmTask& t) { run_gemm_tile(t, tile, a_row0 == 0); });
+      }
+    }
+    for (GemmTask& t : tasks) {
+      GemmEntry& e = t.entry;
+      e.ref_fro_norm = std::sqrt(ref_sq);
+      if (t.failed) {
+        // The datapath cannot take these operands (e.g. probe-matched with K % 64 != 0): the entry says
+        // why; the replay goes on.
+        e.rel_fro_err = stats::Figure::none(std::string("datapath ") + e.datapath + ": " + *t.failed);
+        e.max_abs_err = std::nan("");
+      } else {
+        e.max_abs_err = t.max_abs;
+        if (t.nonfinite) {
+          e.rel_fro_err = stats::Figure::none("non-finite values in the product (NaN/Inf inputs or overflow)");
+        } else if (ref_sq == 0.0) {
+          e.rel_fro_err = stats::Figure::none("reference product is all zero");
+        } else {
+          e.rel_fro_err = stats::Figure::of(std::sqrt(t.err_sq / ref_sq));
+        }
+      }
+      result_.gemms.push_back(std::move(e));
+    }
+  }
+
+  // One tile of a task; B is quantized once per B tile (at its first A tile) and kept for the others.
+  void run_gemm_tile(GemmTask& t, const Tile& tile, bool new_b) {
+    if (t.failed) return;
     const GemmProblem& p = *t.problem;
     const Recipe& r = *t.recipe;
-    GemmEntry& e = t.entry;
+    const GemmEntry& e = t.entry;
     const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
-    auto operand = [&](const OperandSpec& spec, const std::vector<float>& data, std::size_t rows,
+    auto operand = [&](const OperandSpec& spec, const std::vector<float>& data, std::size_t row0, std::size_t rows,
                        std::optional<float> ref, std::uint64_t stream, bool reuse, const LoadedTensor& lt,
                        std::optional<QuantizedTensor>& q, std::vector<float>& deq) {
       if (reuse) {
-        deq = lt.dequantized[t.recipe_index];
+        const auto first = lt.dequantized[t.recipe_index].begin() + static_cast<std::ptrdiff_t>(row0 * p.k);
+        deq.assign(first, first + static_cast<std::ptrdiff_t>(rows * p.k));
         return;
       }
       QuantizeRequest request;
@@ -579,21 +711,29 @@ class Replayer {
       request.amax_ref = ref;
       request.random.seed = o_.seed;
       request.random.stream = stream;
+      // A tile's random bits are those of its rows in the whole operand.
+      std::vector<std::uint32_t> bits;
+      if (is_stochastic(spec.rounding)) {
+        bits.resize(data.size());
+        fill_random_bits(o_.seed, stream, row0 * p.k, r.sr_bits, bits);
+        request.random.explicit_bits = bits;
+      }
       q = quantize(r, request, data, rows, p.k);
       if (f64) deq = dequantize(*q);
     };
-    std::optional<QuantizedTensor> qa, qb;
-    std::vector<float> da, db;
-    operand(t.ops.a, p.a, p.m, t.amax_ref_a, p.stream_a, t.reuse_a, *p.ta, qa, da);
-    operand(t.ops.b, p.b, p.n, t.amax_ref_b, p.stream_b, t.reuse_b, *p.tb, qb, db);
-    e.ref_fro_norm = std::sqrt(p.ref_sq);
+    if (new_b) operand(t.ops.b, tile.b, tile.b_row0, tile.n, t.amax_ref_b, p.stream_b, t.reuse_b, *p.b.tensor, t.qb, t.db);
+    std::optional<QuantizedTensor> qa;
+    std::vector<float> da;
+    operand(t.ops.a, tile.a, tile.a_row0, tile.m, t.amax_ref_a, p.stream_a, t.reuse_a, *p.a.tensor, qa, da);
+    const std::optional<QuantizedTensor>& qb = t.qb;
+    const std::vector<float>& db = t.db;
     std::vector<double> chat;
     try {
       if (o_.gemm_evaluator) {
         chat = o_.gemm_evaluator(r, p.gemm, *qa, *qb, e.datapath);
       } else if (f64) {
-        chat = matmul_abt(std::vector<double>(da.begin(), da.end()), std::vector<double>(db.begin(), db.end()), p.m,
-                          p.n, p.k);
+        chat = matmul_abt(std::vector<double>(da.begin(), da.end()), std::vector<double>(db.begin(), db.end()), tile.m,
+                          tile.n, p.k);
       } else {
         GemmRequest request;
         request.datapath = t.datapath;
@@ -601,27 +741,14 @@ class Replayer {
         chat.assign(c.begin(), c.end());
       }
     } catch (const DataError& error) {
-      // The datapath cannot take these operands (e.g. probe-matched with K % 64 != 0): the entry says
-      // why; the replay goes on.
-      e.rel_fro_err = stats::Figure::none(std::string("datapath ") + e.datapath + ": " + error.what());
-      e.max_abs_err = std::nan("");
+      t.failed = error.what();
       return;
     }
-    double err_sq = 0.0, max_abs = 0.0;
-    bool nonfinite = false;
-    for (std::size_t i = 0; i < p.c.size(); ++i) {
-      const double d = chat[i] - p.c[i];
-      if (!std::isfinite(d)) nonfinite = true;
-      err_sq += d * d;
-      max_abs = std::max(max_abs, std::fabs(d));
-    }
-    e.max_abs_err = max_abs;
-    if (nonfinite) {
-      e.rel_fro_err = stats::Figure::none("non-finite values in the product (NaN/Inf inputs or overflow)");
-    } else if (p.ref_sq == 0.0) {
-      e.rel_fro_err = stats::Figure::none("reference product is all zero");
-    } else {
-      e.rel_fro_err = stats::Figure::of(std::sqrt(err_sq / p.ref_sq));
+    for (std::size_t i = 0; i < tile.c.size(); ++i) {
+      const double d = chat[i] - tile.c[i];
+      if (!std::isfinite(d)) t.nonfinite = true;
+      t.err_sq += d * d;
+      t.max_abs = std::max(t.max_abs, std::fabs(d));
     }
   }
 

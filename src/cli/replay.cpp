@@ -97,7 +97,7 @@ void setup_replay(CLI::App& app) {
                         "skip the GEMM-level entries (per-tensor statistics only)");
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
   add_progress_flags(app, o->progress);
-  app.add_option("--slab-mib", o->call.slab_mib, "stream tensors larger than this many MiB of float32 in row slabs")
+  app.add_option("--slab-mib", o->call.slab_mib, "memory bound: tensors larger than this many MiB of float32 are streamed in row slabs, GEMM entries computed in tiles of at most this much (over the recipes)")
       ->capture_default_str();
   add_example(app, "fp4sim replay traces/trace_a.h5 --recipes ue5m3,nvfp4 --json a.json --plots plots/");
   app.callback([o] { run_replay(*o); });

@@ -360,26 +360,30 @@ bool Dataset::is_chunked() const {
   return H5Pget_layout(plist.get()) == H5D_CHUNKED;
 }
 
-DataspaceHandle Dataset::row_selection(hsize_t row0, hsize_t nrows, std::size_t n, DataspaceHandle& memspace) const {
+DataspaceHandle Dataset::block_selection(hsize_t row0, hsize_t nrows, std::optional<std::pair<hsize_t, hsize_t>> columns,
+                                         std::size_t n, DataspaceHandle& memspace) const {
   DataspaceHandle space(H5Dget_space(handle_.get()));
   if (!space) fail("H5Dget_space");
   hsize_t dims[2] = {0, 0};
   if (H5Sget_simple_extent_ndims(space.get()) != 2) fail_rule("hyperslab access needs a 2-D dataset");
   if (H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 0) fail("H5Sget_simple_extent_dims");
+  const auto [col0, ncols] = columns.value_or(std::pair<hsize_t, hsize_t>{0, dims[1]});
   if (row0 + nrows > dims[0]) fail_rule("rows " + std::to_string(row0) + "+" + std::to_string(nrows) + " out of range");
-  if (n != nrows * dims[1]) fail_rule("buffer of " + std::to_string(n) + " values for " + std::to_string(nrows) + " rows");
-  const hsize_t start[2] = {row0, 0}, count[2] = {nrows, dims[1]};
+  if (col0 + ncols > dims[1]) fail_rule("columns " + std::to_string(col0) + "+" + std::to_string(ncols) + " out of range");
+  if (n != nrows * ncols) fail_rule("buffer of " + std::to_string(n) + " values for " + std::to_string(nrows) + " rows");
+  const hsize_t start[2] = {row0, col0}, count[2] = {nrows, ncols};
   if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0) fail("H5Sselect_hyperslab");
   memspace = DataspaceHandle(H5Screate_simple(2, count, nullptr));
   if (!memspace) fail("H5Screate_simple");
   return space;
 }
 
-void Dataset::read_rows_raw(hsize_t row0, hsize_t nrows, hid_t mem_type, void* out, std::size_t n) const {
+void Dataset::read_block_raw(hsize_t row0, hsize_t nrows, std::optional<std::pair<hsize_t, hsize_t>> columns,
+                             hid_t mem_type, void* out, std::size_t n) const {
   SilenceErrors quiet;
-  if (nrows == 0) return;
+  if (nrows == 0 || (columns && columns->second == 0)) return;
   DataspaceHandle memspace;
-  DataspaceHandle space = row_selection(row0, nrows, n, memspace);
+  DataspaceHandle space = block_selection(row0, nrows, columns, n, memspace);
   if (H5Dread(handle_.get(), mem_type, memspace.get(), space.get(), H5P_DEFAULT, out) < 0) {
     fail("H5Dread(rows " + std::to_string(row0) + ".." + std::to_string(row0 + nrows) + ")");
   }
@@ -394,7 +398,7 @@ void Dataset::write_rows_raw(hsize_t row0, hsize_t nrows, hid_t mem_type, const 
   SilenceErrors quiet;
   if (nrows == 0) return;
   DataspaceHandle memspace;
-  DataspaceHandle space = row_selection(row0, nrows, n, memspace);
+  DataspaceHandle space = block_selection(row0, nrows, std::nullopt, n, memspace);
   if (H5Dwrite(handle_.get(), mem_type, memspace.get(), space.get(), H5P_DEFAULT, data) < 0) {
     fail("H5Dwrite(rows " + std::to_string(row0) + ".." + std::to_string(row0 + nrows) + ")");
   }

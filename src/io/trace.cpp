@@ -314,6 +314,10 @@ void Reader::read_rows(const TensorInfo& t, std::size_t row0, std::size_t nrows,
   file_.open_dataset(t.path).read_rows<double>(row0, nrows, out);
 }
 
+void Reader::read_columns(const TensorInfo& t, std::size_t col0, std::size_t ncols, std::span<double> out) const {
+  file_.open_dataset(t.path).read_block<double>(0, t.rows, col0, ncols, out);
+}
+
 std::vector<float> Reader::read_float(const TensorInfo& t) const {
   std::vector<float> out(t.elements());
   read_rows(t, 0, t.rows, std::span<float>(out));

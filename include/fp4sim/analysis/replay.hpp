@@ -8,9 +8,12 @@
 // operands (a `gemms` entry). Periodic tensor scaling is carried across the captured steps with a
 // hold rule; `headroom` entries report Proposition 1's quantities (docs/semantics.md P2) per scale format.
 //
-// Memory: a tensor larger than max_slab_bytes is streamed in row slabs (two passes: amax, then
-// quantization), so the per-tensor statistics hold one slab at a time. GEMM entries need the three
-// operands of one layer in memory at once.
+// Memory follows max_slab_bytes everywhere: a tensor larger than it is streamed in row slabs (two
+// passes: amax, then quantization), so the per-tensor statistics hold one slab at a time; a GEMM entry
+// is computed in tiles of whole block rows of A and B (full K), read from the trace, that hold at most
+// max_slab_bytes / recipes of float32 operands each. A GEMM whose 16-row tiles (K elements a row) do
+// not fit says so in its entry instead of running. The results do not depend on the slab size, except
+// that a split B adds the error sums in another order.
 //
 // Many processes (share.hpp): a run given Options::share does the units of work of that share only: a
 // layer through every selected step (its x, w, dy and GEMMs) or, without GEMM entries, one tensor of a

@@ -210,7 +210,12 @@ class Dataset : public Object {
   // stored element type to T as HDF5 does (exact for float32 -> float/double and float64 -> double).
   template <class T>
   void read_rows(hsize_t row0, hsize_t nrows, std::span<T> out) const {
-    read_rows_raw(row0, nrows, AtomicType<T>::memory(), out.data(), out.size());
+    read_block_raw(row0, nrows, std::nullopt, AtomicType<T>::memory(), out.data(), out.size());
+  }
+  // Rows [row0, row0 + nrows) of columns [col0, col0 + ncols) of a 2-D dataset (nrows * ncols values).
+  template <class T>
+  void read_block(hsize_t row0, hsize_t nrows, hsize_t col0, hsize_t ncols, std::span<T> out) const {
+    read_block_raw(row0, nrows, std::pair{col0, ncols}, AtomicType<T>::memory(), out.data(), out.size());
   }
   // The whole dataset, any rank.
   template <class T>
@@ -232,11 +237,14 @@ class Dataset : public Object {
   std::size_t element_count() const;
 
  private:
-  void read_rows_raw(hsize_t row0, hsize_t nrows, hid_t mem_type, void* out, std::size_t n) const;
+  // columns: (first, count); none: all columns.
+  void read_block_raw(hsize_t row0, hsize_t nrows, std::optional<std::pair<hsize_t, hsize_t>> columns, hid_t mem_type,
+                      void* out, std::size_t n) const;
   void read_all_raw(hid_t mem_type, void* out) const;
   void write_rows_raw(hsize_t row0, hsize_t nrows, hid_t mem_type, const void* data, std::size_t n) const;
   void write_all_raw(hid_t mem_type, const void* data, std::size_t n) const;
-  DataspaceHandle row_selection(hsize_t row0, hsize_t nrows, std::size_t n, DataspaceHandle& memspace) const;
+  DataspaceHandle block_selection(hsize_t row0, hsize_t nrows, std::optional<std::pair<hsize_t, hsize_t>> columns,
+                                  std::size_t n, DataspaceHandle& memspace) const;
 
   DatasetHandle handle_;
 };

@@ -86,6 +86,8 @@ class Reader {
   // double, float64 data into double). float64 data into float is rounded to nearest even.
   void read_rows(const TensorInfo& t, std::size_t row0, std::size_t nrows, std::span<float> out) const;
   void read_rows(const TensorInfo& t, std::size_t row0, std::size_t nrows, std::span<double> out) const;
+  // Columns [col0, col0 + ncols) of every row of a tensor, row-major [rows, ncols], converted exactly.
+  void read_columns(const TensorInfo& t, std::size_t col0, std::size_t ncols, std::span<double> out) const;
   std::vector<float> read_float(const TensorInfo& t) const;
   std::vector<double> read_double(const TensorInfo& t) const;
 
