@@ -1,7 +1,7 @@
 """Hostile input, failing writes and signals through the CLI (docs/cli.md "Exit codes"), one test per class:
 
 * outputs: never onto an input (symlinks followed), a device, a directory or another output; committed
-  together, so an existing file survives a failed command;
+  together, so an existing file survives a failed command, a rename failing part-way through included;
 * exit codes: 2 usage (bad option values included), 3 data (a missing input file in every subcommand,
   a missing output directory);
 * sizes: a .npy header is checked against the file before anything is allocated;
@@ -124,6 +124,36 @@ def test_a_failed_output_keeps_every_existing_file(tmp_path, x):
     one_line_error(r, "nodir/d.npy", "No such file or directory")
     assert (tmp_path / "o.npy").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.npy", "x.npy"]
+
+
+BLOCKING_PLOT = """
+import os
+os.remove(os.environ["BLOCK"])
+os.makedirs(os.path.join(os.environ["BLOCK"], "inside"))
+"""
+
+
+@pytest.mark.parametrize("first_existed", [True, False])
+def test_a_rename_failing_part_way_through_the_commit_loses_nothing(tmp_path, trace, first_existed):
+    # --csv r.csv commits r_tensors.csv, r_gemms.csv, r_headroom.csv, then r.json. The plot step (run
+    # before the commit) puts a non-empty directory where r_gemms.csv was: its rename fails second of four.
+    out = tmp_path / "out"
+    out.mkdir()
+    old = {"r_gemms.csv": "old gemms", "r_headroom.csv": "old headroom", "r.json": "old json"}
+    if first_existed:
+        old["r_tensors.csv"] = "old tensors"
+    for name, text in old.items():
+        (out / name).write_text(text)
+    script = tmp_path / "blocking_plot.py"
+    script.write_text(BLOCKING_PLOT)
+    env = dict(os.environ, FP4SIM_PLOT_SCRIPT=str(script), BLOCK=str(out / "r_gemms.csv"))
+    r = run("replay", trace, *QUICK, "--csv", out / "r.csv", "--json", out / "r.json", "--plots", out / "plots",
+            env=env)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    one_line_error(r, "r_gemms.csv", "cannot rename into place")
+    del old["r_gemms.csv"]
+    assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == old
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["r_gemms.csv"]
 
 
 def test_plots_onto_a_file_keeps_the_json(tmp_path, trace):

@@ -71,6 +71,75 @@ void rename_into_place(const fs::path& from, const fs::path& to) {
   if (ec) throw DataError(to.string() + ": cannot rename into place: " + ec.message());
 }
 
+// The renames of one commit, undone together when one of them fails: a file a rename replaces keeps a
+// second name (a hard link, else a copy) until the commit is done, so it is never lost, and a path
+// that did not exist before is removed again.
+class Renames {
+ public:
+  Renames() = default;
+  Renames(const Renames&) = delete;
+  Renames& operator=(const Renames&) = delete;
+  ~Renames() {
+    if (!done_) undo();
+  }
+
+  void rename(const fs::path& from, const fs::path& to) {
+    Step step{to, {}, false};
+    struct stat st {};
+    if (::lstat(to.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) {
+        step.was_directory = true;  // an empty one (OutputDirectory refuses any other): nothing to keep
+      } else {
+        step.kept = to;
+        step.kept += ".tmp." + std::to_string(::getpid()) + ".kept";
+        std::error_code ec;
+        fs::remove(step.kept, ec);
+        if (::link(to.c_str(), step.kept.c_str()) != 0 && !fs::copy_file(to, step.kept, ec)) {
+          throw DataError(to.string() + ": cannot keep the existing file while replacing it: " + ec.message());
+        }
+      }
+    }
+    try {
+      rename_into_place(from, to);
+    } catch (...) {
+      std::error_code ec;
+      if (!step.kept.empty()) fs::remove(step.kept, ec);
+      throw;
+    }
+    steps_.push_back(std::move(step));
+  }
+
+  // Every rename succeeded: the kept names go.
+  void finish() noexcept {
+    std::error_code ec;
+    for (const Step& s : steps_) {
+      if (!s.kept.empty()) fs::remove(s.kept, ec);
+    }
+    done_ = true;
+  }
+
+ private:
+  struct Step {
+    fs::path to, kept;
+    bool was_directory;
+  };
+
+  void undo() noexcept {
+    std::error_code ec;
+    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+      if (!it->kept.empty()) {
+        fs::rename(it->kept, it->to, ec);
+      } else {
+        fs::remove_all(it->to, ec);
+        if (it->was_directory) fs::create_directory(it->to, ec);
+      }
+    }
+  }
+
+  std::vector<Step> steps_;
+  bool done_ = false;
+};
+
 // Under the registry's lock.
 void refuse_inputs(const Registry& r, const fs::path& path, const std::string& flag) {
   struct stat st {};
@@ -83,18 +152,14 @@ void refuse_inputs(const Registry& r, const fs::path& path, const std::string& f
   }
 }
 
-void rename_pending(const Pending& p) {
-  if (!p.merge) {
-    rename_into_place(p.temporary, p.to);
-    return;
-  }
+void rename_pending(const Pending& p, Renames& renames) {
   std::error_code ec;
-  if (!fs::exists(p.to, ec)) {
-    rename_into_place(p.temporary, p.to);
+  if (!p.merge || !fs::exists(p.to, ec)) {
+    renames.rename(p.temporary, p.to);
     return;
   }
   for (const auto& entry : fs::directory_iterator(p.temporary)) {
-    rename_into_place(entry.path(), p.to / entry.path().filename());
+    renames.rename(entry.path(), p.to / entry.path().filename());
   }
   fs::remove_all(p.temporary, ec);
 }
@@ -240,9 +305,11 @@ void OutputSet::commit() {
   for (const Pending& p : r.pending) {
     if (p.handed) refuse_inputs(r, p.to, {});
   }
+  Renames renames;
   for (const Pending& p : r.pending) {
-    if (p.handed) rename_pending(p);
+    if (p.handed) rename_pending(p, renames);
   }
+  renames.finish();
   std::erase_if(r.pending, [](const Pending& p) { return p.handed; });
   r.set_active = false;
   r.inputs.clear();

@@ -8,7 +8,8 @@
 // never replaced. While an OutputSet is alive (the CLI holds one per command), commit() hands the
 // temporary to it and the renames happen together in OutputSet::commit(), after every output
 // succeeded; an OutputSet destroyed without commit() removes them all, so an existing file is never
-// lost to a command that failed. Every live temporary is known to the process, so a signal can remove
+// lost to a command that failed. A rename that fails part-way through the commit undoes the ones
+// before it (each replaced file keeps a second name until the commit is done). Every live temporary is known to the process, so a signal can remove
 // them (remove_temporaries()).
 #pragma once
 
