@@ -4,7 +4,8 @@ The outputs of 2 and 3 ranks (oversubscribed on small machines) equal one proces
 HDF5 whole, JSON but for the run metadata ("seconds", "shares"); on traces/trace_a.h5 and on generated
 traces with fewer layers than ranks and more. Bad data in any rank's share fails the run with one
 process's message and exit code and writes nothing; a rank killed mid-run ends the run with an error
-within a time limit, not a hang.
+within a time limit, not a hang; SIGTERM while rank 0 writes the outputs (to mpirun or to every rank)
+stops the plot child and leaves neither temporaries nor partial outputs.
 
 Needs FP4SIM_BINARY and FP4SIM_MPIEXEC (CMake sets both; FP4SIM_MPIEXEC is empty when fp4sim was built
 without MPI, and every test here is skipped). OpenMPI refuses to run as root without
@@ -224,3 +225,59 @@ def test_a_killed_rank_ends_the_run_with_an_error(tmp_path):
             mpirun.wait()
     assert mpirun.returncode != 0, stderr.decode()
     assert list(out.iterdir()) == []
+
+
+FAKE_PLOT = """
+import os, time
+open(os.environ["FAKE_PLOT_PID"], "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(") ", 1)[1][0] != "Z"  # a zombie is gone for our purpose
+
+
+@pytest.mark.parametrize("target", ["mpirun", "ranks"])
+def test_sigterm_while_the_outputs_are_written_leaves_nothing(tmp_path, target):
+    # Rank 0 holds every output's temporary while the plot child runs (a stand-in that waits); SIGTERM,
+    # to mpirun (which passes it on) or to every rank (as a batch system does), stops the child, removes
+    # the temporaries and ends each rank with 143; the directory keeps only what it held before.
+    script = tmp_path / "fake_plot.py"
+    script.write_text(FAKE_PLOT)
+    pid_file = tmp_path / "plot.pid"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r.json").write_text("old")
+    env = dict(ENV, FP4SIM_PLOT_SCRIPT=str(script), FAKE_PLOT_PID=str(pid_file))
+    command = [MPIEXEC, "-np", "2", BINARY, "replay", str(TRACE_A), "-q", "--no-gemms", "--steps", "1",
+               "--json", str(out / "r.json"), "--csv", str(out / "r.csv"), "--h5", str(out / "r.h5"),
+               "--plots", str(out / "plots")]
+    mpirun = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            assert mpirun.poll() is None, mpirun.communicate()
+            time.sleep(0.05)
+        plot = int(pid_file.read_text())
+        assert any(".tmp." in name for name in os.listdir(out)), "the temporaries exist while the plots are drawn"
+        ranks = [pid for pid in children(mpirun.pid) if Path(f"/proc/{pid}/exe").resolve() == Path(BINARY).resolve()]
+        assert len(ranks) == 2
+        for pid in [mpirun.pid] if target == "mpirun" else ranks:
+            os.kill(pid, signal.SIGTERM)
+        _, stderr = mpirun.communicate(timeout=60)
+    finally:
+        if mpirun.poll() is None:
+            mpirun.kill()
+            mpirun.wait()
+    stderr = stderr.decode()
+    # mpirun passes on its ranks' 143 when they were signalled; signalled itself, OpenMPI's mpirun exits 1.
+    assert mpirun.returncode == (143 if target == "ranks" else 1), (mpirun.returncode, stderr)
+    assert stderr.count("fp4sim: interrupted (SIGTERM): no partial output left") == 2, stderr
+    assert not alive(plot), "the plot process was left running"
+    assert sorted(os.listdir(out)) == ["r.json"] and (out / "r.json").read_text() == "old"
