@@ -188,6 +188,7 @@ def test_a_missing_input_file_is_exit_3_in_every_subcommand(tmp_path, x):
         r = run(*args)
         assert r.returncode == 3, (args, r.returncode, r.stderr)
         one_line_error(r, "missing")
+        assert "no such file" in r.stderr.lower(), r.stderr  # the reason, not only "cannot open"
         assert not out.exists()
 
 
@@ -355,6 +356,14 @@ def test_steps_range_takes_the_captured_steps_inside(trace):
         r = run("replay", trace, "--steps", f"{gap[0]}-{gap[-1]}", "--no-gemms", "-q")
         assert r.returncode == 2
         one_line_error(r, "--steps", "no captured step")
+
+
+@pytest.mark.parametrize("steps", ["99999999999999999999999", "1-99999999999999999999999", "x-y", "5-2"])
+def test_a_bad_steps_value_is_one_line_naming_the_option(trace, steps):
+    r = run("replay", trace, "--steps", steps, "--layers", "lm_head", "--no-gemms", "-q")
+    assert r.returncode == 2, (steps, r.returncode, r.stderr)
+    one_line_error(r, "--steps", steps)
+    assert "stoull" not in r.stderr and "stoll" not in r.stderr
 
 
 # --- traces: declared but absent storage -----------------------------------------------------------
