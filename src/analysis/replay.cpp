@@ -491,13 +491,14 @@ class Replayer {
   };
 
   // Rows of A and of B per tile. A tile's operands (rows x K each) and its product hold at most
-  // slab elements / recipes each (every recipe quantizes its own copies at once), so the GEMM entries
-  // follow --slab-mib like the tensor entries; B is split only when it takes more than half of that.
+  // slab elements / tile_share() each (the three GEMMs' tiles are in work at once, every recipe
+  // quantizing its own copies), so the GEMM entries follow --slab-mib like the tensor entries; B is
+  // split only when it takes more than half of that.
   struct Tiling {
     std::size_t a_rows = 0, b_rows = 0;
   };
   std::optional<Tiling> tiling(const GemmProblem& p) const {
-    const std::size_t budget = std::max<std::size_t>(slab_elements() / o_.recipes.size(), 1);
+    const std::size_t budget = std::max<std::size_t>(slab_elements() / tile_share(), 1);
     const std::size_t unit = gemm_row_multiple();
     const std::size_t k = std::max<std::size_t>(p.k, 1);
     auto whole_units = [&](std::size_t fit, std::size_t total) { return fit >= total ? total : fit / unit * unit; };
@@ -515,6 +516,9 @@ class Replayer {
     for (std::size_t r = rows; r < total; r += rows) starts.push_back(r);
     return starts;
   }
+
+  // The tiles of the layer's three GEMMs are in work at once, each quantized by every recipe.
+  std::size_t tile_share() const { return 3 * o_.recipes.size(); }
 
   std::size_t slab_elements() const { return std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1); }
 
@@ -550,12 +554,28 @@ class Replayer {
     std::vector<double> c;
   };
 
+  // One GEMM of the layer through its tiles: its tasks, its plan (none: its tiles do not fit), the tile
+  // in work and the reference's sum of squares so far.
+  struct GemmRun {
+    GemmProblem p;
+    std::vector<GemmTask> tasks;
+    std::optional<Tiling> plan;
+    std::vector<std::pair<std::size_t, std::size_t>> tiles;  // (B row0, A row0), B tiles outer
+    Tile tile;
+    std::vector<double> b64;
+    double ref_sq = 0.0;
+  };
+
   void process_gemms(std::int64_t step, const trace::LayerInfo& layer, const LoadedTensor& x, const LoadedTensor& w,
                      const LoadedTensor& dy) {
     const std::size_t tokens = x.info->rows, in = x.info->cols, out = w.info->rows;
-    for (const auto& row : names(Gemm{})) {  // fprop, dgrad, wgrad
-      GemmProblem p;
-      p.gemm = row.value;
+    const auto gemms = names(Gemm{});  // fprop, dgrad, wgrad
+    std::vector<GemmRun> runs(gemms.size());
+    std::size_t rounds = 0;
+    for (std::size_t gi = 0; gi < gemms.size(); ++gi) {
+      GemmRun& run = runs[gi];
+      GemmProblem& p = run.p;
+      p.gemm = gemms[gi].value;
       switch (p.gemm) {
         case Gemm::fprop:
           p.a = {&x, false}, p.b = {&w, false}, p.m = tokens, p.n = out, p.k = in;
@@ -569,29 +589,61 @@ class Replayer {
       }
       p.stream_a = stream_id(step, layer.name, p.a.tensor->info->name, p.gemm);
       p.stream_b = stream_id(step, layer.name, p.b.tensor->info->name, p.gemm);
-      process_gemm(step, layer, p);
+      run.tasks = gemm_tasks(step, layer, p);
+      run.plan = tiling(p);
+      if (!run.plan) continue;
+      for (std::size_t b_row0 : tile_starts(p.n, run.plan->b_rows)) {
+        for (std::size_t a_row0 : tile_starts(p.m, run.plan->a_rows)) run.tiles.emplace_back(b_row0, a_row0);
+      }
+      rounds = std::max(rounds, run.tiles.size());
     }
-  }
-
-  // Parallel phase: one task per recipe; quantize() and gemm() run single-threaded inside.
-  template <class Work>
-  static void for_each_task(std::vector<GemmTask>& tasks, Work&& work) {
-    std::vector<std::exception_ptr> failures(tasks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (tasks.size() > 1)
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      try {
-        work(tasks[i]);
-      } catch (...) {
-        failures[i] = std::current_exception();  // rethrown below, on this thread, with its type
+    // Round i takes the i-th tile of every GEMM: its (GEMM, recipe) tasks form one parallel region (one
+    // region per layer when the GEMMs fit whole: many short regions spin at their barriers on a shared
+    // machine).
+    for (std::size_t i = 0; i < rounds; ++i) {
+      std::vector<std::pair<GemmRun*, GemmTask*>> work;
+      for (GemmRun& run : runs) {
+        if (i >= run.tiles.size()) continue;
+        next_tile(run, i);
+        for (GemmTask& t : run.tasks) work.emplace_back(&run, &t);
+      }
+      std::vector<std::exception_ptr> failures(work.size());
+#pragma omp parallel for schedule(dynamic, 1) if (work.size() > 1)
+      for (std::size_t j = 0; j < work.size(); ++j) {
+        try {
+          run_gemm_tile(*work[j].second, work[j].first->tile, work[j].first->tile.a_row0 == 0);
+        } catch (...) {
+          failures[j] = std::current_exception();  // rethrown below, on this thread, with its type
+        }
+      }
+      for (const auto& f : failures) {
+        if (f) std::rethrow_exception(f);
       }
     }
-    for (const auto& f : failures) {
-      if (f) std::rethrow_exception(f);
-    }
+    for (GemmRun& run : runs) finish_gemm(run);
   }
 
-  void process_gemm(std::int64_t step, const trace::LayerInfo& layer, const GemmProblem& p) {
-    // Serial phase: holds and reference amaxes (reads the trace for held steps and RHT amaxes).
+  // Reads the i-th tile of a GEMM (its B rows only at the B tile's first A tile) and its float64 product.
+  void next_tile(GemmRun& run, std::size_t i) const {
+    const GemmProblem& p = run.p;
+    Tile& tile = run.tile;
+    const auto [b_row0, a_row0] = run.tiles[i];
+    if (a_row0 == 0) {
+      tile.b_row0 = b_row0;
+      tile.n = std::min(run.plan->b_rows, p.n - b_row0);
+      run.b64 = operand_rows(p.b, b_row0, tile.n);
+      tile.b.assign(run.b64.begin(), run.b64.end());  // float64 data rounded to nearest even, as the reader does
+    }
+    tile.a_row0 = a_row0;
+    tile.m = std::min(run.plan->a_rows, p.m - a_row0);
+    const std::vector<double> a64 = operand_rows(p.a, a_row0, tile.m);
+    tile.a.assign(a64.begin(), a64.end());
+    tile.c = matmul_abt(a64, run.b64, tile.m, tile.n, p.k);
+    for (double v : tile.c) run.ref_sq += v * v;
+  }
+
+  // Serial phase of a GEMM: holds and reference amaxes (reads the trace for held steps and RHT amaxes).
+  std::vector<GemmTask> gemm_tasks(std::int64_t step, const trace::LayerInfo& layer, const GemmProblem& p) {
     std::vector<GemmTask> tasks;
     for (std::size_t ri = 0; ri < o_.recipes.size(); ++ri) {
       const Recipe& r = o_.recipes[ri];
@@ -633,45 +685,28 @@ class Replayer {
       t.reuse_b = f64 && !p.b.transposed && p.b.tensor->dequantized.size() == o_.recipes.size();
       tasks.push_back(std::move(t));
     }
+    return tasks;
+  }
 
-    const std::optional<Tiling> plan = tiling(p);
-    if (!plan) {
-      const double need_mib = std::ceil(2.0 * static_cast<double>(gemm_row_multiple() * p.k * o_.recipes.size()) *
-                                        sizeof(float) / (1 << 20));
-      for (GemmTask& t : tasks) {
+  // The entries of a GEMM, in recipe order.
+  void finish_gemm(GemmRun& run) {
+    if (!run.plan) {
+      const double need_mib = std::ceil(2.0 * static_cast<double>(gemm_row_multiple() * run.p.k) *
+                                        static_cast<double>(tile_share()) * sizeof(float) / (1 << 20));
+      for (GemmTask& t : run.tasks) {
         t.entry.rel_fro_err = stats::Figure::none(
             "not computed: tiles of " + std::to_string(gemm_row_multiple()) + " operand rows of K = " +
-            std::to_string(p.k) + " need --slab-mib " + std::to_string(static_cast<long long>(need_mib)) + " or more");
+            std::to_string(run.p.k) + " need --slab-mib " + std::to_string(static_cast<long long>(need_mib)) +
+            " or more");
         t.entry.max_abs_err = std::nan("");
         t.entry.ref_fro_norm = std::nan("");
         result_.gemms.push_back(std::move(t.entry));
       }
       return;
     }
-
-    double ref_sq = 0.0;
-    for (std::size_t b_row0 : tile_starts(p.n, plan->b_rows)) {
-      Tile tile;
-      tile.b_row0 = b_row0;
-      tile.n = std::min(plan->b_rows, p.n - b_row0);
-      const std::vector<double> b64 = operand_rows(p.b, b_row0, tile.n);
-      tile.b.assign(b64.begin(), b64.end());  // float64 data rounded to nearest even, as the trace reader does
-      for (std::size_t a_row0 : tile_starts(p.m, plan->a_rows)) {
-        tile.a_row0 = a_row0;
-        tile.m = std::min(plan->a_rows, p.m - a_row0);
-        tile.c.clear();
-        {
-          const std::vector<double> a64 = operand_rows(p.a, a_row0, tile.m);
-          tile.a.assign(a64.begin(), a64.end());
-          tile.c = matmul_abt(a64, b64, tile.m, tile.n, p.k);
-        }
-        for (double v : tile.c) ref_sq += v * v;
-        for_each_task(tasks, [&](GemmTask& t) { run_gemm_tile(t, tile, a_row0 == 0); });
-      }
-    }
-    for (GemmTask& t : tasks) {
+    for (GemmTask& t : run.tasks) {
       GemmEntry& e = t.entry;
-      e.ref_fro_norm = std::sqrt(ref_sq);
+      e.ref_fro_norm = std::sqrt(run.ref_sq);
       if (t.failed) {
         // The datapath cannot take these operands (e.g. probe-matched with K % 64 != 0): the entry says
         // why; the replay goes on.
@@ -681,10 +716,10 @@ class Replayer {
         e.max_abs_err = t.max_abs;
         if (t.nonfinite) {
           e.rel_fro_err = stats::Figure::none("non-finite values in the product (NaN/Inf inputs or overflow)");
-        } else if (ref_sq == 0.0) {
+        } else if (run.ref_sq == 0.0) {
           e.rel_fro_err = stats::Figure::none("reference product is all zero");
         } else {
-          e.rel_fro_err = stats::Figure::of(std::sqrt(t.err_sq / ref_sq));
+          e.rel_fro_err = stats::Figure::of(std::sqrt(t.err_sq / run.ref_sq));
         }
       }
       result_.gemms.push_back(std::move(e));

@@ -11,7 +11,7 @@
 // Memory follows max_slab_bytes everywhere: a tensor larger than it is streamed in row slabs (two
 // passes: amax, then quantization), so the per-tensor statistics hold one slab at a time; a GEMM entry
 // is computed in tiles of whole block rows of A and B (full K), read from the trace, that hold at most
-// max_slab_bytes / recipes of float32 operands each. A GEMM whose 16-row tiles (K elements a row) do
+// max_slab_bytes / (3 x recipes) of float32 operands each (a layer's three GEMMs are in work at once). A GEMM whose 16-row tiles (K elements a row) do
 // not fit says so in its entry instead of running. The results do not depend on the slab size, except
 // that a split B adds the error sums in another order.
 //
