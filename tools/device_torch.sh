@@ -8,7 +8,8 @@
 #   tools/boost_subset.sh          # here, once: the Boost headers the build needs, into .boost/ (~13 MB)
 #   tools/device_torch.sh          # there, carrying .boost
 # Environment: PYTEST_ARGS (extra pytest arguments, e.g. "-k llama"), FP4SIM_TORCH_CHECK=all (check every
-# linear of the small model, not a sample).
+# linear of the small model, not a sample), THEN (a command run afterwards from /tmp with the same library
+# path, e.g. THEN="python3 $PWD/tools/bench_torch.py"; its output also goes to $OUT/then.log).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -66,4 +67,11 @@ start=$(date +%s)
 status=$?
 tail -15 "$OUT/test_torch.log" | tee -a "$log"
 say "test_torch: exit $status after $(( $(date +%s) - start )) s"
+if [ -n "${THEN:-}" ]; then
+  say "then: $THEN"
+  (cd /tmp && bash -c "$THEN") 2>&1 | tee "$OUT/then.log"
+  then_status=${PIPESTATUS[0]}
+  say "then: exit $then_status"
+  [ $status -eq 0 ] && status=$then_status
+fi
 exit $status
