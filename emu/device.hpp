@@ -98,6 +98,10 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
 Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                          const float* d_scalars, float* d_out, void* stream);
 
+// out [cols, rows] = the transpose of in [rows, cols] (row-major, element_bytes 2 or 4; rows < 2^22).
+Status launch_transpose(const void* d_in, void* d_out, std::size_t rows, std::size_t cols, int element_bytes,
+                        void* stream);
+
 // Encoded-domain operand: out[r, k] = BF16(element value * block scale value) (exact for the presets),
 // as uint16 bit patterns, [rows, k_padded] with zeros in k >= cols. Needs k_padded % 16 == 0 and d_out
 // 16-byte aligned.

@@ -213,13 +213,17 @@ struct EncodeArgs {
   PackedOperand in;
   std::uint16_t* out;
   std::uint64_t kp;
+  bool whole;  // cols == kp, block_cols % 16 == 0 and 8-byte aligned codes: one load, one scale per thread
 };
 
-// Eight consecutive elements of one row per thread (4 code bytes in, one 16-byte store out; k_padded is a
-// multiple of 16), with the block scale looked up once when blocks hold whole groups of eight (every preset).
-// The decode tables are copied to shared memory first: lanes index them with different codes, which the
-// constant bank holding the kernel parameters would serialize.
+// Sixteen consecutive elements of one row per thread (k_padded is a multiple of 16): two 16-byte stores,
+// and on the whole path one 8-byte code load and one scale. The decode tables are copied to shared memory
+// first: lanes index them with different codes, which the constant bank holding the parameters serializes.
 constexpr int kEncodeThreads = 256;
+
+__device__ __forceinline__ std::uint32_t bf16_product(float e, float s) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(e, s)));
+}
 
 __global__ void __launch_bounds__(kEncodeThreads) encode_bf16_kernel(EncodeArgs a) {
   const PackedOperand& q = a.in;
@@ -227,29 +231,38 @@ __global__ void __launch_bounds__(kEncodeThreads) encode_bf16_kernel(EncodeArgs 
   for (int i = threadIdx.x; i < 256; i += blockDim.x) scale[i] = q.scale[i];
   if (threadIdx.x < 16) element[threadIdx.x] = q.element[threadIdx.x];
   __syncthreads();
-  const std::uint64_t groups_per_row = a.kp / 8;
+  const std::uint64_t groups_per_row = a.kp / 16;
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= q.rows * groups_per_row) return;
-  const std::uint64_t r = t / groups_per_row, k0 = (t - r * groups_per_row) * 8;
+  const std::uint64_t r = t / groups_per_row, k0 = (t - r * groups_per_row) * 16;
   const std::uint8_t* codes = q.codes + r * q.code_cols;
   const std::uint8_t* scales = q.scales + (r / q.block_rows) * q.scale_cols;
-  const bool one_scale = q.block_cols % 8 == 0;
-  const float group_scale = one_scale && k0 < q.cols ? scale[scales[k0 / q.block_cols]] : 0.0f;
-  std::uint32_t word[4];
+  std::uint32_t word[8];
+  if (a.whole) {
+    const uint2 packed = *reinterpret_cast<const uint2*>(codes + k0 / 2);
+    const std::uint32_t halves[2] = {packed.x, packed.y};
+    const float s = scale[scales[k0 / q.block_cols]];
 #pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    const std::uint64_t k = k0 + 2 * p;  // elements k (low nibble) and k + 1 (high nibble) of one byte
-    const std::uint32_t byte = k < q.cols ? codes[k / 2] : 0u;
-    std::uint32_t bits[2] = {0u, 0u};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (k + h >= q.cols) continue;
-      const float s = one_scale ? group_scale : scale[scales[(k + h) / q.block_cols]];
-      bits[h] = __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(element[(byte >> (4 * h)) & 0xF], s)));
+    for (int p = 0; p < 8; ++p) {
+      const std::uint32_t byte = (halves[p / 4] >> (8 * (p % 4))) & 0xFFu;
+      word[p] = bf16_product(element[byte & 0xF], s) | (bf16_product(element[byte >> 4], s) << 16);
     }
-    word[p] = bits[0] | (bits[1] << 16);
+  } else {
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const std::uint64_t k = k0 + 2 * p;  // elements k (low nibble) and k + 1 (high nibble) of one byte
+      const std::uint32_t byte = k < q.cols ? codes[k / 2] : 0u;
+      std::uint32_t bits[2] = {0u, 0u};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (k + h < q.cols) bits[h] = bf16_product(element[(byte >> (4 * h)) & 0xF], scale[scales[(k + h) / q.block_cols]]);
+      }
+      word[p] = bits[0] | (bits[1] << 16);
+    }
   }
-  *reinterpret_cast<uint4*>(a.out + r * a.kp + k0) = make_uint4(word[0], word[1], word[2], word[3]);
+  uint4* out = reinterpret_cast<uint4*>(a.out + r * a.kp + k0);
+  out[0] = make_uint4(word[0], word[1], word[2], word[3]);
+  out[1] = make_uint4(word[4], word[5], word[6], word[7]);
 }
 
 // ---- exact GEMM (CUDA cores) ----
@@ -451,7 +464,8 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
   a.out = d_out;
   a.kp = kp;
   if (kp % 16 != 0 || reinterpret_cast<std::uintptr_t>(d_out) % 16 != 0) return Status::invalid_argument;
-  const std::uint64_t threads = q.rows * kp / 8;
+  a.whole = q.cols == kp && q.block_cols % 16 == 0 && reinterpret_cast<std::uintptr_t>(d_codes) % 8 == 0;
+  const std::uint64_t threads = q.rows * kp / 16;
   if (threads == 0) return Status::success;
   encode_bf16_kernel<<<static_cast<unsigned>((threads + kEncodeThreads - 1) / kEncodeThreads), kEncodeThreads, 0,
                        static_cast<cudaStream_t>(stream)>>>(a);

@@ -142,6 +142,13 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
   }
 }
 
+// out [cols, rows] = the transpose of x [rows, cols] (2- or 4-byte elements).
+void transpose(std::uintptr_t x, std::size_t rows, std::size_t cols, int element_bytes, std::uintptr_t out,
+               std::uintptr_t stream) {
+  check(detail::launch_transpose(ptr<const void>(x), ptr<void>(out), rows, cols, element_bytes, stream_of(stream)),
+        "transpose");
+}
+
 }  // namespace
 
 void register_cuda_ops(nb::module_& m) {
@@ -156,6 +163,7 @@ void register_cuda_ops(nb::module_& m) {
       "Whether a CUDA device can run this build's kernels.");
   m.def("cuda_quantize", &quantize, "x"_a, "bf16"_a, "rows"_a, "cols"_a, "recipe"_a, "overrides"_a, "role"_a, "seed"_a, "held"_a,
         "rbits"_a, "codes"_a, "scales"_a, "scalars"_a, "stream"_a);
+  m.def("cuda_transpose", &transpose, "x"_a, "rows"_a, "cols"_a, "element_bytes"_a, "out"_a, "stream"_a);
   m.def("cuda_dequantize", &dequantize, "codes"_a, "scales"_a, "scalars"_a, "rows"_a, "cols"_a, "recipe"_a,
         "overrides"_a, "role"_a, "out"_a, "stream"_a);
   m.def("cuda_gemm", &gemm, "a_codes"_a, "a_scales"_a, "a_scalars"_a, "m"_a, "b_codes"_a, "b_scales"_a,

@@ -175,10 +175,11 @@ class _LinearFunction(torch.autograd.Function):
         dx = dw = db = None
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
-                wt = weight.detach().to(torch.float32).t().contiguous()
+                wt = torch.ops.fp4sim.transpose(weight.detach().to(torch.float32))
                 dx = layer.run_gemm("dgrad", dy, wt, step, refs).reshape(ctx.x_shape).to(ctx.x_dtype)
             if ctx.needs_input_grad[1]:
-                dw = layer.run_gemm("wgrad", dy.t().contiguous(), x2.t().contiguous(), step, refs).to(weight.dtype)
+                dw = layer.run_gemm("wgrad", torch.ops.fp4sim.transpose(dy), torch.ops.fp4sim.transpose(x2), step,
+                                    refs).to(weight.dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
                 db = dy.sum(0, dtype=torch.float32)
         return dx, dw, db, None, None, None

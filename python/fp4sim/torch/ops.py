@@ -295,6 +295,32 @@ def _(a, b, recipe, gemm, datapath, snap, overrides, seed, amax_a, amax_b, rbits
     return a.new_empty((a.shape[0], b.shape[0]), dtype=dtype)
 
 
+@torch.library.custom_op("fp4sim::transpose", mutates_args=(), device_types="cpu")
+def _transpose_op(x: Tensor) -> Tensor:
+    # The contiguous transpose of a 2-D tensor: the wgrad operands (dYᵀ, Xᵀ) and dgrad's Wᵀ. On the GPU a
+    # tiled kernel (torch's copy of a transposed view moves BF16 at a fraction of the bandwidth).
+    _check_2d(x, "x")
+    return x.t().contiguous()
+
+
+@_transpose_op.register_kernel("cuda")
+def _(x):
+    _check_2d(x, "x")
+    if x.element_size() not in (2, 4):
+        return x.t().contiguous()
+    _require_cuda()
+    x = _aligned(x)
+    out = torch.empty((x.shape[1], x.shape[0]), dtype=x.dtype, device=x.device)
+    with torch.cuda.device(x.device):
+        _fp4sim.cuda_transpose(x.data_ptr(), x.shape[0], x.shape[1], x.element_size(), out.data_ptr(), _stream(x))
+    return out
+
+
+@_transpose_op.register_fake
+def _(x):
+    return x.new_empty((x.shape[1], x.shape[0]))
+
+
 # ---------------------------------------------------------------------------------------------------
 # Python entry points
 
