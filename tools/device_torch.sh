@@ -7,9 +7,11 @@
 #
 #   tools/boost_subset.sh          # here, once: the Boost headers the build needs, into .boost/ (~13 MB)
 #   tools/device_torch.sh          # there, carrying .boost
+#   tools/device_torch.sh CMD ...  # and then CMD in the same environment (the installed package, the CUDA
+#                                  # runtime on LD_LIBRARY_PATH), from the repository root, output in
+#                                  # $OUT/after.log; e.g. python3 tools/bench_peer_train.py --peer-root .peer
 # Environment: PYTEST_ARGS (extra pytest arguments, e.g. "-k llama"), FP4SIM_TORCH_CHECK=all (check every
-# linear of the small model, not a sample), THEN (a command run afterwards from /tmp with the same library
-# path, e.g. THEN="python3 $PWD/tools/bench_torch.py"; its output also goes to $OUT/then.log).
+# linear of the small model, not a sample).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -67,11 +69,13 @@ start=$(date +%s)
 status=$?
 tail -15 "$OUT/test_torch.log" | tee -a "$log"
 say "test_torch: exit $status after $(( $(date +%s) - start )) s"
-if [ -n "${THEN:-}" ]; then
-  say "then: $THEN"
-  (cd /tmp && bash -c "$THEN") 2>&1 | tee "$OUT/then.log"
-  then_status=${PIPESTATUS[0]}
-  say "then: exit $then_status"
-  [ $status -eq 0 ] && status=$then_status
+if [ $# -gt 0 ]; then
+  say "after: $*"
+  start=$(date +%s)
+  "$@" >"$OUT/after.log" 2>&1
+  after=$?
+  tail -5 "$OUT/after.log" | tee -a "$log"
+  say "after: exit $after after $(( $(date +%s) - start )) s"
+  [ $status -ne 0 ] || status=$after
 fi
 exit $status
