@@ -23,8 +23,10 @@ a call does not take raises :class:`DTypeError`, both a ``TypeError`` and a ``Da
 from __future__ import annotations
 
 import json as _json
+import os as _os
 from typing import Any, Optional
 
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from . import _dtypes, _fp4sim, _ml_dtypes_conventions
@@ -52,6 +54,9 @@ __all__ = [
     "scales_from_layout",
     "codes_to_order",
     "codes_from_order",
+    "AnalysisReport",
+    "replay",
+    "sweep",
 ]
 
 __version__ = "0.1.0"
@@ -73,7 +78,14 @@ def _as_numpy(x: Any, what: str) -> _np.ndarray:
         try:
             return _np.from_dlpack(x)
         except (TypeError, RuntimeError, BufferError) as e:
-            raise DataError(f"{what}: cannot view through DLPack ({e}); move it to the CPU first") from None
+            reason = e
+        try:  # NumPy has no bfloat16: a bfloat16 CPU tensor (PyTorch's) is viewed as ml_dtypes.bfloat16
+            bits = _fp4sim._bfloat16_bits(x, x)
+        except (TypeError, RuntimeError, BufferError, ValueError):
+            bits = None
+        if bits is not None:
+            return bits.view(_ml_dtypes.bfloat16)
+        raise DataError(f"{what}: cannot view through DLPack ({reason}); give a CPU tensor (.detach().cpu())") from None
     return _np.asarray(x)
 
 
@@ -442,3 +454,108 @@ def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
 def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     """Codes stored in a nibble order -> fp4sim's low-first packing."""
     return _fp4sim.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Trace analyses (the library calls of ``fp4sim replay`` and ``fp4sim sweep``)
+
+
+class AnalysisReport(dict):
+    """The JSON report of ``fp4sim replay ... --json`` or ``fp4sim sweep ... --json`` as a dict, the same
+    fields under the same names (docs/cli.md); ``str()`` gives the summary table the CLI prints.
+
+    The entries are lists of dicts, one dict per entry (``r["tensors"]``; replay also ``r["gemms"]`` and
+    ``r["headroom"]``): what ``pandas.DataFrame(r["tensors"])`` takes as it is, rows of a ragged record
+    (a sweep's ``distribution`` only on synthetic input) included. A value the CLI writes as ``null`` is
+    None, with its reason under ``<field>_note``; per-block statistics stay a nested dict
+    (``block_stats``), which ``pandas.json_normalize`` spreads into ``block_stats.*`` columns.
+    """
+
+    def __init__(self, json_text: str, summary: str):
+        super().__init__(_json.loads(json_text))
+        self.summary = summary
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+def _analysis():
+    """The extension's trace analyses, or a clear error where the module was built without them."""
+    if not hasattr(_fp4sim, "replay"):
+        raise NotImplementedError(
+            "fp4sim.replay and fp4sim.sweep read HDF5 traces: this build of the module has no HDF5 (build it with "
+            "FP4SIM_IO=ON where HDF5, CLI11 and cereal are installed, e.g. pip install . "
+            "--config-settings=cmake.define.FP4SIM_IO=ON)")
+    return _fp4sim
+
+
+def _names(value, what: str) -> str:
+    """A CLI list option from a string ("ue5m3,nvfp4"), one value, or any iterable of values."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    try:
+        return ",".join(str(v) for v in value)
+    except TypeError:
+        raise TypeError(f"{what}: expected a string, a value or a list of values, got {type(value).__name__}") from None
+
+
+def _trace_file(path) -> str:
+    text = _os.fspath(path)
+    if not _os.path.exists(text):
+        raise FileNotFoundError(2, "no such trace file", text)
+    return text
+
+
+@in_python_terms
+def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", steps=None, layers: str = "",
+           seed: int = 0, hold: str = "window", gemms: bool = True, period: int = 50,
+           slab_mib: float = 256) -> AnalysisReport:
+    """Replays a tensor trace (docs/trace-format.md) through block-scaled recipes: ``fp4sim replay TRACE``
+    with its options as keywords (docs/cli.md). ``recipes``, ``steps``: a list or the CLI's comma-separated
+    text (``steps="100-200"`` selects the captured steps in a range); ``layers``: a regular expression
+    searched in layer names; ``gemms=False`` is ``--no-gemms``. Returns an :class:`AnalysisReport`.
+
+    A missing file raises FileNotFoundError; a file that is not a trace, DataError; an unknown recipe,
+    step or option value, UsageError listing the valid ones (both ValueError).
+
+    >>> r = fp4sim.replay("traces/trace_a.h5", ["nvfp4", "mxfp4"], steps=[200], layers="layers.0.mlp.down")
+    >>> [(e["recipe"], e["tensor"], round(e["sqnr_db"], 2)) for e in r["tensors"]][:3]
+    [('nvfp4', 'x', 22.46), ('mxfp4', 'x', 16.12), ('nvfp4', 'w', 19.06)]
+    >>> sorted({e["gemm"] for e in r["gemms"]}), len(r["headroom"])
+    (['dgrad', 'fprop', 'wgrad'], 3)
+    """
+    native = _analysis()
+    json_text, summary = native.replay(_trace_file(trace), _names(recipes, "recipes"), datapath,
+                                       "" if steps is None else _names(steps, "steps"), layers, seed, hold,
+                                       gemms, period, slab_mib)
+    return AnalysisReport(json_text, summary)
+
+
+@in_python_terms
+def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,normal+outliers:0.001:100",
+          rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
+          scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",
+          rho="1", base: str = "ue5m3", steps=None, layers: str = "", hold: str = "window", seed: int = 0,
+          slab_mib: float = 256) -> AnalysisReport:
+    """A grid of element format x scale format x block size x tensor-scale policy x rounding over a trace's
+    tensors or, without ``trace``, over seeded synthetic distributions: ``fp4sim sweep`` with its options as
+    keywords (each list a Python list or the CLI's comma-separated text). Returns an
+    :class:`AnalysisReport` whose ``tensors`` hold one entry per (input, configuration), ``recipe`` naming
+    the configuration; ``skipped`` lists the grid points that are not valid recipes.
+
+    >>> r = fp4sim.sweep(synthetic=["normal", "laplace"], rows=16, cols=256, blocks=[16, 32],
+    ...                  scale_formats="ue4m3", tensor_scales="none")
+    >>> r["configs"]
+    ['e2m1/ue4m3/b16/none/rne', 'e2m1/ue4m3/b32/none/rne']
+    >>> [(e["distribution"], e["recipe"][11:14]) for e in r["tensors"]]
+    [('normal', 'b16'), ('normal', 'b32'), ('laplace', 'b16'), ('laplace', 'b32')]
+    """
+    native = _analysis()
+    json_text, summary = native.sweep(
+        "" if trace is None else _trace_file(trace), _names(synthetic, "synthetic"), rows, cols, role,
+        _names(element_formats, "element_formats"), _names(scale_formats, "scale_formats"), _names(blocks, "blocks"),
+        _names(tensor_scales, "tensor_scales"), _names(roundings, "roundings"), _names(rho, "rho"), base,
+        "" if steps is None else _names(steps, "steps"), layers, hold, seed, slab_mib)
+    return AnalysisReport(json_text, summary)
