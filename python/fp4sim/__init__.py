@@ -172,14 +172,28 @@ class Quantized:
         self.counts = native.counts
 
     def dequantize(self) -> _np.ndarray:
+        """:func:`dequantize` of this tensor.
+
+        >>> fp4sim.quantize(np.array([0.3, -2.6, 7.0, 1.0], np.float32), "mxfp4").dequantize()
+        array([[ 0.5, -3. ,  6. ,  1. ]], dtype=float32)
+        """
         return dequantize(self)
 
     def codes_in(self, nibbles: str) -> _np.ndarray:
-        """The codes as a kernel storing them in another nibble order would (low-first, high-first, unpacked)."""
+        """The codes as a kernel storing them in another nibble order would (low-first, high-first, unpacked).
+
+        >>> q = fp4sim.quantize(np.array([0.5, 1.0, 1.5, 2.0], np.float32), "mxfp4")
+        >>> q.codes, q.codes_in("unpacked")
+        (array([[ 66, 101]], dtype=uint8), array([[2, 4, 5, 6]], dtype=uint8))
+        """
         return codes_to_order(self._native.codes, self._native.rows, self._native.cols, nibbles)
 
     def scales_in(self, layout: str) -> _np.ndarray:
-        """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md)."""
+        """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md).
+
+        >>> fp4sim.quantize(np.ones((4, 64), np.float32), "nvfp4").scales_in("swizzled-128x4").shape
+        (128, 4)
+        """
         return scales_to_layout(self._native.scales, self._native.rows, self._native.cols, self.block[0], self.block[1],
                                 layout)
 
@@ -213,19 +227,32 @@ class VerifyReport(dict):
 
 @in_python_terms
 def formats() -> list:
-    """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none)."""
+    """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none).
+
+    >>> e2m1 = next(f for f in fp4sim.formats() if f["name"] == "e2m1")
+    >>> e2m1["max_finite"], e2m1["min_subnormal"], e2m1["has_nan"]
+    (6.0, 0.5, False)
+    """
     return _fp4sim.formats()
 
 
 @in_python_terms
 def recipes() -> list:
-    """The recipe preset names."""
+    """The recipe preset names (``fp4sim recipes``).
+
+    >>> fp4sim.recipes()
+    ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'mxfp4']
+    """
     return _fp4sim.recipes()
 
 
 @in_python_terms
 def datapaths() -> list:
-    """The datapath preset names (``fp4sim gemm --list-datapaths``)."""
+    """The datapath preset names (``fp4sim gemm --list-datapaths``).
+
+    >>> "sm100-mxf4nvf4" in fp4sim.datapaths(), "fp32-seq" in fp4sim.datapaths()
+    (True, True)
+    """
     return _fp4sim.datapaths()
 
 
@@ -384,7 +411,15 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
          amax_ref_b: Optional[float] = None, target_a: Optional[float] = None, target_b: Optional[float] = None,
          seed: int = 0, rbits_a=None, rbits_b=None, **overrides) -> _np.ndarray:
     """C = A·Bᵀ (A [M, K], B [N, K]) with both operands quantized along K under the recipe's rules for
-    that GEMM, accumulated by ``datapath`` (default: the recipe's). float32 [M, N] (``fp4sim gemm``)."""
+    that GEMM, accumulated by ``datapath`` (default: the recipe's). float32 [M, N] (``fp4sim gemm``).
+
+    >>> a = np.array([[1.0, 2.0, 3.0, 4.0] * 16], np.float32)    # [1, 64], every value on the FP4 grid
+    >>> fp4sim.gemm(a, np.ones((2, 64), np.float32), "mxfp4")
+    array([[160., 160.]], dtype=float32)
+    >>> x = np.random.default_rng(0).standard_normal((4, 64), dtype=np.float32)
+    >>> fp4sim.gemm(x, x[:3], "mxfp4", datapath="sm100-mxf4nvf4").shape
+    (4, 3)
+    """
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
     return _fp4sim.gemm(_float32(a, "a", (2,)), _float32(b, "b", (2,)), recipe, overrides, args,
                         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
@@ -393,7 +428,13 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
 @in_python_terms
 def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
     """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
-    for inputs exactly representable in ``input_format`` (``fp4sim mma``)."""
+    for inputs exactly representable in ``input_format`` (``fp4sim mma``).
+
+    >>> fp4sim.mma(np.full((2, 16), 0.5), np.full((16, 3), 1.5), np.ones((2, 3)), datapath="sm90-bf16",
+    ...            input_format="bf16")
+    array([[13., 13., 13.],
+           [13., 13., 13.]], dtype=float32)
+    """
     cc = None if c is None else _float64(c, "c")
     return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format)
 
@@ -405,7 +446,18 @@ def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, 
                     **overrides) -> VerifyReport:
     """Your kernel's packed codes and scale bytes against the golden quantizer (``fp4sim verify
     quantize``). ``tensor_scale``: a number is your FP32 tensor scale (compared with G, Gd or the amax,
-    see ``tensor_scale_kind``); a string is the recipe's tensor-scale policy override."""
+    see ``tensor_scale_kind``); a string is the recipe's tensor-scale policy override.
+
+    >>> x = np.random.default_rng(0).standard_normal((4, 64), dtype=np.float32)
+    >>> q = fp4sim.quantize(x, "nvfp4")
+    >>> fp4sim.verify_quantize(x, q.codes, q.scales, "nvfp4").bit_exact
+    True
+    >>> theirs = q.codes.copy()
+    >>> theirs[1, 3] ^= 0x01                                    # one code off by one
+    >>> r = fp4sim.verify_quantize(x, theirs, q.scales, "nvfp4")
+    >>> r.bit_exact, r["mismatched_elements"], r["mismatches"][0]["col"]
+    (False, 1, 6)
+    """
     value = None
     if isinstance(tensor_scale, str):
         overrides["tensor_scale"] = tensor_scale
@@ -424,7 +476,17 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
                 target_a: Optional[float] = None, target_b: Optional[float] = None, seed: int = 0, rbits_a=None,
                 rbits_b=None, worst: int = 3, **overrides) -> VerifyReport:
     """Your GEMM output C [M, N] against a golden datapath (``fp4sim verify gemm``); ``datapath="auto"``
-    tries every preset and reports which explain your outputs bit for bit."""
+    tries every preset and reports which explain your outputs bit for bit.
+
+    >>> a = np.random.default_rng(0).standard_normal((8, 64), dtype=np.float32)
+    >>> c = fp4sim.gemm(a, a[:4], "nvfp4")
+    >>> fp4sim.verify_gemm(a, a[:4], c, "nvfp4").bit_exact
+    True
+    >>> c[1, 2] = np.nextafter(c[1, 2], np.float32(np.inf))     # one output one ulp off
+    >>> r = fp4sim.verify_gemm(a, a[:4], c, "nvfp4")
+    >>> r.bit_exact, r["mismatches"]
+    (False, 1)
+    """
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
     json_text, text, ok = _fp4sim.verify_gemm(
         _float32(a, "a", (2,)), _float32(b, "b", (2,)), _float32(c, "c", (2,)), recipe, overrides, args,
@@ -434,25 +496,46 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
 
 @in_python_terms
 def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
-    """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md)."""
+    """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md).
+
+    >>> q = fp4sim.quantize(np.ones((4, 64), np.float32), "nvfp4")
+    >>> fp4sim.scales_to_layout(q.scales, 4, 64, 1, 16, "swizzled-128x4").shape   # padded to 128 x 4 tiles
+    (128, 4)
+    """
     return _fp4sim.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
 @in_python_terms
 def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
-    """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree)."""
+    """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree).
+
+    >>> q = fp4sim.quantize(np.ones((4, 64), np.float32), "nvfp4")
+    >>> stored = fp4sim.scales_to_layout(q.scales, 4, 64, 1, 16, "swizzled-128x4")
+    >>> bool((fp4sim.scales_from_layout(stored, 4, 64, 1, 16, "swizzled-128x4") == q.scales).all())
+    True
+    """
     return _fp4sim.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
 @in_python_terms
 def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
-    """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte)."""
+    """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte).
+
+    >>> fp4sim.codes_to_order(np.array([[0x21, 0x43]], np.uint8), 1, 4, "unpacked")
+    array([[1, 2, 3, 4]], dtype=uint8)
+    >>> fp4sim.codes_to_order(np.array([[0x21, 0x43]], np.uint8), 1, 4, "high-first")
+    array([[18, 52]], dtype=uint8)
+    """
     return _fp4sim.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
 
 
 @in_python_terms
 def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
-    """Codes stored in a nibble order -> fp4sim's low-first packing."""
+    """Codes stored in a nibble order -> fp4sim's low-first packing.
+
+    >>> [hex(b) for b in fp4sim.codes_from_order(np.array([[1, 2, 3, 4]], np.uint8), 1, 4, "unpacked")[0]]
+    ['0x21', '0x43']
+    """
     return _fp4sim.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)
 
 
