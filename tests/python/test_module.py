@@ -272,6 +272,19 @@ def test_float32_c_contiguous_is_read_in_place():
     assert fp4sim._fp4sim._address(via_dlpack) == x.ctypes.data
 
 
+def test_convert_and_decode_hand_the_callers_buffer_to_the_library(monkeypatch):
+    # The extension takes these arrays with noconvert (no implicit copy): the buffer it is handed is the one read.
+    seen = {}  # the buffer of each function's last call
+    for name in ("convert", "decode"):
+        original = getattr(fp4sim._fp4sim, name)
+        monkeypatch.setattr(fp4sim._fp4sim, name,
+                            lambda a, *rest, _f=original, _n=name: (seen.__setitem__(_n, a.ctypes.data), _f(a, *rest))[1])
+    x = tensor(16, 64)
+    codes = fp4sim.convert(x, "e2m1").view(np.uint8)
+    fp4sim.decode(codes, "e2m1")
+    assert seen == {"convert": x.ctypes.data, "decode": codes.ctypes.data}
+
+
 def test_dlpack_objects_quantize_like_arrays():
     x = tensor(16, 64, seed=8)
     q1, q2 = fp4sim.quantize(x, "nvfp4"), fp4sim.quantize(DLPackOnly(x), "nvfp4")
