@@ -275,8 +275,9 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     +NaN -> -0 in e2m1, e8m0 ties away from zero; docs/semantics.md lists each difference).
 
     >>> import numpy as np, fp4sim
-    >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
-    array([0.5, -3, 6], dtype=dtype(float4_e2m1fn))
+    >>> y = fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
+    >>> y.dtype.name, y.astype(np.float32)
+    ('float4_e2m1fn', array([ 0.5, -3. ,  6. ], dtype=float32))
     >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "e2m1").view(np.uint8)
     array([ 1, 13,  7], dtype=uint8)
     >>> fp4sim.convert(1.3, "e4m3")
