@@ -51,8 +51,17 @@ void register_analysis_ops(nb::module_& m) {
       "replay",
       [](const std::string& trace, std::string recipes, std::string datapath, std::string steps, std::string layers,
          std::uint64_t seed, std::string hold, bool gemms, int period, double slab_mib) {
-        return replay_py(trace, replay::Call{std::move(recipes), std::move(datapath), std::move(steps),
-                                             std::move(layers), seed, std::move(hold), gemms, period, slab_mib});
+        replay::Call call;
+        call.recipes = std::move(recipes);
+        call.datapath = std::move(datapath);
+        call.steps = std::move(steps);
+        call.layers = std::move(layers);
+        call.seed = seed;
+        call.hold = std::move(hold);
+        call.gemms = gemms;
+        call.period = period;
+        call.slab_mib = slab_mib;
+        return replay_py(trace, call);
       },
       "trace"_a, "recipes"_a, "datapath"_a, "steps"_a, "layers"_a, "seed"_a, "hold"_a, "gemms"_a, "period"_a,
       "slab_mib"_a);

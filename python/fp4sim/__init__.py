@@ -9,9 +9,10 @@ The same golden model as the ``fp4sim`` command line (docs/cli.md), on arrays in
     c = fp4sim.gemm(x, x[:32], "nvfp4")             # C = A·Bᵀ through the recipe's datapath
     r = fp4sim.verify_quantize(x, my_codes, my_scales, "nvfp4", layout="swizzled-128x4")
     print(r)                                        # the explained report; r["mismatched_elements"], ...
+    t = fp4sim.replay("traces/trace_a.h5", "nvfp4") # fp4sim replay's --json as a dict; t["tensors"]: records
 
 Arrays: anything NumPy can view through ``__array__`` or DLPack (``__dlpack__``, e.g. PyTorch CPU
-tensors). C-contiguous float32 tensors are read in place, without a copy; float64 is accepted when
+tensors; bfloat16 ones are viewed as ``ml_dtypes.bfloat16``). C-contiguous float32 tensors are read in place, without a copy; float64 is accepted when
 every value is a binary32 value (as the CLI does); other layouts are copied to C order first.
 
 Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
