@@ -293,7 +293,7 @@ TEST(Trace, Version2CallGroupsAreLayers) {
     w.file().write_attribute("schema_version", std::int64_t{2});
     write_layer(w, 3, "blk.0.fc/call_000001");
     write_layer(w, 3, "blk.0.fc/call_000002", 16);
-    hdf5::Group fp4 = w.layer_group(3, "blk.0.fc/call_000001/fp4/fprop.a");
+    fp4sim::hdf5::Group fp4 = w.layer_group(3, "blk.0.fc/call_000001/fp4/fprop.a");
     const std::vector<std::uint8_t> codes(32 * 24, 0x21);
     fp4.write_dataset<std::uint8_t>("codes", {32, 24}, codes);
     w.commit();

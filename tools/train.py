@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     p.add_argument("--text", default=None, help="training text (default: the repository's docs)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--every", type=int, default=10, help="print every N steps")
-    p.add_argument("--trace", default=None, help="write an fp4sim trace (tools/capture) here")
+    p.add_argument("--trace", default=None, help="write an fp4sim trace (fp4sim.capture) here")
     p.add_argument("--trace-steps", default="1-50", help="steps to capture, e.g. 1-50,200")
     a = p.parse_args(argv)
 
@@ -70,10 +70,10 @@ def main(argv=None) -> int:
     batches = byte_batches(corpus(a.text), a.batch, a.seq, torch.Generator().manual_seed(a.seed))
     cap = None
     if a.trace:
-        sys.path.insert(0, os.path.join(HERE, "capture"))
-        from fp4sim_capture import TraceCapture
+        from fp4sim.capture import TraceCapture
+        # The quantized operands are recorded whole (every row): a few steps' worth is what verify needs.
         cap = TraceCapture(model, a.trace, steps=steps_of(a.trace_steps), rows=128, model_name="small-llama",
-                           notes=f"tools/train.py --recipe {a.recipe}")
+                           notes=f"tools/train.py --recipe {a.recipe}", fp4_operands=False)
 
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
     print(f"recipe {a.recipe}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "

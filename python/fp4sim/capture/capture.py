@@ -4,8 +4,9 @@ optimizer steps as a version-2 trace (trace_file.py, docs/trace-format.md).
 Every forward of a hooked layer inside a captured step whose output takes part in the backward is one
 call, written to ``/step_NNNNNN/<layer>/call_KKKKKK/{x, w, dy}`` with K the forward's one-based position
 among that layer's forwards in the step: gradient accumulation, a module used twice and activation
-recompute never collide. A forward whose output gets no gradient (a recompute's replay of a forward, an
-evaluation under no_grad) is left out and counted in the layer's ``@forwards_without_gradient``.
+recompute never collide. A forward under no_grad (an evaluation; torch.utils.checkpoint's recomputation)
+is not a call; a forward whose output the loss does not use gets no gradient, is left out and is counted
+in the layer's ``@forwards_without_gradient``.
 
 dy of a call is taken by a hook on that call's own output tensor, so each backward meets its forward.
 For fp4sim.torch.Linear the module's ``capture`` callback also delivers, per GEMM, the quantized operands
