@@ -76,8 +76,8 @@ def _first_tensor(output) -> Optional[Tensor]:
 class _Call:
     """One forward of one GEMM site: its operands, and dy once the backward reached it."""
 
-    def __init__(self, site: str, position: int, gemm: Gemm):
-        self.site, self.position, self.gemm = site, position, gemm
+    def __init__(self, module: str, site: str, position: int, gemm: Gemm):
+        self.module, self.site, self.position, self.gemm = module, site, position, gemm
         self.x = (_float32(gemm.x), _dtype_name(gemm.x.dtype))
         self.w = (_float32(gemm.w), _dtype_name(gemm.w.dtype))
         self.dy = None
@@ -177,7 +177,7 @@ class TraceCapture:
             calls = []
             for g in gemms(kind, module, inputs[0], self._select_rows):
                 site = self._calls.setdefault(name + g.suffix, [])
-                calls.append(_Call(name + g.suffix, len(site) + 1, g))
+                calls.append(_Call(name, name + g.suffix, len(site) + 1, g))
                 site.append(calls[-1])
             if fprop is not None:
                 calls[0].fp4["fprop"] = fprop
@@ -236,10 +236,8 @@ class TraceCapture:
         self._captured.append(step)
 
     def _write_step(self, step: int, attrs: dict, calls: Dict[str, List[_Call]]) -> None:
-        hooked = {name for name, _, _ in self.modules}
-        seen = {c.site.rsplit(".fc", 1)[0] if c.site not in hooked else c.site
-                for site in calls.values() for c in site if c.dy is not None}
-        missing = sorted(hooked - seen)
+        seen = {c.module for site in calls.values() for c in site if c.dy is not None}
+        missing = sorted({name for name, _, _ in self.modules} - seen)
         if missing:
             raise RuntimeError("step %d: no forward with a backward seen for %s (did the step run backward?)"
                                % (step, ", ".join(missing)))
