@@ -75,7 +75,9 @@ def kind_of(module: nn.Module) -> Optional[str]:
 
 
 def _weight(w: Tensor) -> Tensor:
-    if hasattr(w, "dequantize") and type(w) is not torch.Tensor and not isinstance(w, nn.Parameter):
+    """The weight as a plain tensor: a tensor subclass with dequantize() (torchao's quantized weights, even
+    wrapped in a Parameter) dequantized."""
+    if type(w) not in (torch.Tensor, nn.Parameter) and hasattr(w, "dequantize"):
         w = w.dequantize()
     return w.detach()
 
