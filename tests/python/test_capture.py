@@ -322,11 +322,17 @@ def test_fp4_verify_names_a_corrupted_code(tmp_path):
         v = codes[...]
         v[3, 5] ^= 0x01
         codes[...] = v
-    failed = [(c, r) for c, r in verify(path, str(tmp_path / "npy"), fp4sim=exe) if r.returncode != 0]
+    results = verify(path, str(tmp_path / "npy"), fp4sim=exe)
+    failed = [(c, r) for c, r in results if r.returncode != 0]
     assert [c.what for c, _ in failed] == ["step_000001/2/call_000001 fprop.a"]
     assert failed[0][1].returncode == 4
     assert "1 element" in failed[0][1].stderr
     assert "element [3, 10]" in failed[0][1].stdout  # byte 5 of row 3: its low nibble is element 10
+    r = subprocess.run([sys.executable, "-m", "fp4sim.capture.verify", path, "--fp4sim", exe],
+                       capture_output=True, text=True)
+    assert r.returncode == 4, r.stderr
+    assert "MISMATCH  step_000001/2/call_000001 fprop.a" in r.stdout
+    assert "%d of %d checks bit-exact" % (len(results) - 1, len(results)) in r.stdout
 
 
 # -- torch.distributed: one file per rank ---------------------------------------------------------------

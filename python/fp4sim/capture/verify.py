@@ -12,13 +12,19 @@ the recorded inputs:
 * ``fp4sim verify gemm`` per GEMM (``fp4/<gemm>``): the recorded output C against the golden GEMM of the
   recorded inputs (quantized as the layer did, A on stream 0 and B on stream 1 of the seed) through the
   recorded datapath.
+
+From a shell: ``python3 -m fp4sim.capture.verify trace.h5 [--fp4sim PATH] [--out DIR]`` prints one line
+per check and the report of each that failed; exit 0 when every check is bit-exact, 4 otherwise.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
+import sys
+import tempfile
 from typing import List, NamedTuple, Optional, Tuple
 
 import h5py
@@ -137,3 +143,29 @@ def verify(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[Tuple[Verify
     """Runs :func:`verify_commands`; each result's returncode is 0 when bit-exact, 4 on mismatches (its
     stdout explains them)."""
     return [(c, subprocess.run(c.argv, capture_output=True, text=True)) for c in verify_commands(trace, outdir, fp4sim)]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m fp4sim.capture.verify",
+                                description="Check a trace's recorded quantized operands with fp4sim verify.")
+    p.add_argument("trace")
+    p.add_argument("--fp4sim", default=os.environ.get("FP4SIM_BINARY", "fp4sim"), help="the fp4sim executable")
+    p.add_argument("--out", default=None, help="keep the .npy files and commands here (default: a temporary folder)")
+    a = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        results = verify(a.trace, a.out or scratch, a.fp4sim)
+    failed = 0
+    for c, r in results:
+        print("%-9s %s" % ("ok" if r.returncode == 0 else "MISMATCH", c.what))
+        if r.returncode != 0:
+            failed += 1
+            print("  " + " ".join(c.argv) + "\n" + r.stdout + r.stderr)
+    print("%d of %d checks bit-exact" % (len(results) - failed, len(results)))
+    if not results:
+        print("no quantized operands in %s (recorded for fp4sim.torch.Linear layers)" % a.trace, file=sys.stderr)
+        return 3
+    return 0 if failed == 0 else 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())
