@@ -553,7 +553,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
   std::vector<float> transformed;
   std::span<const float> x = input;
   if (spec.rht) {
-    transformed = random_hadamard_transform(input, rows, cols);
+    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs);
     x = transformed;
   }
   const ScaleChooser chooser(recipe, GlobalScale{q.global_encode_scale, q.global_decode_scale});
