@@ -1,7 +1,7 @@
 """`fp4sim quantize` with TE's NVFP4 variants against the independent reference, bit for bit.
 
 tests/reference/nvfp4_variants_ref.py holds the references (4over6, row-scaled amax, another RHT sign
-vector), written from docs/semantics.md §1.9-1.10.  Each case writes X.npy, runs `fp4sim quantize` with
+vector), written from docs/semantics.md §1.12-1.13 and §1.8.  Each case writes X.npy, runs `fp4sim quantize` with
 the variant's flags (docs/cli.md) and compares the codes, the scale codes and the dequantized values.
 
 The binary: env FP4SIM_BINARY (ctest sets it), else <repo>/build/fp4sim; without one the tests skip.

@@ -1,6 +1,6 @@
 """Independent reference of the NVFP4 variants TE ships beside its default recipe.
 
-Written from docs/semantics.md §1.9-1.10 (TE's quantize_4over6_kernel.cuh and reference_nvfp4.py as the
+Written from docs/semantics.md §1.12-1.13 and §1.8 (TE's quantize_4over6_kernel.cuh and reference_nvfp4.py as the
 project describes them), not from fp4sim's C++.  Plain numpy, one loop per block where the order of the
 FP32 operations matters.
 

@@ -1,4 +1,4 @@
-// TE's 4over6 candidate selection (BlockScaleChoice::four_over_six_*; docs/semantics.md 1.9): the error
+// TE's 4over6 candidate selection (BlockScaleChoice::four_over_six_*; docs/semantics.md 1.12): the error
 // each candidate's codes make, in the FP32 operation order of TE's quantize_4over6_kernel.cuh
 // (NVTE_NVFP4_4OVER6_ERR_USE_FAST_MATH=0, the default), and how a 2-D tile sums its rows' errors.
 #pragma once

@@ -53,7 +53,7 @@ enum class ElementScaling : std::uint8_t {
   // `verify` tries the other two as alternative rules; no preset uses them (--element-scaling picks one).
 };
 
-// How many scale candidates a two-level block tries (TE's nvfp4_4over6, docs/semantics.md 1.9).
+// How many scale candidates a two-level block tries (TE's nvfp4_4over6, docs/semantics.md 1.12).
 enum class BlockScaleChoice : std::uint8_t {
   single,     // the one scale of the two-level rule
   four_over_six_mae,  // map-to-6 and map-to-4 (scale x 1.5) candidates; the lower summed |error| wins, ties map-to-6
