@@ -9,6 +9,7 @@ The binary: env FP4SIM_BINARY (ctest sets it), else <repo>/build/fp4sim; without
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -156,3 +157,22 @@ def test_reference_tree_sum_order():
     assert seq == F32(1.0)          # each tiny term is lost against 1 in sequence
     # 1 + 2^-24 ties to 1; then + 2^-23, + 2^-22, + 2^-21 are exact: 1 + 7 * 2^-23.
     assert tree == F32(1.0 + 7 * 2.0 ** -23)
+
+
+def test_verify_names_four_over_six_from_the_command_line(tmp_path):
+    # A "kernel" that runs 4over6 (its bytes from `fp4sim quantize --block-choice`), verified as plain NVFP4:
+    # the JSON ranks 4over6 first, reproducing every byte; given the variant's flags, it is bit-exact.
+    x = inputs(9)["normal"]
+    xin = tmp_path / "x.npy"
+    np.save(xin, x)
+    flags = ["--recipe", "nvfp4-norht", "--target", "256"]
+    subprocess.run([BIN, "quantize", "--in", str(xin), "--codes", str(tmp_path / "c.npy"), "--scales",
+                    str(tmp_path / "s.npy"), "--block-choice", "4over6-mse", *flags], check=True)
+    verify = [BIN, "verify", "quantize", "--in", str(xin), "--codes", str(tmp_path / "c.npy"), "--scales",
+              str(tmp_path / "s.npy"), "--json", *flags]
+    p = subprocess.run(verify, capture_output=True, text=True)
+    assert p.returncode == 4, p.stderr      # not bit-exact (docs/cli.md)
+    top = json.loads(p.stdout)["alternatives"][0]
+    assert "4over6-mse" in top["rule"] and top["exact"], top
+    p = subprocess.run(verify + ["--block-choice", "4over6-mse"], capture_output=True, text=True)
+    assert p.returncode == 0 and json.loads(p.stdout)["bit_exact"], p.stdout
