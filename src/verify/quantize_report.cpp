@@ -36,17 +36,21 @@ std::string to_text(const QuantizeVerifyReport& rep) {
          std::to_string(rep.mismatched_scales) + " scale mismatch(es)" + (rep.tensor_scale_mismatch ? ", tensor scale differs" : ""));
   }
   for (const auto& h : rep.hints) line("hint: " + h);
-  if (!rep.alternatives.empty()) {
-    // The likeliest causes: the best fits of the alternatives, as many as there are exact ones, at least 3.
-    std::size_t shown = 0;
-    while (shown < rep.alternatives.size() && (shown < 3 || rep.alternatives[shown].exact())) ++shown;
-    line("likeliest causes (alternatives tried: " + std::to_string(rep.alternatives.size()) + ", best fit first):");
-    for (std::size_t i = 0; i < shown; ++i) {
-      const AlternativeFit& a = rep.alternatives[i];
+  // The likeliest causes: the alternatives that leave fewer of your bytes different than the recipe as given.
+  const std::uint64_t given = rep.as_given.mismatched_elements + rep.as_given.mismatched_scales;
+  std::vector<const AlternativeFit*> better;
+  for (const AlternativeFit& a : rep.alternatives) {
+    if (a.mismatched_elements + a.mismatched_scales < given) better.push_back(&a);
+  }
+  if (!better.empty()) {
+    line("likeliest causes (" + std::to_string(better.size()) + " of " + std::to_string(rep.alternatives.size()) +
+         " alternatives fit your bytes better than the recipe as given, best first):");
+    for (std::size_t i = 0; i < better.size() && i < 5; ++i) {
+      const AlternativeFit& a = *better[i];
       line("  " + a.label + ": " +
            (a.exact() ? std::string("reproduces every byte")
                       : std::to_string(a.mismatched_elements) + " element and " + std::to_string(a.mismatched_scales) +
-                            " scale mismatch(es) left"));
+                            " stored scale mismatch(es) left"));
     }
   }
   const std::uint64_t total = rep.mismatched_elements + rep.mismatched_scales + (rep.tensor_scale_mismatch ? 1 : 0);

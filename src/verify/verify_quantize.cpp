@@ -783,6 +783,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
 
   // Hints: a whole-array explanation beats a thousand element ones.
   for (const Alternative& a : alts) rep.alternatives.push_back(a.fit);
+  rep.as_given = {"the recipe as given", golden_code_differences, golden_scale_differences};
   if (!alts.empty() && alts.front().fit.exact()) {
     rep.hints.push_back("your codes and scales match the golden model exactly with one rule changed: " +
                         alts.front().fit.label);

@@ -101,6 +101,7 @@ struct QuantizeVerifyReport {
   std::vector<std::string> hints;       // e.g. "your scales match exactly under --layout swizzled-128x4"
   std::vector<AlternativeFit> alternatives;  // every alternative tried, best fit first (fewest mismatched
                                              // scales, then elements); empty when the bytes are golden
+  AlternativeFit as_given;  // the recipe as given, counted as the alternatives are (every stored scale copy)
 
   bool bit_exact() const { return mismatched_elements == 0 && mismatched_scales == 0 && !tensor_scale_mismatch; }
 };
