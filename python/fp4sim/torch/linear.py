@@ -10,8 +10,8 @@ BF16, W is the FP32 master. Tensor scaling per module and role: under a periodic
 the amax of activation, weight and grad_output is sampled at a step and held for D steps (the tensor as
 passed, before any transpose; one dY sample serves dgrad and wgrad); under current scaling, and for an
 operand that takes the RHT, the quantizer measures the current amax itself. Stochastic-rounding integers
-come from fp4sim's Philox stream with a seed derived from (seed, module name, GEMM, step), or from the
-caller's ``rbits(shape, device)``.
+come from fp4sim's Philox stream with a seed derived from (seed, module name, GEMM, step and, under
+torch.distributed with several processes, the rank), or from the caller's ``rbits(shape, device)``.
 """
 
 from __future__ import annotations
@@ -29,11 +29,23 @@ _REFERENCE = {"fprop.a": "activation", "fprop.b": "weight", "dgrad.a": "grad_out
               "wgrad.a": "grad_output", "wgrad.b": "activation"}
 
 
-def philox_seed(seed: int, module: str, gemm: str, step: int) -> int:
-    """The Philox seed of one GEMM of one module at one step (63 bits: a torch int64). Operand A draws
-    stream 0 of it and operand B stream 1, as ``fp4sim gemm --seed`` does."""
-    digest = hashlib.blake2b(f"fp4sim.torch/{seed}/{module}/{gemm}/{step}".encode(), digest_size=8).digest()
+def philox_seed(seed: int, module: str, gemm: str, step: int, rank: Optional[int] = None) -> int:
+    """The Philox seed of one GEMM of one module at one step (63 bits: a torch int64), and of one rank of a
+    data-parallel run (None: a run of one process). Operand A draws stream 0 of it and operand B stream 1,
+    as ``fp4sim gemm --seed`` does."""
+    key = f"fp4sim.torch/{seed}/{module}/{gemm}/{step}" + ("" if rank is None else f"/rank{rank}")
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & ((1 << 63) - 1)
+
+
+def data_parallel_rank() -> Optional[int]:
+    """This process's rank in the default torch.distributed group when that group has several processes,
+    else None. Ranks see different data, so each draws its own stochastic-rounding bits; a run of one
+    process keeps the key it had before ranks were part of it."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist.get_rank()
+    return None
 
 
 def _tensor_amax(t: Tensor) -> Tensor:
@@ -113,7 +125,7 @@ class Linear(nn.Linear):
 
     def run_gemm(self, gemm: str, a: Tensor, b: Tensor, step: int, references: Dict[str, Tensor]) -> Tensor:
         """C = A·Bᵀ (float32) of one of the layer's GEMMs: both operands quantized, then multiplied."""
-        seed = philox_seed(self.seed, self.name, gemm, step)
+        seed = philox_seed(self.seed, self.name, gemm, step, data_parallel_rank())
         quantized, settings = [], []
         for side, x in (("a", a), ("b", b)):
             operand = f"{gemm}.{side}"
