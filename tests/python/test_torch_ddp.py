@@ -67,7 +67,8 @@ def _worker(rank: int, rendezvous: str, out_dir: str) -> None:
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        held.append({n: {role: t.clone() for role, t in m._held.items()} for n, m in linears.items()})
+        held.append({n: {role: getattr(m, f"held_{role}").clone() for role in ("activation", "weight", "grad_output")}
+                     for n, m in linears.items()})
     torch.save({"records": records, "held": held, "params": {k: v.detach().clone() for k, v in
                                                              model.state_dict().items()}},
                os.path.join(out_dir, f"rank{rank}.pt"))
