@@ -7,7 +7,8 @@ ft.convert, each on its own batches, and the test checks what data parallelism m
 (d) every GEMM of a sampled step of rank 1 equals the golden model (fp4sim's numpy quantize and gemm)
     given rank 1's operands, held amaxes and Philox seed.
 
-Skipped without PyTorch (ctest reports it skipped). The same checks on two GPUs (NCCL) are not run here."""
+Skipped without PyTorch (ctest reports it skipped). The same checks run on two GPUs (NCCL) where there are
+two and a CUDA build; they have not run yet (no machine with two GPUs was available)."""
 
 import os
 import sys
@@ -41,47 +42,57 @@ def _plain(v):
     return v
 
 
-def _worker(rank: int, rendezvous: str, out_dir: str) -> None:
-    """One rank of the data-parallel run: trains, and saves what the parent checks."""
-    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank,
-                                         world_size=WORLD)
+def _worker(rank: int, device: str, rendezvous: str, out_dir: str) -> None:
+    """One rank of the data-parallel run on `device` (cpu: gloo; cuda: GPU `rank`, NCCL): trains, and saves
+    what the parent checks (on the CPU)."""
+    if device == "cuda":
+        device = f"cuda:{rank}"
+        torch.cuda.set_device(device)
+    torch.distributed.init_process_group("gloo" if device == "cpu" else "nccl", init_method=f"file://{rendezvous}",
+                                         rank=rank, world_size=WORLD)
     torch.set_num_threads(1)
     torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
-    model = ft.convert(SmallLlama(d=64, layers=1, heads=1, ffn=128), recipe=RECIPE, exclude=["lm_head"],
-                       period=PERIOD, seed=5)
+    model = ft.convert(SmallLlama(d=64, layers=1, heads=1, ffn=128).to(device), recipe=RECIPE,
+                       exclude=["lm_head"], period=PERIOD, seed=5)
     linears = {n: m for n, m in model.named_modules() if isinstance(m, ft.Linear)}
     records = []
     for layer in linears.values():
         layer.capture = lambda r: records.append({k: _plain(v) for k, v in r.items()})
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=None if device == "cpu" else [device])
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-2)
     text = open(__file__, "rb").read() * 2
     batches = byte_batches(text, batch=2, seq=32, generator=torch.Generator().manual_seed(100 + rank))
     held = []
     for step in range(1, STEPS + 1):
         ft.begin_step(model, step)
-        x, y = next(batches)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        x, y = (t.to(device) for t in next(batches))
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16):
             logits = ddp(x)
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        held.append({n: {role: getattr(m, f"held_{role}").clone() for role in ("activation", "weight", "grad_output")}
+        held.append({n: {role: _plain(getattr(m, f"held_{role}")) for role in ("activation", "weight", "grad_output")}
                      for n, m in linears.items()})
-    torch.save({"records": records, "held": held, "params": {k: v.detach().clone() for k, v in
-                                                             model.state_dict().items()}},
+    torch.save({"records": records, "held": held, "params": {k: _plain(v) for k, v in model.state_dict().items()}},
                os.path.join(out_dir, f"rank{rank}.pt"))
     torch.distributed.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
-    """Runs the two ranks once; returns each rank's saved results."""
+def _two_gpus() -> bool:
+    return ft.cuda_available() and torch.cuda.device_count() >= WORLD
+
+
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not _two_gpus(), reason="needs a CUDA build of fp4sim and two CUDA devices"))])
+def ranks(request, tmp_path_factory):
+    """Runs the two ranks once per device kind; returns each rank's saved results."""
     out = tmp_path_factory.mktemp("ddp")
-    # fork: the ranks start with torch and fp4sim already imported (a spawned rank spends seconds importing).
-    torch.multiprocessing.start_processes(_worker, args=(str(out / "rendezvous"), str(out)), nprocs=WORLD,
-                                          join=True, start_method="fork")
+    # fork on the CPU: the ranks start with torch and fp4sim already imported (spawning costs seconds of
+    # imports); spawn on CUDA, which a forked child cannot initialise.
+    torch.multiprocessing.start_processes(_worker, args=(request.param, str(out / "rendezvous"), str(out)),
+                                          nprocs=WORLD, join=True,
+                                          start_method="fork" if request.param == "cpu" else "spawn")
     return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
 
 
@@ -96,15 +107,11 @@ def test_each_rank_draws_its_own_sr_stream(ranks):
         for rank in range(WORLD):
             assert recs[rank][module, gemm, step]["seed"] == philox_seed(5, module, gemm, step, rank)
         assert r0["seed"] != recs[1][module, gemm, step]["seed"]
-    # A run of one process keeps its key: no rank in it.
-    assert philox_seed(5, "layers.0.q_proj", "dgrad", 1) != philox_seed(5, "layers.0.q_proj", "dgrad", 1, 0)
+    # The key of docs/torch.md: ".../<step>/rank<r>" under several processes; a run of one process keeps
+    # the key without the rank (test_torch.py pins it).
     assert philox_seed(0, "layers.0.q_proj", "dgrad", 1) == 890282198297139595
-    assert philox_seed(0, "layers.0.q_proj", "dgrad", 1, 1) == philox_seed_by_hand(b"fp4sim.torch/0/layers.0.q_proj/dgrad/1/rank1")
-
-
-def philox_seed_by_hand(key: bytes) -> int:
-    import hashlib
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") & (2**63 - 1)
+    assert philox_seed(0, "layers.0.q_proj", "dgrad", 1, 1) == 5842326701175051067  # BLAKE2b-64 of ".../1/rank1"
+    assert philox_seed(0, "layers.0.q_proj", "dgrad", 1, 0) != philox_seed(0, "layers.0.q_proj", "dgrad", 1)
 
 
 def test_held_amaxes_are_the_max_over_ranks(ranks):
