@@ -4,7 +4,7 @@
 // Quantize/dequantize: per preset, tensors of mixed shapes (block multiples and not, odd column counts)
 // with random and adversarial values (E2M1 midpoints after scaling, zero blocks, NaN/Inf, subnormals,
 // values near FLT_MAX, -0), every operand spec the preset uses (activation, 2-D weight, stochastic dY,
-// RHT wgrad operands), current and held tensor amax. Compared: every code byte, every scale byte,
+// RHT wgrad operands), current and held tensor amax, binary32 and (every third case) BF16 inputs. Compared: every code byte, every scale byte,
 // tensor_amax, G and Gd bits; dequantized values bit for bit (any NaN equals any NaN).
 // GEMM: random shapes (most small, a few up to --max-gemm), operands quantized by the golden model, then
 // each path on the GPU against its golden datapath: bf16-tc vs sm90-bf16 chained over the whole K from +0
@@ -139,7 +139,19 @@ void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std:
     else { rows = 512 * (1 + rng() % 8); cols = 1024 * (1 + rng() % 8); }
     const int kind = case_id % 4;
     const OperandSpec spec = specs[case_id % specs.size()];
-    const std::vector<float> x = make_tensor(rng, rows, cols, kind);
+    std::vector<float> x = make_tensor(rng, rows, cols, kind);
+    // Every third case reaches the kernels as BF16 bit patterns (the path fp4sim.torch takes for a BF16
+    // tensor), the golden model quantizing their binary32 widening.
+    const bool bf16_in = case_id % 3 == 1;
+    std::vector<std::uint16_t> x_bf16;
+    if (bf16_in) {
+      x_bf16.resize(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const std::uint32_t b = fp32_to_bf16_rne(std::bit_cast<std::uint32_t>(x[i]));
+        x[i] = std::bit_cast<float>(b);
+        x_bf16[i] = static_cast<std::uint16_t>(b >> 16);
+      }
+    }
     QuantizeRequest req;
     req.spec = spec;
     req.random.seed = rng();
@@ -152,7 +164,8 @@ void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std:
     tq.golden_s += seconds_since(t0);
     QuantizedTensor gpu_q;
     t0 = Clock::now();
-    const gpu::Status st = gpu::quantize(recipe, req, x, rows, cols, gpu_q);
+    const gpu::Status st = bf16_in ? gpu::quantize(recipe, req, std::span<const std::uint16_t>(x_bf16), rows, cols, gpu_q)
+                                   : gpu::quantize(recipe, req, std::span<const float>(x), rows, cols, gpu_q);
     tq.gpu_s += seconds_since(t0);
     std::uint64_t bad = 0;
     if (st != gpu::Status::success) {
@@ -169,8 +182,9 @@ void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std:
     tq.elements += rows * cols;
     tq.mismatches += bad;
     if (bad || o.verbose)
-      std::fprintf(log, "quantize   %-12s case %4d %-28s %5zux%-5zu kind %d: %llu mismatching bytes\n", recipe.name.c_str(),
-                  case_id, spec_name(spec).c_str(), rows, cols, kind, static_cast<unsigned long long>(bad));
+      std::fprintf(log, "quantize   %-12s case %4d %-28s %5zux%-5zu kind %d%s: %llu mismatching bytes\n",
+                  recipe.name.c_str(), case_id, spec_name(spec).c_str(), rows, cols, kind, bf16_in ? " (bf16 in)" : "",
+                  static_cast<unsigned long long>(bad));
     if (bad && st == gpu::Status::success) {
       int shown = 0;
       for (std::size_t i = 0; i < golden.scales.size() && shown < 3; ++i)

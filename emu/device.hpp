@@ -63,18 +63,32 @@ Status launch_tensor_scalars(const QuantizePlan& plan, const float* d_measured, 
 Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_a, const float* d_scalars_b,
                          float target_b, float element_max, float* d_alpha, void* stream);
 
-// The epilogue of a GEMM run with alpha 1: c[i] = RN(c[i] * *d_alpha) in place (the same bits as the kernel's
-// RN(acc * alpha), since RN(acc * 1) = acc).
-Status launch_scale_output(float* d_c, std::size_t n, const float* d_alpha, void* stream);
+// The alpha of a GEMM's epilogue RN(C * alpha): `value`, or *device when device is set (fp4sim.torch keeps
+// alpha in device memory, written by launch_gemm_alpha, so that nothing waits for the host).
+struct EpilogueAlpha {
+  float value = 1.0f;
+  const float* device = nullptr;
+};
+
+// The tensor a quantizer reads, row-major [rows, cols] in device memory: binary32 elements, or bfloat16 bit
+// patterns, widened exactly to binary32 as they are loaded (a BF16 activation or gradient is quantized where
+// it lies, without a binary32 copy; the result is that of its binary32 widening).
+struct QuantizeInput {
+  const float* f32 = nullptr;
+  const std::uint16_t* bf16 = nullptr;
+  QuantizeInput() = default;
+  QuantizeInput(const float* x) : f32(x) {}
+  QuantizeInput(const std::uint16_t* x) : bf16(x) {}
+};
 
 // Current amax of x (after the RHT when plan.rht), NaN-ignoring, into *d_amax (device float).
-Status launch_amax(const QuantizePlan& plan, const float* d_x, float* d_amax, void* stream);
+Status launch_amax(const QuantizePlan& plan, QuantizeInput d_x, float* d_amax, void* stream);
 // Codes and scales of x under the plan and scalars. explicit_bits: nullptr or one integer per element.
-Status launch_quantize(const QuantizePlan& plan, const TensorScalars& scalars, const float* d_x,
+Status launch_quantize(const QuantizePlan& plan, const TensorScalars& scalars, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
                        void* stream);
 // The same with the scalars read from device memory (DeviceScalar order) instead.
-Status launch_quantize(const QuantizePlan& plan, const float* d_scalars, const float* d_x,
+Status launch_quantize(const QuantizePlan& plan, const float* d_scalars, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
                        void* stream);
 // Dequantize (codes, scales) of q's shape and settings into d_out (float [rows, cols]).
@@ -84,8 +98,13 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
 Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                          const float* d_scalars, float* d_out, void* stream);
 
+// out [cols, rows] = the transpose of in [rows, cols] (row-major, element_bytes 2 or 4; rows < 2^22).
+Status launch_transpose(const void* d_in, void* d_out, std::size_t rows, std::size_t cols, int element_bytes,
+                        void* stream);
+
 // Encoded-domain operand: out[r, k] = BF16(element value * block scale value) (exact for the presets),
-// as uint16 bit patterns, [rows, k_padded] with zeros in k >= cols.
+// as uint16 bit patterns, [rows, k_padded] with zeros in k >= cols. Needs k_padded % 16 == 0 and d_out
+// 16-byte aligned.
 Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                           std::uint16_t* d_out, std::size_t k_padded, void* stream);
 
@@ -96,7 +115,8 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
 //   group_k == 64: probe-matched: group partials (4 chained k16 steps from +0) summed with add.rz from +0,
 //   optional snap RNE(C*1024)/1024, then RN(C * alpha).
 Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, std::size_t m,
-                        std::size_t n, std::size_t k_padded, int group_k, bool snap, float alpha, void* stream);
+                        std::size_t n, std::size_t k_padded, int group_k, bool snap, EpilogueAlpha alpha,
+                        void* stream);
 
 // Whether the wgmma kernel (emu/gemm_wgmma.cu) can run: emu/ was built for sm_90a, the device loaded that
 // image and the driver has cuTensorMapEncodeTiled. Decided once, by a one-thread kernel.
@@ -104,14 +124,14 @@ bool wgmma_available();
 // The wgmma bf16-tc kernel (128 x 256 x 64 tiles, TMA, 4 stages): C = RN(acc * alpha), acc a chain of k16
 // steps in ascending k from +0. Returns the CUDA error of the launch (cudaSuccess = 0); needs kp % 16 == 0.
 int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp,
-                          float alpha, void* stream);
+                          EpilogueAlpha alpha, void* stream);
 
 // The wgmma probe-matched kernel (emu/gemm_probe_wgmma.cu; TMA, producer + 2 consumer warpgroups, 64-deep
 // k tiles = the datapath's groups, 5 stages). config 0: 2 consumers, 128 x 192 tiles; 1: 3 consumers,
 // 192 x 128 tiles; both with the consumers issuing in turn; 2 and 3: the same with free issue.
 // Needs kp % 64 == 0; returns the CUDA error of the launch.
 int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m,
-                                int n, int kp, bool snap, float alpha, void* stream);
+                                int n, int kp, bool snap, EpilogueAlpha alpha, void* stream);
 
 // Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128,
 // 4: wgmma 128x256, 5-8: wgmma probe-matched configs 0-3; 4-8 when wgmma_available()). The probe-matched
@@ -122,11 +142,7 @@ Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std
 // Exact block-scaled GEMM on CUDA cores: C = RN(RN_exact(sum) * alpha), from codes and scales.
 Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
                          const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
-                         float* d_c, float alpha, void* stream);
-// The same with alpha read from *d_alpha (device memory).
-Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
-                         const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
-                         float* d_c, float alpha, const float* d_alpha, void* stream);
+                         float* d_c, EpilogueAlpha alpha, void* stream);
 
 // A quantized tensor as the kernels that read it take it: device codes and scales, its shape and block
 // grid, and the decoded value of every element and scale code (host arithmetic, exact).

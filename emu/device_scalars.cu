@@ -47,11 +47,6 @@ __global__ void gemm_alpha_kernel(int rule, const float* sa, float target_a, con
                                                           : __fmul_rn(num, __fdiv_rn(1.0f, den));
 }
 
-__global__ void scale_output_kernel(float* c, std::uint64_t n, const float* alpha_ptr) {
-  const std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) c[i] = __fmul_rn(c[i], *alpha_ptr);
-}
-
 Status launched() { return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error; }
 
 }  // namespace
@@ -69,13 +64,6 @@ Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_
                          float target_b, float element_max, float* d_alpha, void* stream) {
   gemm_alpha_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<int>(rule), d_scalars_a, target_a,
                                                                     d_scalars_b, target_b, element_max, d_alpha);
-  return launched();
-}
-
-Status launch_scale_output(float* d_c, std::size_t n, const float* d_alpha, void* stream) {
-  if (n == 0) return Status::success;
-  scale_output_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      d_c, n, d_alpha);
   return launched();
 }
 

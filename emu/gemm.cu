@@ -72,7 +72,7 @@ template <int BM, int BN, int WM, int WN, bool GROUPED>
 __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint16_t* __restrict__ A,
                                                                  const std::uint16_t* __restrict__ B,
                                                                  float* __restrict__ C, int M, int N, int K,
-                                                                 float alpha, int snap) {
+                                                                 EpilogueAlpha epilogue_alpha, int snap) {
   constexpr int kWarpsN = BN / WN;
   constexpr int MT = WM / 16, NT = WN / 8;
   static_assert((BM / WM) * (BN / WN) == kGemmThreads / 32, "8 warps");
@@ -173,6 +173,7 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint
   }
   cp_async_wait<0>();
 
+  const float alpha = epilogue_alpha.device ? *epilogue_alpha.device : epilogue_alpha.value;
 #pragma unroll
   for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -196,7 +197,7 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint
 
 template <int BM, int BN, int WM, int WN, bool GROUPED>
 cudaError_t launch_gemm_cfg(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
-                            float alpha, bool snap, cudaStream_t s) {
+                            EpilogueAlpha alpha, bool snap, cudaStream_t s) {
   constexpr int smem = kStages * (BM + BN) * 64;
   auto kernel = gemm_bf16_kernel<BM, BN, WM, WN, GROUPED>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -212,21 +213,56 @@ struct EncodeArgs {
   PackedOperand in;
   std::uint16_t* out;
   std::uint64_t kp;
+  bool whole;  // cols == kp, block_cols % 16 == 0 and 8-byte aligned codes: one load, one scale per thread
 };
 
-__global__ void encode_bf16_kernel(EncodeArgs a) {
-  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+// Sixteen consecutive elements of one row per thread (k_padded is a multiple of 16): two 16-byte stores,
+// and on the whole path one 8-byte code load and one scale. The decode tables are copied to shared memory
+// first: lanes index them with different codes, which the constant bank holding the parameters serializes.
+constexpr int kEncodeThreads = 256;
+
+__device__ __forceinline__ std::uint32_t bf16_product(float e, float s) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(e, s)));
+}
+
+__global__ void __launch_bounds__(kEncodeThreads) encode_bf16_kernel(EncodeArgs a) {
   const PackedOperand& q = a.in;
-  if (t >= q.rows * a.kp) return;
-  const std::uint64_t r = t / a.kp, k = t % a.kp;
-  std::uint16_t bits = 0;
-  if (k < q.cols) {
-    const std::uint8_t byte = q.codes[r * q.code_cols + k / 2];
-    const float e = q.element[(k & 1) ? byte >> 4 : byte & 0xF];
-    const float s = q.scale[q.scales[(r / q.block_rows) * q.scale_cols + k / q.block_cols]];
-    bits = __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(e, s)));
+  __shared__ float element[16], scale[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) scale[i] = q.scale[i];
+  if (threadIdx.x < 16) element[threadIdx.x] = q.element[threadIdx.x];
+  __syncthreads();
+  const std::uint64_t groups_per_row = a.kp / 16;
+  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= q.rows * groups_per_row) return;
+  const std::uint64_t r = t / groups_per_row, k0 = (t - r * groups_per_row) * 16;
+  const std::uint8_t* codes = q.codes + r * q.code_cols;
+  const std::uint8_t* scales = q.scales + (r / q.block_rows) * q.scale_cols;
+  std::uint32_t word[8];
+  if (a.whole) {
+    const uint2 packed = *reinterpret_cast<const uint2*>(codes + k0 / 2);
+    const std::uint32_t halves[2] = {packed.x, packed.y};
+    const float s = scale[scales[k0 / q.block_cols]];
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const std::uint32_t byte = (halves[p / 4] >> (8 * (p % 4))) & 0xFFu;
+      word[p] = bf16_product(element[byte & 0xF], s) | (bf16_product(element[byte >> 4], s) << 16);
+    }
+  } else {
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const std::uint64_t k = k0 + 2 * p;  // elements k (low nibble) and k + 1 (high nibble) of one byte
+      const std::uint32_t byte = k < q.cols ? codes[k / 2] : 0u;
+      std::uint32_t bits[2] = {0u, 0u};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (k + h < q.cols) bits[h] = bf16_product(element[(byte >> (4 * h)) & 0xF], scale[scales[(k + h) / q.block_cols]]);
+      }
+      word[p] = bits[0] | (bits[1] << 16);
+    }
   }
-  a.out[t] = bits;
+  uint4* out = reinterpret_cast<uint4*>(a.out + r * a.kp + k0);
+  out[0] = make_uint4(word[0], word[1], word[2], word[3]);
+  out[1] = make_uint4(word[4], word[5], word[6], word[7]);
 }
 
 // ---- exact GEMM (CUDA cores) ----
@@ -241,8 +277,7 @@ struct ExactArgs {
   std::int32_t a_block_rows, b_block_rows, block;
   std::int32_t scale_mbits, scale_bias, scale_pow2;  // scale format shape; pow2: e8m0
   std::int32_t scale_nan_code;                       // code decoding to NaN, or -1
-  float alpha;
-  const float* device_alpha;                         // non-null: alpha is read from here
+  EpilogueAlpha alpha;
 };
 
 // Element code -> twice its value as a signed integer (E2M1: 0, 1, 2, 3, 4, 6, 8, 12).
@@ -360,7 +395,7 @@ __global__ void gemm_exact_kernel(ExactArgs a) {
     limb[idx] += v & 0xFFFFFFFFll;
     limb[idx + 1] += v >> 32;
   }
-  const float alpha = a.device_alpha ? *a.device_alpha : a.alpha;
+  const float alpha = a.alpha.device ? *a.alpha.device : a.alpha.value;
   a.c[t] = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu)
             : alpha == 0.0f     ? 0.0f
                                 : limbs_to_float_rne(limb, alpha);
@@ -369,7 +404,8 @@ __global__ void gemm_exact_kernel(ExactArgs a) {
 }  // namespace
 
 Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, std::size_t m,
-                        std::size_t n, std::size_t kp, int group_k, bool snap, float alpha, void* stream) {
+                        std::size_t n, std::size_t kp, int group_k, bool snap, EpilogueAlpha alpha,
+                        void* stream) {
   if (m == 0 || n == 0) return Status::success;
   if (kp % 16 != 0 || m > 0x7FFFFFFF || n > 0x7FFFFFFF || kp > 0x7FFFFFFF) return Status::invalid_argument;
   if (group_k != 0 && (group_k != 64 || kp % 64 != 0)) return Status::invalid_argument;
@@ -401,19 +437,19 @@ Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(kp);
   cudaError_t e = cudaErrorInvalidValue;
   switch (variant) {
-    case 0: e = launch_gemm_cfg<128, 128, 64, 32, false>(d_a, d_b, d_c, M, N, K, 1.0f, false, s); break;
-    case 1: e = launch_gemm_cfg<128, 256, 64, 64, false>(d_a, d_b, d_c, M, N, K, 1.0f, false, s); break;
-    case 2: e = launch_gemm_cfg<256, 128, 64, 64, false>(d_a, d_b, d_c, M, N, K, 1.0f, false, s); break;
-    case 3: e = launch_gemm_cfg<128, 128, 64, 32, true>(d_a, d_b, d_c, M, N, K, 1.0f, true, s); break;
+    case 0: e = launch_gemm_cfg<128, 128, 64, 32, false>(d_a, d_b, d_c, M, N, K, {}, false, s); break;
+    case 1: e = launch_gemm_cfg<128, 256, 64, 64, false>(d_a, d_b, d_c, M, N, K, {}, false, s); break;
+    case 2: e = launch_gemm_cfg<256, 128, 64, 64, false>(d_a, d_b, d_c, M, N, K, {}, false, s); break;
+    case 3: e = launch_gemm_cfg<128, 128, 64, 32, true>(d_a, d_b, d_c, M, N, K, {}, true, s); break;
     case 4:
-      if (wgmma_available()) e = static_cast<cudaError_t>(launch_gemm_wgmma_raw(d_a, d_b, d_c, M, N, K, 1.0f, stream));
+      if (wgmma_available()) e = static_cast<cudaError_t>(launch_gemm_wgmma_raw(d_a, d_b, d_c, M, N, K, {}, stream));
       break;
     case 5:
     case 6:
     case 7:
     case 8:
       if (wgmma_available())
-        e = static_cast<cudaError_t>(launch_gemm_probe_wgmma_raw(variant - 5, d_a, d_b, d_c, M, N, K, true, 1.0f, stream));
+        e = static_cast<cudaError_t>(launch_gemm_probe_wgmma_raw(variant - 5, d_a, d_b, d_c, M, N, K, true, {}, stream));
       break;
     default: break;
   }
@@ -427,21 +463,18 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
   a.in = packed_operand(q, d_codes, d_scales);
   a.out = d_out;
   a.kp = kp;
-  const std::uint64_t n = q.rows * kp;
-  if (n == 0) return Status::success;
-  encode_bf16_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  if (kp % 16 != 0 || reinterpret_cast<std::uintptr_t>(d_out) % 16 != 0) return Status::invalid_argument;
+  a.whole = q.cols == kp && q.block_cols % 16 == 0 && reinterpret_cast<std::uintptr_t>(d_codes) % 8 == 0;
+  const std::uint64_t threads = q.rows * kp / 16;
+  if (threads == 0) return Status::success;
+  encode_bf16_kernel<<<static_cast<unsigned>((threads + kEncodeThreads - 1) / kEncodeThreads), kEncodeThreads, 0,
+                       static_cast<cudaStream_t>(stream)>>>(a);
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
 Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
                          const QuantizedTensor& qb, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
-                         float* d_c, float alpha, void* stream) {
-  return launch_gemm_exact(qa, d_a_codes, d_a_scales, qb, d_b_codes, d_b_scales, d_c, alpha, nullptr, stream);
-}
-
-Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
-                         const QuantizedTensor& qb, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
-                         float* d_c, float alpha, const float* d_alpha, void* stream) {
+                         float* d_c, EpilogueAlpha alpha, void* stream) {
   if (qa.element != formats::e2m1 || qb.element != formats::e2m1 || !(qa.scale == qb.scale))
     return Status::unsupported_format;
   if (qa.cols != qb.cols || qa.block_cols != qb.block_cols) return Status::invalid_argument;
@@ -468,7 +501,6 @@ Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_code
   a.scale_bias = sf.bias;
   a.scale_nan_code = sf.has_nan() ? static_cast<std::int32_t>(sf.nan_code()) : -1;
   a.alpha = alpha;
-  a.device_alpha = d_alpha;
   const std::uint64_t n = a.m * a.n;
   if (n == 0) return Status::success;
   gemm_exact_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(a);
@@ -512,7 +544,7 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
   Status st;
   if (o.path == GemmPath::exact) {
     st = detail::launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
-                                   bs.as<std::uint8_t>(), dc.as<float>(), o.alpha, nullptr);
+                                   bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
   } else {
     const std::size_t kp = (a.cols + 15) / 16 * 16;
     detail::DeviceBuffer ea, eb;
@@ -524,7 +556,7 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
                                       nullptr);
     if (st == Status::success)
       st = detail::launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows,
-                                    kp, o.path == GemmPath::probe_matched ? 64 : 0, o.snap, o.alpha, nullptr);
+                                    kp, o.path == GemmPath::probe_matched ? 64 : 0, o.snap, {o.alpha}, nullptr);
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)

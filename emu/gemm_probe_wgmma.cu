@@ -70,7 +70,7 @@ __device__ __forceinline__ void pass_turn(int next) { asm volatile("bar.arrive %
 template <int CONSUMERS, int BN, int STAGES, bool ORDERED>
 __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kThreads, 1)
     gemm_probe_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                            float* __restrict__ C, int M, int N, int K, float alpha, int snap) {
+                            float* __restrict__ C, int M, int N, int K, EpilogueAlpha epilogue_alpha, int snap) {
 #if defined(FP4SIM_WGMMA_BODY)
   using T = ProbeTile<CONSUMERS, BN, STAGES, ORDERED>;
   extern __shared__ unsigned char smem_raw[];
@@ -123,6 +123,7 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kTh
 
     // Epilogue from the fragments (m64nNk16 f32 layout: n8 block b = i / 4, row = 16 * warp + lane / 4 +
     // 8 * ((i / 2) & 1), col = 8 * b + 2 * (lane % 4) + (i & 1)): optional snap, then RN(C * alpha).
+    const float alpha = epilogue_alpha.device ? *epilogue_alpha.device : epilogue_alpha.value;
     const int warp = tid / 32, lane = tid % 32;
     const int row0 = m0 + 64 * c + 16 * warp + lane / 4;
 #pragma unroll
@@ -143,13 +144,13 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kTh
     }
   }
 #else
-  (void)M, (void)N, (void)K, (void)alpha, (void)C, (void)snap;
+  (void)M, (void)N, (void)K, (void)epilogue_alpha, (void)C, (void)snap;
 #endif
 }
 
 template <int CONSUMERS, int BN, int STAGES, bool ORDERED>
 int launch_cfg(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp, bool snap,
-               float alpha, void* stream) {
+               EpilogueAlpha alpha, void* stream) {
   using T = ProbeTile<CONSUMERS, BN, STAGES, ORDERED>;
   CUtensorMap ma, mb;
   if (kp % kBK != 0 || !make_map(ma, d_a, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(kp), T::kBM) ||
@@ -167,7 +168,7 @@ int launch_cfg(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, i
 }  // namespace
 
 int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m,
-                                int n, int kp, bool snap, float alpha, void* stream) {
+                                int n, int kp, bool snap, EpilogueAlpha alpha, void* stream) {
   switch (config) {
     case 0: return launch_cfg<2, 192, 5, true>(d_a, d_b, d_c, m, n, kp, snap, alpha, stream);
     case 1: return launch_cfg<3, 128, 5, true>(d_a, d_b, d_c, m, n, kp, snap, alpha, stream);

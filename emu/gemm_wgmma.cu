@@ -45,7 +45,7 @@ __global__ void wgmma_flag_kernel(int* out) {
 
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                      float* __restrict__ C, int M, int N, int K, float alpha) {
+                      float* __restrict__ C, int M, int N, int K, EpilogueAlpha epilogue_alpha) {
 #if defined(FP4SIM_WGMMA_BODY)
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) std::uint64_t full[kStages], empty[kStages];
@@ -93,6 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // Epilogue: RN(acc * alpha), straight from the fragments (m64nNk16 f32 layout: n8 block b = i / 4,
     // row = 16 * warp + lane / 4 + 8 * ((i / 2) & 1), col = 8 * b + 2 * (lane % 4) + (i & 1)).
+    const float alpha = epilogue_alpha.device ? *epilogue_alpha.device : epilogue_alpha.value;
     const int warp = tid / 32, lane = tid % 32;
     const int row0 = m0 + 64 * c + 16 * warp + lane / 4;
 #pragma unroll
@@ -107,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 #else
-  (void)M, (void)N, (void)K, (void)alpha, (void)C;
+  (void)M, (void)N, (void)K, (void)epilogue_alpha, (void)C;
 #endif
 }
 
@@ -159,7 +160,7 @@ bool wgmma_available() {
 }
 
 int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp,
-                          float alpha, void* stream) {
+                          EpilogueAlpha alpha, void* stream) {
   CUtensorMap ma, mb;
   if (kp % 16 != 0 || !wgmma::make_map(ma, d_a, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(kp), kBM) ||
       !wgmma::make_map(mb, d_b, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(kp), kBN))

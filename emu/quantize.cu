@@ -43,7 +43,7 @@ constexpr int kThreads = 256;
 
 // Kernel arguments (by value, so they sit in the constant bank).
 struct QuantArgs {
-  const float* x;
+  QuantizeInput x;
   const std::uint32_t* explicit_bits;
   std::uint8_t* codes;
   std::uint8_t* scales;
@@ -183,6 +183,39 @@ __device__ __forceinline__ void load_block(const float* row, std::uint64_t c0, s
   }
 }
 
+// The same from a row of bfloat16 bit patterns (N/8 streaming 16-byte loads when `vector`), widened exactly.
+template <int N>
+__device__ __forceinline__ void load_block(const std::uint16_t* row, std::uint64_t c0, std::uint64_t cols,
+                                           bool vector, float (&v)[N]) {
+  if (vector) {
+    const uint4* p = reinterpret_cast<const uint4*>(row + c0);
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i) {
+      const uint4 q = __ldcs(p + i);
+      const std::uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
+        v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = c0 + i < cols ? __uint_as_float(static_cast<std::uint32_t>(row[c0 + i]) << 16) : 0.0f;
+  }
+}
+
+// Row r's elements c0 .. c0 + N - 1 of whichever tensor x holds.
+template <int N>
+__device__ __forceinline__ void load_block(QuantizeInput x, std::uint64_t r, std::uint64_t c0, std::uint64_t cols,
+                                           bool vector, float (&v)[N]) {
+  if (x.bf16 != nullptr) {
+    load_block<N>(x.bf16 + r * cols, c0, cols, vector, v);
+  } else {
+    load_block<N>(x.f32 + r * cols, c0, cols, vector, v);
+  }
+}
+
 template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -211,7 +244,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   const std::uint64_t base_index = r * a.cols + c0;
   const bool whole_blocks = a.explicit_bits == nullptr && a.sr_bits == 8 && (base_index & 15u) == 0;
   if (valid) {
-    load_block<BC>(a.x + r * a.cols, c0, a.cols, vector_path, v);
+    load_block<BC>(a.x, r, c0, a.cols, vector_path, v);
     if constexpr (R != ElementRound::rne) {
       // Philox words for the stochastic rounding, drawn while the loads are in flight (they do not
       // depend on x).
@@ -338,32 +371,40 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
 }
 
 // Current amax: plain grid-stride over all elements, or per 16-group after the RHT.
-__global__ void amax_kernel(const float* __restrict__ x, std::uint64_t n, unsigned int* out) {
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(std::uint16_t bf16) { return __uint_as_float(static_cast<std::uint32_t>(bf16) << 16); }
+
+// T: float, or std::uint16_t (bfloat16 bit patterns); 16-byte loads of 16 / sizeof(T) elements.
+template <class T>
+__global__ void amax_kernel(const T* __restrict__ x, std::uint64_t n, unsigned int* out) {
+  constexpr int kPer = 16 / sizeof(T);
   float m = 0.0f;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  const std::uint64_t quads = n / 4;
-  const float4* x4 = reinterpret_cast<const float4*>(x);
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < quads; i += stride) {
-    const float4 q = __ldcs(x4 + i);
-    m = fmaxf(fmaxf(m, fmaxf(fabsf(q.x), fabsf(q.y))), fmaxf(fabsf(q.z), fabsf(q.w)));
+  const std::uint64_t vectors = n / kPer;
+  const uint4* x4 = reinterpret_cast<const uint4*>(x);
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
+    const uint4 q = __ldcs(x4 + i);
+    T e[kPer];
+    memcpy(e, &q, 16);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) m = fmaxf(m, fabsf(widen(e[j])));
   }
-  for (std::uint64_t i = quads * 4 + static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+  for (std::uint64_t i = vectors * kPer + static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride)
-    m = fmaxf(m, fabsf(x[i]));
+    m = fmaxf(m, fabsf(widen(x[i])));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
   if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
 }
 
-__global__ void amax_rht_kernel(const float* __restrict__ x, std::uint64_t rows, std::uint64_t cols,
-                                unsigned int* out) {
+__global__ void amax_rht_kernel(QuantizeInput x, std::uint64_t rows, std::uint64_t cols, unsigned int* out) {
   const std::uint64_t groups = (cols + 15) / 16;
   const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   float m = 0.0f;
   if (t < rows * groups) {
     const std::uint64_t r = t / groups, c0 = (t % groups) * 16;
     float v[16];
-    load_block<16>(x + r * cols, c0, cols, cols % 16 == 0, v);
+    load_block<16>(x, r, c0, cols, cols % 16 == 0, v);
     rht16(v);
 #pragma unroll
     for (int i = 0; i < 16; ++i)
@@ -563,7 +604,7 @@ TensorScalars tensor_scalars(const QuantizePlan& p, float current_amax) {
   return s;
 }
 
-Status launch_amax(const QuantizePlan& p, const float* d_x, float* d_amax, void* stream) {
+Status launch_amax(const QuantizePlan& p, QuantizeInput d_x, float* d_amax, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   if (cudaMemsetAsync(d_amax, 0, sizeof(float), s) != cudaSuccess) return Status::cuda_error;
   const std::uint64_t n = static_cast<std::uint64_t>(p.rows) * p.cols;
@@ -576,32 +617,37 @@ Status launch_amax(const QuantizePlan& p, const float* d_x, float* d_amax, void*
     int device = 0, sms = 132;
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const std::uint64_t want = (n / 4 + 255) / 256 + 1;
+    const std::uint64_t want = (n / 4 + 255) / 256 + 1;  // (n / 8 suffices for BF16)
     const std::uint64_t cap = static_cast<std::uint64_t>(sms) * 16;
-    amax_kernel<<<static_cast<unsigned>(want < cap ? want : cap), 256, 0, s>>>(d_x, n, out);
+    const unsigned blocks = static_cast<unsigned>(want < cap ? want : cap);
+    if (d_x.bf16 != nullptr) {
+      amax_kernel<<<blocks, 256, 0, s>>>(d_x.bf16, n, out);
+    } else {
+      amax_kernel<<<blocks, 256, 0, s>>>(d_x.f32, n, out);
+    }
   }
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
 // Both launch_quantize overloads: the scalars from sc, or from device memory when d_scalars is given.
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
-                                      const float* d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
+                                      QuantizeInput d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
                                       std::uint8_t* d_scales, void* stream);
 
-Status launch_quantize(const QuantizePlan& p, const TensorScalars& sc, const float* d_x,
+Status launch_quantize(const QuantizePlan& p, const TensorScalars& sc, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
                        void* stream) {
   return launch_quantize_scalars(p, sc, nullptr, d_x, d_explicit_bits, d_codes, d_scales, stream);
 }
 
-Status launch_quantize(const QuantizePlan& p, const float* d_scalars, const float* d_x,
+Status launch_quantize(const QuantizePlan& p, const float* d_scalars, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
                        void* stream) {
   return launch_quantize_scalars(p, TensorScalars{}, d_scalars, d_x, d_explicit_bits, d_codes, d_scales, stream);
 }
 
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
-                                      const float* d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
+                                      QuantizeInput d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
                                       std::uint8_t* d_scales, void* stream) {
   QuantArgs a{};
   a.device_scalars = d_scalars;
@@ -675,8 +721,12 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
 // ---- host-memory API ----
 
 
-Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
-                std::size_t cols, QuantizedTensor& q) {
+namespace {
+
+// Both host-memory quantize overloads; T: float or std::uint16_t (bfloat16 bit patterns).
+template <class T>
+Status quantize_host(const Recipe& recipe, const QuantizeRequest& request, std::span<const T> x, std::size_t rows,
+                     std::size_t cols, QuantizedTensor& q) {
   if (x.size() != rows * cols) return Status::invalid_argument;
   detail::QuantizePlan plan;
   if (const Status s = detail::make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
@@ -699,13 +749,13 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
   }
   float amax = 0.0f;
   if (!(plan.tensor_scaled && plan.amax_ref)) {  // a held amax needs no pass over the tensor
-    if (const Status s = detail::launch_amax(plan, dx.as<float>(), damax.as<float>(), nullptr); s != Status::success)
+    if (const Status s = detail::launch_amax(plan, dx.as<const T>(), damax.as<float>(), nullptr); s != Status::success)
       return s;
     if (cudaMemcpy(&amax, damax.as<float>(), sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
       return detail::cuda_failed();
   }
   const detail::TensorScalars sc = detail::tensor_scalars(plan, amax);
-  if (const Status s = detail::launch_quantize(plan, sc, dx.as<float>(), bits, dcodes.as<std::uint8_t>(),
+  if (const Status s = detail::launch_quantize(plan, sc, dx.as<const T>(), bits, dcodes.as<std::uint8_t>(),
                                                dscales.as<std::uint8_t>(), nullptr);
       s != Status::success)
     return s;
@@ -719,6 +769,18 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
   q.counts.elements = rows * cols;
   q.counts.blocks = plan.scale_rows * plan.scale_cols;
   return Status::success;
+}
+
+}  // namespace
+
+Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
+                std::size_t cols, QuantizedTensor& q) {
+  return quantize_host(recipe, request, x, rows, cols, q);
+}
+
+Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const std::uint16_t> x_bf16,
+                std::size_t rows, std::size_t cols, QuantizedTensor& q) {
+  return quantize_host(recipe, request, x_bf16, rows, cols, q);
 }
 
 Status dequantize(const QuantizedTensor& q, std::span<float> out) {

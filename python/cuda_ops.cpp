@@ -52,9 +52,9 @@ QuantizedTensor described(const ResolvedOperand& r, std::size_t rows, std::size_
 }
 
 // codes [rows, ceil(cols/2)] uint8, scales (the block grid) uint8 and scalars float[4] (tensor amax, G, Gd,
-// the block multiplier) of x [rows, cols] float32. held: a device float with the held tensor amax, or 0 for
+// the block multiplier) of x [rows, cols], float32 or (bf16) bfloat16, 16-byte aligned. held: a device float with the held tensor amax, or 0 for
 // the current amax; rbits: one uint32 (or int32 >= 0) per element, or 0 for the Philox stream of `seed`.
-void quantize(std::uintptr_t x, std::size_t rows, std::size_t cols, const std::string& recipe, const nb::dict& overrides,
+void quantize(std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, const std::string& recipe, const nb::dict& overrides,
               const std::string& role, std::uint64_t seed, std::uintptr_t held, std::uintptr_t rbits,
               std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::uintptr_t stream) {
   const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, seed, std::nullopt, rbits != 0);
@@ -62,10 +62,12 @@ void quantize(std::uintptr_t x, std::size_t rows, std::size_t cols, const std::s
   check(detail::make_plan(r.recipe, r.request, rows, cols, plan), "quantize");
   float* s = ptr<float>(scalars);
   const bool held_used = plan.tensor_scaled && held != 0;
-  if (!held_used) check(detail::launch_amax(plan, ptr<const float>(x), s, stream_of(stream)), "quantize (amax)");
+  const detail::QuantizeInput input =
+      bf16 ? detail::QuantizeInput(ptr<const std::uint16_t>(x)) : detail::QuantizeInput(ptr<const float>(x));
+  if (!held_used) check(detail::launch_amax(plan, input, s, stream_of(stream)), "quantize (amax)");
   check(detail::launch_tensor_scalars(plan, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
         "quantize (tensor scalars)");
-  check(detail::launch_quantize(plan, static_cast<const float*>(s), ptr<const float>(x),
+  check(detail::launch_quantize(plan, static_cast<const float*>(s), input,
                                 ptr<const std::uint32_t>(rbits), ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales),
                                 stream_of(stream)),
         "quantize");
@@ -96,8 +98,8 @@ gpu::GemmPath gpu_path(const GemmOptions& o) {
 
 // C [M, N] float32 = A·Bᵀ of quantized operands A [M, K] (operand <gemm>.a) and B [N, K] (<gemm>.b) through
 // `datapath` (a golden datapath the GPU has a kernel for). alpha: a device float (workspace, set here);
-// ea, eb: BF16 workspaces [M, kp] and [N, kp] with kp = K rounded up to 16 (unused by exact: pass 0). The
-// tensor-core paths run with alpha 1 and apply alpha in a second pass (the same bits: RN(acc * 1) = acc).
+// ea, eb: BF16 workspaces [M, kp] and [N, kp] with kp = K rounded up to 16 (unused by exact: pass 0). Every
+// kernel reads alpha from the device in its epilogue.
 void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
           std::uintptr_t b_codes, std::uintptr_t b_scales, std::uintptr_t b_scalars, std::size_t n, std::size_t k,
           const std::string& recipe, const nb::dict& overrides, const std::string& gemm_name,
@@ -124,7 +126,7 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
   if (path == gpu::GemmPath::exact) {
     check(detail::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
                                     ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<float>(c),
-                                    1.0f, d_alpha, s),
+                                    {1.0f, d_alpha}, s),
           "gemm (exact)");
   } else {
     const std::size_t kp = (k + 15) / 16 * 16;
@@ -135,10 +137,16 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
                                      ptr<std::uint16_t>(eb), kp, s),
           "gemm (encode B)");
     check(detail::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<float>(c), m, n, kp,
-                                   path == gpu::GemmPath::probe_matched ? 64 : 0, o.snap, 1.0f, s),
+                                   path == gpu::GemmPath::probe_matched ? 64 : 0, o.snap, {1.0f, d_alpha}, s),
           "gemm");
-    check(detail::launch_scale_output(ptr<float>(c), m * n, d_alpha, s), "gemm (alpha)");
   }
+}
+
+// out [cols, rows] = the transpose of x [rows, cols] (2- or 4-byte elements).
+void transpose(std::uintptr_t x, std::size_t rows, std::size_t cols, int element_bytes, std::uintptr_t out,
+               std::uintptr_t stream) {
+  check(detail::launch_transpose(ptr<const void>(x), ptr<void>(out), rows, cols, element_bytes, stream_of(stream)),
+        "transpose");
 }
 
 }  // namespace
@@ -153,8 +161,9 @@ void register_cuda_ops(nb::module_& m) {
         return ok;
       },
       "Whether a CUDA device can run this build's kernels.");
-  m.def("cuda_quantize", &quantize, "x"_a, "rows"_a, "cols"_a, "recipe"_a, "overrides"_a, "role"_a, "seed"_a, "held"_a,
+  m.def("cuda_quantize", &quantize, "x"_a, "bf16"_a, "rows"_a, "cols"_a, "recipe"_a, "overrides"_a, "role"_a, "seed"_a, "held"_a,
         "rbits"_a, "codes"_a, "scales"_a, "scalars"_a, "stream"_a);
+  m.def("cuda_transpose", &transpose, "x"_a, "rows"_a, "cols"_a, "element_bytes"_a, "out"_a, "stream"_a);
   m.def("cuda_dequantize", &dequantize, "codes"_a, "scales"_a, "scalars"_a, "rows"_a, "cols"_a, "recipe"_a,
         "overrides"_a, "role"_a, "out"_a, "stream"_a);
   m.def("cuda_gemm", &gemm, "a_codes"_a, "a_scales"_a, "a_scalars"_a, "m"_a, "b_codes"_a, "b_scales"_a,

@@ -7,6 +7,9 @@
 #
 #   tools/boost_subset.sh          # here, once: the Boost headers the build needs, into .boost/ (~13 MB)
 #   tools/device_torch.sh          # there, carrying .boost
+#   tools/device_torch.sh CMD ...  # and then CMD in the same environment (the installed package, the CUDA
+#                                  # runtime on LD_LIBRARY_PATH), from the repository root, output in
+#                                  # $OUT/after.log; e.g. python3 tools/bench_peer_train.py --peer-root .peer
 # Environment: PYTEST_ARGS (extra pytest arguments, e.g. "-k llama"), FP4SIM_TORCH_CHECK=all (check every
 # linear of the small model, not a sample).
 set -uo pipefail
@@ -66,4 +69,13 @@ start=$(date +%s)
 status=$?
 tail -15 "$OUT/test_torch.log" | tee -a "$log"
 say "test_torch: exit $status after $(( $(date +%s) - start )) s"
+if [ $# -gt 0 ]; then
+  say "after: $*"
+  start=$(date +%s)
+  "$@" >"$OUT/after.log" 2>&1
+  after=$?
+  tail -5 "$OUT/after.log" | tee -a "$log"
+  say "after: exit $after after $(( $(date +%s) - start )) s"
+  [ $status -ne 0 ] || status=$after
+fi
 exit $status

@@ -256,6 +256,31 @@ def test_gpu_quantize_and_dequantize_equal_cpu(recipe):
 
 @gpu
 @pytest.mark.parametrize("recipe", RECIPES)
+def test_gpu_quantize_reads_bf16_as_its_widening(recipe):
+    """A BF16 tensor, read by the kernels where it lies, quantizes as its float32 widening does on the CPU."""
+    for rows, cols in [(64, 256), (33, 80)]:
+        x = sample((rows, cols), 7 * rows + cols, 3.0).to(torch.bfloat16)
+        x[0, :4] = torch.tensor([0.0, -0.0, 1e-30, -7e4])
+        for operand in OPERANDS:
+            if ft.ops.operand_info(recipe, "{}", operand)["rht"] and cols % 16:
+                continue
+            for amax in (None, torch.tensor([2.5])):
+                what = f"{recipe} {operand} bf16 {rows}x{cols} amax={amax}"
+                qg, qc = both(lambda x_, a_: ft.quantize(x_, recipe, operand, seed=5, amax=a_), x, amax)
+                for name in ("codes", "scales", "scalars"):
+                    assert_bits(getattr(qg, name), getattr(qc, name), f"{what} {name}")
+
+
+@gpu
+def test_gpu_transpose_equals_cpu():
+    for dtype in (torch.bfloat16, torch.float32):
+        for rows, cols in [(1, 1), (3, 130), (64, 64), (129, 67), (1000, 257)]:
+            x = sample((rows, cols), rows * cols).to(dtype)
+            assert_bits(torch.ops.fp4sim.transpose(x.cuda()), x.t().contiguous(), f"{dtype} {rows}x{cols}")
+
+
+@gpu
+@pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("datapath", ["probe-matched", "sm90-bf16", "exact"])
 def test_gpu_gemms_equal_cpu(recipe, datapath):
     for m, n, k in [(128, 256, 128), (72, 40, 192), (300, 130, 64)]:

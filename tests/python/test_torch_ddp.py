@@ -152,7 +152,7 @@ def test_rank1_gemms_equal_the_golden_model(ranks):
         assert r["seed"] == philox_seed(5, r["module"], r["gemm"], r["step"], 1), what
         amax = {}
         for side in ("a", "b"):
-            x = r[side].numpy()
+            x = r[side].float().numpy()  # X and dY arrive in BF16: widened exactly
             held = r[f"amax_{side}"]
             amax[side] = None if held is None else float(held.reshape(-1)[0])
             g = fp4sim.quantize(x, RECIPE, f"{r['gemm']}.{side}", amax_ref=amax[side], seed=r["seed"])
@@ -161,7 +161,7 @@ def test_rank1_gemms_equal_the_golden_model(ranks):
             assert np.array_equal(scales.numpy(), np.asarray(g.scales)), f"{what} {side} scales"
             assert float(scalars[0]) == float(g.tensor_amax), f"{what} {side} amax"
             sr_checked += ft.ops.operand_info(RECIPE, "", f"{r['gemm']}.{side}")["rounding"] != "rne"
-        c = fp4sim.gemm(r["a"].numpy(), r["b"].numpy(), RECIPE, r["gemm"], datapath=r["datapath"], seed=r["seed"],
+        c = fp4sim.gemm(r["a"].float().numpy(), r["b"].float().numpy(), RECIPE, r["gemm"], datapath=r["datapath"], seed=r["seed"],
                         amax_ref_a=amax["a"], amax_ref_b=amax["b"])
         assert np.array_equal(r["c"].numpy().view(np.int32), c.view(np.int32)), what
     assert sr_checked == 7 * 2  # dgrad.a and wgrad.a of each linear: the rank's own bits were checked

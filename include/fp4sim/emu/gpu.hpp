@@ -51,6 +51,10 @@ Status convert(const Format& format, const EncodeOptions& options, std::span<con
 // 1-D blocks. Anything else: unsupported_format / unsupported_options. x is host memory.
 Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
                 std::size_t cols, QuantizedTensor& out);
+// The same from bfloat16 bit patterns, read as the kernels read a BF16 tensor (fp4sim.torch): the result is
+// that of their binary32 widening.
+Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const std::uint16_t> x_bf16,
+                std::size_t rows, std::size_t cols, QuantizedTensor& out);
 
 // Decoded values in q's dequantize order (dequantize(q) of the golden model); out.size() >= rows * cols.
 Status dequantize(const QuantizedTensor& q, std::span<float> out);

@@ -198,7 +198,7 @@ class _LinearFunction(torch.autograd.Function):
         w = weight.detach().to(torch.float32)
         refs = {"activation": amax_x, "weight": amax_w} if layer.periodic else {}
         with torch.autocast(x.device.type, enabled=False):
-            y = layer.run_gemm("fprop", x2.to(torch.float32), w, step, refs)
+            y = layer.run_gemm("fprop", x2, w, step, refs)
             if bias is not None:
                 y = y + bias.detach().to(torch.float32)
         ctx.save_for_backward(x2, weight)
@@ -210,19 +210,21 @@ class _LinearFunction(torch.autograd.Function):
     def backward(ctx, grad_out: Tensor):
         x2, weight = ctx.saved_tensors
         layer, step, refs = ctx.layer, ctx.step, dict(ctx.refs)
-        dy = grad_out.reshape(-1, grad_out.shape[-1]).to(torch.bfloat16).to(torch.float32)
+        # dY rounded to BF16 and kept so: the quantizers read BF16 where it lies, and the wgrad transposes
+        # move half the bytes of float32 ones.
+        dy = grad_out.reshape(-1, grad_out.shape[-1]).to(torch.bfloat16)
         if layer.periodic:
             refs["grad_output"] = layer.held_amax("grad_output", dy if ctx.refresh_dy else None)
         dx = dw = db = None
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
-                wt = weight.detach().to(torch.float32).t().contiguous()
+                wt = torch.ops.fp4sim.transpose(weight.detach().to(torch.float32))
                 dx = layer.run_gemm("dgrad", dy, wt, step, refs).reshape(ctx.x_shape).to(ctx.x_dtype)
             if ctx.needs_input_grad[1]:
-                dw = layer.run_gemm("wgrad", dy.t().contiguous(), x2.to(torch.float32).t().contiguous(), step,
+                dw = layer.run_gemm("wgrad", torch.ops.fp4sim.transpose(dy), torch.ops.fp4sim.transpose(x2), step,
                                     refs).to(weight.dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
-                db = dy.sum(0)
+                db = dy.sum(0, dtype=torch.float32)
         return dx, dw, db, None, None, None, None, None, None
 
 

@@ -152,8 +152,9 @@ def _gemm_args(gemm: str, datapath: str, snap: bool, out_dtype: str) -> dict:
 
 def _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits):
     _require_cuda()
-    x32 = _aligned(x.detach().to(torch.float32))
-    rows, cols = x32.shape
+    # A BF16 tensor is read as it lies (the kernels widen it exactly); anything else as float32.
+    xin = _aligned(x.detach() if x.dtype == torch.bfloat16 else x.detach().to(torch.float32))
+    rows, cols = xin.shape
     codes_shape, scales_shape = _grid(recipe, overrides, role, rows, cols)
     codes = torch.empty(codes_shape, dtype=torch.uint8, device=x.device)
     scales = torch.empty(scales_shape, dtype=torch.uint8, device=x.device)
@@ -165,7 +166,7 @@ def _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits):
             raise ValueError(f"rbits: shape {tuple(rbits.shape)}, the operand is {(rows, cols)}")
         bits = rbits.detach().to(device=x.device, dtype=torch.int32).contiguous()  # read as uint32
     with torch.cuda.device(x.device):
-        _fp4sim.cuda_quantize(x32.data_ptr(), rows, cols, recipe, _overrides(overrides), role, seed,
+        _fp4sim.cuda_quantize(xin.data_ptr(), xin.dtype == torch.bfloat16, rows, cols, recipe, _overrides(overrides), role, seed,
                               0 if held is None else held.data_ptr(), 0 if bits is None else bits.data_ptr(),
                               codes.data_ptr(), scales.data_ptr(), scalars.data_ptr(), _stream(x))
     return codes, scales, scalars
@@ -292,6 +293,32 @@ def _(a, b, recipe, gemm, datapath, snap, overrides, seed, amax_a, amax_b, rbits
 def _(a, b, recipe, gemm, datapath, snap, overrides, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype):
     dtype = torch.bfloat16 if out_dtype == "bf16" else torch.float32
     return a.new_empty((a.shape[0], b.shape[0]), dtype=dtype)
+
+
+@torch.library.custom_op("fp4sim::transpose", mutates_args=(), device_types="cpu")
+def _transpose_op(x: Tensor) -> Tensor:
+    # The contiguous transpose of a 2-D tensor: the wgrad operands (dYᵀ, Xᵀ) and dgrad's Wᵀ. On the GPU a
+    # tiled kernel (torch's copy of a transposed view moves BF16 at a fraction of the bandwidth).
+    _check_2d(x, "x")
+    return x.t().contiguous()
+
+
+@_transpose_op.register_kernel("cuda")
+def _(x):
+    _check_2d(x, "x")
+    if x.element_size() not in (2, 4):
+        return x.t().contiguous()
+    _require_cuda()
+    x = _aligned(x)
+    out = torch.empty((x.shape[1], x.shape[0]), dtype=x.dtype, device=x.device)
+    with torch.cuda.device(x.device):
+        _fp4sim.cuda_transpose(x.data_ptr(), x.shape[0], x.shape[1], x.element_size(), out.data_ptr(), _stream(x))
+    return out
+
+
+@_transpose_op.register_fake
+def _(x):
+    return x.new_empty((x.shape[1], x.shape[0]))
 
 
 # ---------------------------------------------------------------------------------------------------
