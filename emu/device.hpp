@@ -63,11 +63,16 @@ Status launch_tensor_scalars(const QuantizePlan& plan, const float* d_measured, 
 Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_a, const float* d_scalars_b,
                          float target_b, float element_max, float* d_alpha, void* stream);
 
-// The alpha of a GEMM's epilogue RN(C * alpha): `value`, or *device when device is set (fp4sim.torch keeps
-// alpha in device memory, written by launch_gemm_alpha, so that nothing waits for the host).
-struct EpilogueAlpha {
-  float value = 1.0f;
-  const float* device = nullptr;
+// What a GEMM kernel does with each accumulated output (emu/epilogue.cuh): RN(C·alpha) with alpha = `alpha`,
+// or *alpha_device when set (fp4sim.torch keeps alpha in device memory, written by launch_gemm_alpha, so that
+// nothing waits for the host); then, with a bias [N], RN(· + bias[col]) in binary32, as torch adds a Linear's
+// bias to a float32 output; stored as binary32, or rounded to nearest even BF16 when bf16_out (C then holds
+// [M, N] uint16 bit patterns).
+struct Epilogue {
+  float alpha = 1.0f;
+  const float* alpha_device = nullptr;
+  const float* bias = nullptr;
+  bool bf16_out = false;
 };
 
 // The tensor a quantizer reads, row-major [rows, cols] in device memory: binary32 elements, or bfloat16 bit
@@ -108,14 +113,14 @@ Status launch_transpose(const void* d_in, void* d_out, std::size_t rows, std::si
 Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                           std::uint16_t* d_out, std::size_t k_padded, void* stream);
 
-// C [M, N] (row-major, fp32) = epilogue(A [M, Kp] . B [N, Kp]^T) with BF16 operands (uint16 bits) through
+// C [M, N] (row-major) = epilogue(A [M, Kp] . B [N, Kp]^T) with BF16 operands (uint16 bits) through
 // the wgmma kernels (when wgmma_available()) or mma.sync.m16n8k16, FP32 accumulation chained in
 // ascending k from +0.
-//   group_k == 0: bf16-tc: C = RN(acc * alpha)
+//   group_k == 0: bf16-tc: C = epilogue(acc)
 //   group_k == 64: probe-matched: group partials (4 chained k16 steps from +0) summed with add.rz from +0,
-//   optional snap RNE(C*1024)/1024, then RN(C * alpha).
-Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, std::size_t m,
-                        std::size_t n, std::size_t k_padded, int group_k, bool snap, EpilogueAlpha alpha,
+//   optional snap RNE(C*1024)/1024, then the epilogue.
+Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, std::size_t m,
+                        std::size_t n, std::size_t k_padded, int group_k, bool snap, Epilogue epilogue,
                         void* stream);
 
 // Whether the wgmma kernel (emu/gemm_wgmma.cu) can run: emu/ was built for sm_90a, the device loaded that
@@ -123,26 +128,26 @@ Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, floa
 bool wgmma_available();
 // The wgmma bf16-tc kernel (128 x 256 x 64 tiles, TMA, 4 stages): C = RN(acc * alpha), acc a chain of k16
 // steps in ascending k from +0. Returns the CUDA error of the launch (cudaSuccess = 0); needs kp % 16 == 0.
-int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp,
-                          EpilogueAlpha alpha, void* stream);
+int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, int m, int n, int kp,
+                          Epilogue epilogue, void* stream);
 
 // The wgmma probe-matched kernel (emu/gemm_probe_wgmma.cu; TMA, producer + 2 consumer warpgroups, 64-deep
 // k tiles = the datapath's groups, 5 stages). config 0: 2 consumers, 128 x 192 tiles; 1: 3 consumers,
 // 192 x 128 tiles; both with the consumers issuing in turn; 2 and 3: the same with free issue.
 // Needs kp % 64 == 0; returns the CUDA error of the launch.
-int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m,
-                                int n, int kp, bool snap, EpilogueAlpha alpha, void* stream);
+int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, int m,
+                                int n, int kp, bool snap, Epilogue epilogue, void* stream);
 
 // Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128,
 // 4: wgmma 128x256, 5-8: wgmma probe-matched configs 0-3; 4-8 when wgmma_available()). The probe-matched
 // variants snap.
-Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c,
+Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c,
                                 std::size_t m, std::size_t n, std::size_t kp, void* stream);
 
 // Exact block-scaled GEMM on CUDA cores: C = RN(RN_exact(sum) * alpha), from codes and scales.
 Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
                          const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
-                         float* d_c, EpilogueAlpha alpha, void* stream);
+                         void* d_c, Epilogue epilogue, void* stream);
 
 // A quantized tensor as the kernels that read it take it: device codes and scales, its shape and block
 // grid, and the decoded value of every element and scale code (host arithmetic, exact).

@@ -24,6 +24,7 @@
 
 #include "device.hpp"
 #include "device_buffer.hpp"
+#include "epilogue.cuh"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
@@ -71,8 +72,8 @@ __device__ __forceinline__ std::uint32_t tile_offset(int row, int chunk) {
 template <int BM, int BN, int WM, int WN, bool GROUPED>
 __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint16_t* __restrict__ A,
                                                                  const std::uint16_t* __restrict__ B,
-                                                                 float* __restrict__ C, int M, int N, int K,
-                                                                 EpilogueAlpha epilogue_alpha, int snap) {
+                                                                 void* C, int M, int N, int K,
+                                                                 Epilogue epilogue, int snap) {
   constexpr int kWarpsN = BN / WN;
   constexpr int MT = WM / 16, NT = WN / 8;
   static_assert((BM / WM) * (BN / WN) == kGemmThreads / 32, "8 warps");
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint
   }
   cp_async_wait<0>();
 
-  const float alpha = epilogue_alpha.device ? *epilogue_alpha.device : epilogue_alpha.value;
+  const float alpha = epilogue_alpha(epilogue);
 #pragma unroll
   for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -189,21 +190,21 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint
         } else {
           v = acc[i][j][r];
         }
-        if (row < M && col < N) C[static_cast<std::size_t>(row) * N + col] = __fmul_rn(v, alpha);
+        if (row < M && col < N) epilogue_finish(epilogue, C, N, row, col, __fmul_rn(v, alpha));
       }
     }
   }
 }
 
 template <int BM, int BN, int WM, int WN, bool GROUPED>
-cudaError_t launch_gemm_cfg(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
-                            EpilogueAlpha alpha, bool snap, cudaStream_t s) {
+cudaError_t launch_gemm_cfg(const std::uint16_t* a, const std::uint16_t* b, void* c, int m, int n, int k,
+                            Epilogue epilogue, bool snap, cudaStream_t s) {
   constexpr int smem = kStages * (BM + BN) * 64;
   auto kernel = gemm_bf16_kernel<BM, BN, WM, WN, GROUPED>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
   const dim3 grid((n + BN - 1) / BN, (m + BM - 1) / BM);
-  kernel<<<grid, kGemmThreads, smem, s>>>(a, b, c, m, n, k, alpha, snap ? 1 : 0);
+  kernel<<<grid, kGemmThreads, smem, s>>>(a, b, c, m, n, k, epilogue, snap ? 1 : 0);
   return cudaGetLastError();
 }
 
@@ -272,12 +273,12 @@ constexpr int kEmin = -320;  // weight of bit 0 of limb 0
 
 struct ExactArgs {
   const std::uint8_t *a_codes, *a_scales, *b_codes, *b_scales;
-  float* c;
+  void* c;
   std::uint64_t m, n, k, a_code_cols, b_code_cols, a_scale_cols, b_scale_cols;
   std::int32_t a_block_rows, b_block_rows, block;
   std::int32_t scale_mbits, scale_bias, scale_pow2;  // scale format shape; pow2: e8m0
   std::int32_t scale_nan_code;                       // code decoding to NaN, or -1
-  EpilogueAlpha alpha;
+  Epilogue epilogue;
 };
 
 // Element code -> twice its value as a signed integer (E2M1: 0, 1, 2, 3, 4, 6, 8, 12).
@@ -395,16 +396,17 @@ __global__ void gemm_exact_kernel(ExactArgs a) {
     limb[idx] += v & 0xFFFFFFFFll;
     limb[idx + 1] += v >> 32;
   }
-  const float alpha = a.alpha.device ? *a.alpha.device : a.alpha.value;
-  a.c[t] = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu)
-            : alpha == 0.0f     ? 0.0f
-                                : limbs_to_float_rne(limb, alpha);
+  const float alpha = epilogue_alpha(a.epilogue);
+  const float c = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu)
+                  : alpha == 0.0f     ? 0.0f
+                                      : limbs_to_float_rne(limb, alpha);
+  epilogue_finish(a.epilogue, a.c, static_cast<int>(a.n), static_cast<int>(i), static_cast<int>(j), c);
 }
 
 }  // namespace
 
-Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, std::size_t m,
-                        std::size_t n, std::size_t kp, int group_k, bool snap, EpilogueAlpha alpha,
+Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, std::size_t m,
+                        std::size_t n, std::size_t kp, int group_k, bool snap, Epilogue epilogue,
                         void* stream) {
   if (m == 0 || n == 0) return Status::success;
   if (kp % 16 != 0 || m > 0x7FFFFFFF || n > 0x7FFFFFFF || kp > 0x7FFFFFFF) return Status::invalid_argument;
@@ -417,21 +419,21 @@ Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, floa
     // crosscheck's many small and ragged GEMMs judge it too); else mma.sync: large problems 128 x 256 tiles
     // (warp tile 64 x 64), small ones 128 x 128 for more blocks.
     if (wgmma_available()) {
-      e = static_cast<cudaError_t>(launch_gemm_wgmma_raw(d_a, d_b, d_c, M, N, K, alpha, stream));
+      e = static_cast<cudaError_t>(launch_gemm_wgmma_raw(d_a, d_b, d_c, M, N, K, epilogue, stream));
     } else if (m * n >= std::size_t{4096} * 4096) {
-      e = launch_gemm_cfg<128, 256, 64, 64, false>(d_a, d_b, d_c, M, N, K, alpha, false, s);
+      e = launch_gemm_cfg<128, 256, 64, 64, false>(d_a, d_b, d_c, M, N, K, epilogue, false, s);
     } else {
-      e = launch_gemm_cfg<128, 128, 64, 32, false>(d_a, d_b, d_c, M, N, K, alpha, false, s);
+      e = launch_gemm_cfg<128, 128, 64, 32, false>(d_a, d_b, d_c, M, N, K, epilogue, false, s);
     }
   } else if (wgmma_available()) {
-    e = static_cast<cudaError_t>(launch_gemm_probe_wgmma_raw(0, d_a, d_b, d_c, M, N, K, snap, alpha, stream));
+    e = static_cast<cudaError_t>(launch_gemm_probe_wgmma_raw(0, d_a, d_b, d_c, M, N, K, snap, epilogue, stream));
   } else {
-    e = launch_gemm_cfg<128, 128, 64, 32, true>(d_a, d_b, d_c, M, N, K, alpha, snap, s);
+    e = launch_gemm_cfg<128, 128, 64, 32, true>(d_a, d_b, d_c, M, N, K, epilogue, snap, s);
   }
   return e == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c,
+Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c,
                                 std::size_t m, std::size_t n, std::size_t kp, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(kp);
@@ -474,7 +476,7 @@ Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes,
 
 Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
                          const QuantizedTensor& qb, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
-                         float* d_c, EpilogueAlpha alpha, void* stream) {
+                         void* d_c, Epilogue epilogue, void* stream) {
   if (qa.element != formats::e2m1 || qb.element != formats::e2m1 || !(qa.scale == qb.scale))
     return Status::unsupported_format;
   if (qa.cols != qb.cols || qa.block_cols != qb.block_cols) return Status::invalid_argument;
@@ -500,7 +502,7 @@ Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_code
   a.scale_mbits = sf.mantissa_bits;
   a.scale_bias = sf.bias;
   a.scale_nan_code = sf.has_nan() ? static_cast<std::int32_t>(sf.nan_code()) : -1;
-  a.alpha = alpha;
+  a.epilogue = epilogue;
   const std::uint64_t n = a.m * a.n;
   if (n == 0) return Status::success;
   gemm_exact_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(a);

@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "device.hpp"
+#include "epilogue.cuh"
 #include "wgmma.cuh"
 
 namespace fp4sim::gpu::detail {
@@ -70,7 +71,7 @@ __device__ __forceinline__ void pass_turn(int next) { asm volatile("bar.arrive %
 template <int CONSUMERS, int BN, int STAGES, bool ORDERED>
 __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kThreads, 1)
     gemm_probe_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                            float* __restrict__ C, int M, int N, int K, EpilogueAlpha epilogue_alpha, int snap) {
+                            void* C, int M, int N, int K, Epilogue epilogue, int snap) {
 #if defined(FP4SIM_WGMMA_BODY)
   using T = ProbeTile<CONSUMERS, BN, STAGES, ORDERED>;
   extern __shared__ unsigned char smem_raw[];
@@ -122,8 +123,8 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kTh
     }
 
     // Epilogue from the fragments (m64nNk16 f32 layout: n8 block b = i / 4, row = 16 * warp + lane / 4 +
-    // 8 * ((i / 2) & 1), col = 8 * b + 2 * (lane % 4) + (i & 1)): optional snap, then RN(C * alpha).
-    const float alpha = epilogue_alpha.device ? *epilogue_alpha.device : epilogue_alpha.value;
+    // 8 * ((i / 2) & 1), col = 8 * b + 2 * (lane % 4) + (i & 1)): optional snap, then the epilogue.
+    const float alpha = epilogue_alpha(epilogue);
     const int warp = tid / 32, lane = tid % 32;
     const int row0 = m0 + 64 * c + 16 * warp + lane / 4;
 #pragma unroll
@@ -134,23 +135,22 @@ __global__ void __launch_bounds__(ProbeTile<CONSUMERS, BN, STAGES, ORDERED>::kTh
         const int row = row0 + 8 * h;
         if (row >= M) continue;
         float v[2] = {total[4 * b + 2 * h], total[4 * b + 2 * h + 1]};
+        if (snap) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if (snap) v[e] = __fmul_rn(rintf(__fmul_rn(v[e], 1024.0f)), 0.0009765625f);
-          v[e] = __fmul_rn(v[e], alpha);
+          for (int e = 0; e < 2; ++e) v[e] = __fmul_rn(rintf(__fmul_rn(v[e], 1024.0f)), 0.0009765625f);
         }
-        store_pair(C, N, row, col, v[0], v[1]);
+        epilogue_pair(epilogue, alpha, C, N, row, col, v[0], v[1]);
       }
     }
   }
 #else
-  (void)M, (void)N, (void)K, (void)epilogue_alpha, (void)C, (void)snap;
+  (void)M, (void)N, (void)K, (void)epilogue, (void)C, (void)snap;
 #endif
 }
 
 template <int CONSUMERS, int BN, int STAGES, bool ORDERED>
-int launch_cfg(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp, bool snap,
-               EpilogueAlpha alpha, void* stream) {
+int launch_cfg(const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, int m, int n, int kp, bool snap,
+               Epilogue epilogue, void* stream) {
   using T = ProbeTile<CONSUMERS, BN, STAGES, ORDERED>;
   CUtensorMap ma, mb;
   if (kp % kBK != 0 || !make_map(ma, d_a, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(kp), T::kBM) ||
@@ -160,20 +160,20 @@ int launch_cfg(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, i
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem);
   if (attr != cudaSuccess) return attr;
   const int tiles = ((m + T::kBM - 1) / T::kBM) * ((n + BN - 1) / BN);
-  kernel<<<tiles, T::kThreads, T::kSmem, static_cast<cudaStream_t>(stream)>>>(ma, mb, d_c, m, n, kp, alpha,
+  kernel<<<tiles, T::kThreads, T::kSmem, static_cast<cudaStream_t>(stream)>>>(ma, mb, d_c, m, n, kp, epilogue,
                                                                                 snap ? 1 : 0);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m,
-                                int n, int kp, bool snap, EpilogueAlpha alpha, void* stream) {
+int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, int m,
+                                int n, int kp, bool snap, Epilogue epilogue, void* stream) {
   switch (config) {
-    case 0: return launch_cfg<2, 192, 5, true>(d_a, d_b, d_c, m, n, kp, snap, alpha, stream);
-    case 1: return launch_cfg<3, 128, 5, true>(d_a, d_b, d_c, m, n, kp, snap, alpha, stream);
-    case 2: return launch_cfg<2, 192, 5, false>(d_a, d_b, d_c, m, n, kp, snap, alpha, stream);
-    case 3: return launch_cfg<3, 128, 5, false>(d_a, d_b, d_c, m, n, kp, snap, alpha, stream);
+    case 0: return launch_cfg<2, 192, 5, true>(d_a, d_b, d_c, m, n, kp, snap, epilogue, stream);
+    case 1: return launch_cfg<3, 128, 5, true>(d_a, d_b, d_c, m, n, kp, snap, epilogue, stream);
+    case 2: return launch_cfg<2, 192, 5, false>(d_a, d_b, d_c, m, n, kp, snap, epilogue, stream);
+    case 3: return launch_cfg<3, 128, 5, false>(d_a, d_b, d_c, m, n, kp, snap, epilogue, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -22,6 +22,7 @@
 
 #include "device.hpp"
 #include "device_buffer.hpp"
+#include "epilogue.cuh"
 #include "wgmma.cuh"
 
 namespace fp4sim::gpu::detail {
@@ -45,7 +46,7 @@ __global__ void wgmma_flag_kernel(int* out) {
 
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                      float* __restrict__ C, int M, int N, int K, EpilogueAlpha epilogue_alpha) {
+                      void* C, int M, int N, int K, Epilogue epilogue) {
 #if defined(FP4SIM_WGMMA_BODY)
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) std::uint64_t full[kStages], empty[kStages];
@@ -91,9 +92,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncwarp();
       if ((tid & 31) == 0) mbar_arrive(smem_u32(&empty[s]));
     }
-    // Epilogue: RN(acc * alpha), straight from the fragments (m64nNk16 f32 layout: n8 block b = i / 4,
+    // Epilogue straight from the fragments (m64nNk16 f32 layout: n8 block b = i / 4,
     // row = 16 * warp + lane / 4 + 8 * ((i / 2) & 1), col = 8 * b + 2 * (lane % 4) + (i & 1)).
-    const float alpha = epilogue_alpha.device ? *epilogue_alpha.device : epilogue_alpha.value;
+    const float alpha = epilogue_alpha(epilogue);
     const int warp = tid / 32, lane = tid % 32;
     const int row0 = m0 + 64 * c + 16 * warp + lane / 4;
 #pragma unroll
@@ -103,12 +104,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + 8 * h;
         if (row >= M) continue;
-        store_pair(C, N, row, col, __fmul_rn(d[4 * b + 2 * h], alpha), __fmul_rn(d[4 * b + 2 * h + 1], alpha));
+        epilogue_pair(epilogue, alpha, C, N, row, col, d[4 * b + 2 * h], d[4 * b + 2 * h + 1]);
       }
     }
   }
 #else
-  (void)M, (void)N, (void)K, (void)epilogue_alpha, (void)C;
+  (void)M, (void)N, (void)K, (void)epilogue, (void)C;
 #endif
 }
 
@@ -159,8 +160,8 @@ bool wgmma_available() {
   return available;
 }
 
-int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, float* d_c, int m, int n, int kp,
-                          EpilogueAlpha alpha, void* stream) {
+int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, int m, int n, int kp,
+                          Epilogue epilogue, void* stream) {
   CUtensorMap ma, mb;
   if (kp % 16 != 0 || !wgmma::make_map(ma, d_a, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(kp), kBM) ||
       !wgmma::make_map(mb, d_b, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(kp), kBN))
@@ -169,7 +170,7 @@ int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, fl
       cudaFuncSetAttribute(gemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const int tiles = ((m + kBM - 1) / kBM) * ((n + kBN - 1) / kBN);
-  gemm_wgmma_kernel<<<tiles, kThreads, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(ma, mb, d_c, m, n, kp, alpha);
+  gemm_wgmma_kernel<<<tiles, kThreads, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(ma, mb, d_c, m, n, kp, epilogue);
   return cudaGetLastError();
 }
 

@@ -100,18 +100,6 @@ __device__ __forceinline__ void produce(const CUtensorMap* map_a, const CUtensor
   }
 }
 
-// Outputs (row, col) and (row, col + 1) of the row-major C [.., N], row in range: one 8-byte store when N
-// is even, else each column that is in range.
-__device__ __forceinline__ void store_pair(float* C, int N, int row, int col, float v0, float v1) {
-  float* p = C + static_cast<std::size_t>(row) * N + col;
-  if ((N % 2) == 0 && col + 1 < N) {
-    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
-  } else {
-    if (col < N) p[0] = v0;
-    if (col + 1 < N) p[1] = v1;
-  }
-}
-
 // Shared-memory matrix descriptor: K-major tile of 128-byte rows written by TMA with the 128-byte swizzle;
 // 8-row groups 1024 bytes apart (stride byte offset), leading byte offset unused (16), base 1024-aligned.
 __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr) {

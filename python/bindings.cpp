@@ -37,6 +37,9 @@
 #if defined(FP4SIM_PYTHON_CUDA)
 #include "cuda_ops.hpp"
 #endif
+#if defined(FP4SIM_PYTHON_ANALYSIS)
+#include "analysis_ops.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -443,6 +446,23 @@ NB_MODULE(_fp4sim, m) {
         return to_numpy(binary32_values({x.data(), x.size()}, what), shape);
       },
       "x"_a.noconvert(), "what"_a, "float64 values as float32, each a binary32 value (the CLI's rule for .npy inputs).");
+  m.def(
+      "_bfloat16_bits",
+      [](const nb::ndarray<nb::ro, nb::device::cpu>& x, nb::handle owner) -> nb::object {
+        constexpr nb::dlpack::dtype bfloat16{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+        if (x.dtype() != bfloat16) return nb::none();
+        std::vector<std::size_t> shape(x.ndim());
+        std::vector<std::int64_t> strides(x.ndim());
+        for (std::size_t d = 0; d < shape.size(); ++d) {
+          shape[d] = x.shape(d);
+          strides[d] = x.stride(d);
+        }
+        return nb::cast(nb::ndarray<nb::numpy, const std::uint16_t>(x.data(), shape.size(), shape.data(), owner,
+                                                                    strides.data()));
+      },
+      "x"_a.noconvert(), "owner"_a,
+      "The bits of a bfloat16 CPU tensor given through DLPack (NumPy's from_dlpack has no bfloat16) as a uint16 "
+      "view of the same memory, kept alive by `owner`; None for any other dtype.");
   m.def("_address", [](const FloatIn& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, "x"_a.noconvert(),
         "The address the extension reads a float32 array from (tests prove zero-copy with it).");
 
@@ -507,6 +527,9 @@ NB_MODULE(_fp4sim, m) {
         "rbits_a"_a.none(), "rbits_b"_a.none());
 #if defined(FP4SIM_PYTHON_CUDA)
   python::register_cuda_ops(m);
+#endif
+#if defined(FP4SIM_PYTHON_ANALYSIS)
+  python::register_analysis_ops(m);
 #endif
   m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a, "input_format"_a);
   m.def("verify_quantize", &verify_quantize_py, "x"_a.noconvert(), "codes"_a.noconvert(), "scales"_a.noconvert(),

@@ -96,15 +96,16 @@ gpu::GemmPath gpu_path(const GemmOptions& o) {
                    ": the GPU has kernels for probe-matched, sm90-bf16 (bf16-tc) and exact only");
 }
 
-// C [M, N] float32 = A·Bᵀ of quantized operands A [M, K] (operand <gemm>.a) and B [N, K] (<gemm>.b) through
-// `datapath` (a golden datapath the GPU has a kernel for). alpha: a device float (workspace, set here);
-// ea, eb: BF16 workspaces [M, kp] and [N, kp] with kp = K rounded up to 16 (unused by exact: pass 0). Every
-// kernel reads alpha from the device in its epilogue.
+// C [M, N] = A·Bᵀ of quantized operands A [M, K] (operand <gemm>.a) and B [N, K] (<gemm>.b) through
+// `datapath` (a golden datapath the GPU has a kernel for), then + bias [N] (float32, or 0 for none) in
+// binary32; C float32, or BF16 (RNE) when bf16_out. alpha: a device float (workspace, set here); ea, eb:
+// BF16 workspaces [M, kp] and [N, kp] with kp = K rounded up to 16 (unused by exact: pass 0). Every kernel
+// reads alpha from the device and adds the bias in its epilogue.
 void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
           std::uintptr_t b_codes, std::uintptr_t b_scales, std::uintptr_t b_scalars, std::size_t n, std::size_t k,
           const std::string& recipe, const nb::dict& overrides, const std::string& gemm_name,
           const std::string& datapath, bool snap, std::uintptr_t alpha, std::uintptr_t ea, std::uintptr_t eb,
-          std::uintptr_t c, std::uintptr_t stream) {
+          std::uintptr_t bias, bool bf16_out, std::uintptr_t c, std::uintptr_t stream) {
   GemmCall call;
   call.recipe = overrides_from(recipe, overrides);
   call.gemm = gemm_name;
@@ -119,14 +120,15 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
   const QuantizedTensor qa = described({r.recipe, r.a}, m, k), qb = described({r.recipe, r.b}, n, k);
   const float element_max = decode_to_float(r.recipe.element, r.recipe.element.max_finite_code());
   auto* d_alpha = ptr<float>(alpha);
+  const detail::Epilogue epilogue{1.0f, d_alpha, ptr<const float>(bias), bf16_out};
   void* s = stream_of(stream);
   check(detail::launch_gemm_alpha(alpha_rule_for(*o.datapath, r.recipe), ptr<const float>(a_scalars), qa.target,
                                   ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
         "gemm (alpha)");
   if (path == gpu::GemmPath::exact) {
     check(detail::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
-                                    ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<float>(c),
-                                    {1.0f, d_alpha}, s),
+                                    ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<void>(c),
+                                    epilogue, s),
           "gemm (exact)");
   } else {
     const std::size_t kp = (k + 15) / 16 * 16;
@@ -136,8 +138,8 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
     check(detail::launch_encode_bf16(qb, ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales),
                                      ptr<std::uint16_t>(eb), kp, s),
           "gemm (encode B)");
-    check(detail::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<float>(c), m, n, kp,
-                                   path == gpu::GemmPath::probe_matched ? 64 : 0, o.snap, {1.0f, d_alpha}, s),
+    check(detail::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<void>(c), m, n, kp,
+                                   path == gpu::GemmPath::probe_matched ? 64 : 0, o.snap, epilogue, s),
           "gemm");
   }
 }
@@ -168,7 +170,7 @@ void register_cuda_ops(nb::module_& m) {
         "overrides"_a, "role"_a, "out"_a, "stream"_a);
   m.def("cuda_gemm", &gemm, "a_codes"_a, "a_scales"_a, "a_scalars"_a, "m"_a, "b_codes"_a, "b_scales"_a,
         "b_scalars"_a, "n"_a, "k"_a, "recipe"_a, "overrides"_a, "gemm"_a, "datapath"_a, "snap"_a, "alpha"_a, "ea"_a,
-        "eb"_a, "c"_a, "stream"_a);
+        "eb"_a, "bias"_a, "bf16_out"_a, "c"_a, "stream"_a);
 }
 
 }  // namespace fp4sim::python

@@ -9,9 +9,10 @@ The same golden model as the ``fp4sim`` command line (docs/cli.md), on arrays in
     c = fp4sim.gemm(x, x[:32], "nvfp4")             # C = A·Bᵀ through the recipe's datapath
     r = fp4sim.verify_quantize(x, my_codes, my_scales, "nvfp4", layout="swizzled-128x4")
     print(r)                                        # the explained report; r["mismatched_elements"], ...
+    t = fp4sim.replay("traces/trace_a.h5", "nvfp4") # fp4sim replay's --json as a dict; t["tensors"]: records
 
 Arrays: anything NumPy can view through ``__array__`` or DLPack (``__dlpack__``, e.g. PyTorch CPU
-tensors). C-contiguous float32 tensors are read in place, without a copy; float64 is accepted when
+tensors; bfloat16 ones are viewed as ``ml_dtypes.bfloat16``). C-contiguous float32 tensors are read in place, without a copy; float64 is accepted when
 every value is a binary32 value (as the CLI does); other layouts are copied to C order first.
 
 Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
@@ -23,8 +24,10 @@ a call does not take raises :class:`DTypeError`, both a ``TypeError`` and a ``Da
 from __future__ import annotations
 
 import json as _json
+import os as _os
 from typing import Any, Optional
 
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from . import _dtypes, _fp4sim, _ml_dtypes_conventions
@@ -52,6 +55,9 @@ __all__ = [
     "scales_from_layout",
     "codes_to_order",
     "codes_from_order",
+    "AnalysisReport",
+    "replay",
+    "sweep",
 ]
 
 __version__ = "0.1.0"
@@ -73,7 +79,14 @@ def _as_numpy(x: Any, what: str) -> _np.ndarray:
         try:
             return _np.from_dlpack(x)
         except (TypeError, RuntimeError, BufferError) as e:
-            raise DataError(f"{what}: cannot view through DLPack ({e}); move it to the CPU first") from None
+            reason = e
+        try:  # NumPy has no bfloat16: a bfloat16 CPU tensor (PyTorch's) is viewed as ml_dtypes.bfloat16
+            bits = _fp4sim._bfloat16_bits(x, x)
+        except (TypeError, RuntimeError, BufferError, ValueError):
+            bits = None
+        if bits is not None:
+            return bits.view(_ml_dtypes.bfloat16)
+        raise DataError(f"{what}: cannot view through DLPack ({reason}); give a CPU tensor (.detach().cpu())") from None
     return _np.asarray(x)
 
 
@@ -160,14 +173,28 @@ class Quantized:
         self.counts = native.counts
 
     def dequantize(self) -> _np.ndarray:
+        """:func:`dequantize` of this tensor.
+
+        >>> fp4sim.quantize(np.array([0.3, -2.6, 7.0, 1.0], np.float32), "mxfp4").dequantize()
+        array([[ 0.5, -3. ,  6. ,  1. ]], dtype=float32)
+        """
         return dequantize(self)
 
     def codes_in(self, nibbles: str) -> _np.ndarray:
-        """The codes as a kernel storing them in another nibble order would (low-first, high-first, unpacked)."""
+        """The codes as a kernel storing them in another nibble order would (low-first, high-first, unpacked).
+
+        >>> q = fp4sim.quantize(np.array([0.5, 1.0, 1.5, 2.0], np.float32), "mxfp4")
+        >>> q.codes, q.codes_in("unpacked")
+        (array([[ 66, 101]], dtype=uint8), array([[2, 4, 5, 6]], dtype=uint8))
+        """
         return codes_to_order(self._native.codes, self._native.rows, self._native.cols, nibbles)
 
     def scales_in(self, layout: str) -> _np.ndarray:
-        """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md)."""
+        """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md).
+
+        >>> fp4sim.quantize(np.ones((4, 64), np.float32), "nvfp4").scales_in("swizzled-128x4").shape
+        (128, 4)
+        """
         return scales_to_layout(self._native.scales, self._native.rows, self._native.cols, self.block[0], self.block[1],
                                 layout)
 
@@ -201,19 +228,32 @@ class VerifyReport(dict):
 
 @in_python_terms
 def formats() -> list:
-    """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none)."""
+    """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none).
+
+    >>> e2m1 = next(f for f in fp4sim.formats() if f["name"] == "e2m1")
+    >>> e2m1["max_finite"], e2m1["min_subnormal"], e2m1["has_nan"]
+    (6.0, 0.5, False)
+    """
     return _fp4sim.formats()
 
 
 @in_python_terms
 def recipes() -> list:
-    """The recipe preset names."""
+    """The recipe preset names (``fp4sim recipes``).
+
+    >>> fp4sim.recipes()
+    ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'mxfp4']
+    """
     return _fp4sim.recipes()
 
 
 @in_python_terms
 def datapaths() -> list:
-    """The datapath preset names (``fp4sim gemm --list-datapaths``)."""
+    """The datapath preset names (``fp4sim gemm --list-datapaths``).
+
+    >>> "sm100-mxf4nvf4" in fp4sim.datapaths(), "fp32-seq" in fp4sim.datapaths()
+    (True, True)
+    """
     return _fp4sim.datapaths()
 
 
@@ -236,8 +276,9 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     +NaN -> -0 in e2m1, e8m0 ties away from zero; docs/semantics.md lists each difference).
 
     >>> import numpy as np, fp4sim
-    >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
-    array([0.5, -3, 6], dtype=dtype(float4_e2m1fn))
+    >>> y = fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "float4_e2m1fn")
+    >>> y.dtype.name, y.astype(np.float32)
+    ('float4_e2m1fn', array([ 0.5, -3. ,  6. ], dtype=float32))
     >>> fp4sim.convert(np.array([0.3, -2.6, 7.0], np.float32), "e2m1").view(np.uint8)
     array([ 1, 13,  7], dtype=uint8)
     >>> fp4sim.convert(1.3, "e4m3")
@@ -372,7 +413,15 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
          amax_ref_b: Optional[float] = None, target_a: Optional[float] = None, target_b: Optional[float] = None,
          seed: int = 0, rbits_a=None, rbits_b=None, **overrides) -> _np.ndarray:
     """C = A·Bᵀ (A [M, K], B [N, K]) with both operands quantized along K under the recipe's rules for
-    that GEMM, accumulated by ``datapath`` (default: the recipe's). float32 [M, N] (``fp4sim gemm``)."""
+    that GEMM, accumulated by ``datapath`` (default: the recipe's). float32 [M, N] (``fp4sim gemm``).
+
+    >>> a = np.array([[1.0, 2.0, 3.0, 4.0] * 16], np.float32)    # [1, 64], every value on the FP4 grid
+    >>> fp4sim.gemm(a, np.ones((2, 64), np.float32), "mxfp4")
+    array([[160., 160.]], dtype=float32)
+    >>> x = np.random.default_rng(0).standard_normal((4, 64), dtype=np.float32)
+    >>> fp4sim.gemm(x, x[:3], "mxfp4", datapath="sm100-mxf4nvf4").shape
+    (4, 3)
+    """
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
     return _fp4sim.gemm(_float32(a, "a", (2,)), _float32(b, "b", (2,)), recipe, overrides, args,
                         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
@@ -381,7 +430,13 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
 @in_python_terms
 def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
     """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
-    for inputs exactly representable in ``input_format`` (``fp4sim mma``)."""
+    for inputs exactly representable in ``input_format`` (``fp4sim mma``).
+
+    >>> fp4sim.mma(np.full((2, 16), 0.5), np.full((16, 3), 1.5), np.ones((2, 3)), datapath="sm90-bf16",
+    ...            input_format="bf16")
+    array([[13., 13., 13.],
+           [13., 13., 13.]], dtype=float32)
+    """
     cc = None if c is None else _float64(c, "c")
     return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format)
 
@@ -393,7 +448,18 @@ def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, 
                     **overrides) -> VerifyReport:
     """Your kernel's packed codes and scale bytes against the golden quantizer (``fp4sim verify
     quantize``). ``tensor_scale``: a number is your FP32 tensor scale (compared with G, Gd or the amax,
-    see ``tensor_scale_kind``); a string is the recipe's tensor-scale policy override."""
+    see ``tensor_scale_kind``); a string is the recipe's tensor-scale policy override.
+
+    >>> x = np.random.default_rng(0).standard_normal((4, 64), dtype=np.float32)
+    >>> q = fp4sim.quantize(x, "nvfp4")
+    >>> fp4sim.verify_quantize(x, q.codes, q.scales, "nvfp4").bit_exact
+    True
+    >>> theirs = q.codes.copy()
+    >>> theirs[1, 3] ^= 0x01                                    # one code off by one
+    >>> r = fp4sim.verify_quantize(x, theirs, q.scales, "nvfp4")
+    >>> r.bit_exact, r["mismatched_elements"], r["mismatches"][0]["col"]
+    (False, 1, 6)
+    """
     value = None
     if isinstance(tensor_scale, str):
         overrides["tensor_scale"] = tensor_scale
@@ -412,7 +478,17 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
                 target_a: Optional[float] = None, target_b: Optional[float] = None, seed: int = 0, rbits_a=None,
                 rbits_b=None, worst: int = 3, **overrides) -> VerifyReport:
     """Your GEMM output C [M, N] against a golden datapath (``fp4sim verify gemm``); ``datapath="auto"``
-    tries every preset and reports which explain your outputs bit for bit."""
+    tries every preset and reports which explain your outputs bit for bit.
+
+    >>> a = np.random.default_rng(0).standard_normal((8, 64), dtype=np.float32)
+    >>> c = fp4sim.gemm(a, a[:4], "nvfp4")
+    >>> fp4sim.verify_gemm(a, a[:4], c, "nvfp4").bit_exact
+    True
+    >>> c[1, 2] = np.nextafter(c[1, 2], np.float32(np.inf))     # one output one ulp off
+    >>> r = fp4sim.verify_gemm(a, a[:4], c, "nvfp4")
+    >>> r.bit_exact, r["mismatches"]
+    (False, 1)
+    """
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
     json_text, text, ok = _fp4sim.verify_gemm(
         _float32(a, "a", (2,)), _float32(b, "b", (2,)), _float32(c, "c", (2,)), recipe, overrides, args,
@@ -422,23 +498,149 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
 
 @in_python_terms
 def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
-    """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md)."""
+    """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md).
+
+    >>> q = fp4sim.quantize(np.ones((4, 64), np.float32), "nvfp4")
+    >>> fp4sim.scales_to_layout(q.scales, 4, 64, 1, 16, "swizzled-128x4").shape   # padded to 128 x 4 tiles
+    (128, 4)
+    """
     return _fp4sim.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
 @in_python_terms
 def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
-    """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree)."""
+    """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree).
+
+    >>> q = fp4sim.quantize(np.ones((4, 64), np.float32), "nvfp4")
+    >>> stored = fp4sim.scales_to_layout(q.scales, 4, 64, 1, 16, "swizzled-128x4")
+    >>> bool((fp4sim.scales_from_layout(stored, 4, 64, 1, 16, "swizzled-128x4") == q.scales).all())
+    True
+    """
     return _fp4sim.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
 @in_python_terms
 def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
-    """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte)."""
+    """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte).
+
+    >>> fp4sim.codes_to_order(np.array([[0x21, 0x43]], np.uint8), 1, 4, "unpacked")
+    array([[1, 2, 3, 4]], dtype=uint8)
+    >>> fp4sim.codes_to_order(np.array([[0x21, 0x43]], np.uint8), 1, 4, "high-first")
+    array([[18, 52]], dtype=uint8)
+    """
     return _fp4sim.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
 
 
 @in_python_terms
 def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
-    """Codes stored in a nibble order -> fp4sim's low-first packing."""
+    """Codes stored in a nibble order -> fp4sim's low-first packing.
+
+    >>> [hex(b) for b in fp4sim.codes_from_order(np.array([[1, 2, 3, 4]], np.uint8), 1, 4, "unpacked")[0]]
+    ['0x21', '0x43']
+    """
     return _fp4sim.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Trace analyses (the library calls of ``fp4sim replay`` and ``fp4sim sweep``)
+
+
+class AnalysisReport(dict):
+    """The JSON report of ``fp4sim replay ... --json`` or ``fp4sim sweep ... --json`` as a dict, the same
+    fields under the same names (docs/cli.md); ``str()`` gives the summary table the CLI prints.
+
+    The entries are lists of dicts, one dict per entry (``r["tensors"]``; replay also ``r["gemms"]`` and
+    ``r["headroom"]``): what ``pandas.DataFrame(r["tensors"])`` takes as it is, rows of a ragged record
+    (a sweep's ``distribution`` only on synthetic input) included. A value the CLI writes as ``null`` is
+    None, with its reason under ``<field>_note``; per-block statistics stay a nested dict
+    (``block_stats``), which ``pandas.json_normalize`` spreads into ``block_stats.*`` columns.
+    """
+
+    def __init__(self, json_text: str, summary: str):
+        super().__init__(_json.loads(json_text))
+        self.summary = summary
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+def _analysis():
+    """The extension's trace analyses, or a clear error where the module was built without them."""
+    if not hasattr(_fp4sim, "replay"):
+        raise NotImplementedError(
+            "fp4sim.replay and fp4sim.sweep read HDF5 traces: this build of the module has no HDF5 (build it with "
+            "FP4SIM_IO=ON where HDF5, CLI11 and cereal are installed, e.g. pip install . "
+            "--config-settings=cmake.define.FP4SIM_IO=ON)")
+    return _fp4sim
+
+
+def _names(value, what: str) -> str:
+    """A CLI list option from a string ("ue5m3,nvfp4"), one value, or any iterable of values."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    try:
+        return ",".join(str(v) for v in value)
+    except TypeError:
+        raise TypeError(f"{what}: expected a string, a value or a list of values, got {type(value).__name__}") from None
+
+
+def _trace_file(path) -> str:
+    text = _os.fspath(path)
+    if not _os.path.exists(text):
+        raise FileNotFoundError(2, "no such trace file", text)
+    return text
+
+
+@in_python_terms
+def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", steps=None, layers: str = "",
+           seed: int = 0, hold: str = "window", gemms: bool = True, period: int = 50,
+           slab_mib: float = 256) -> AnalysisReport:
+    """Replays a tensor trace (docs/trace-format.md) through block-scaled recipes: ``fp4sim replay TRACE``
+    with its options as keywords (docs/cli.md). ``recipes``, ``steps``: a list or the CLI's comma-separated
+    text (``steps="100-200"`` selects the captured steps in a range); ``layers``: a regular expression
+    searched in layer names; ``gemms=False`` is ``--no-gemms``. Returns an :class:`AnalysisReport`.
+
+    A missing file raises FileNotFoundError; a file that is not a trace, DataError; an unknown recipe,
+    step or option value, UsageError listing the valid ones (both ValueError).
+
+    >>> r = fp4sim.replay("traces/trace_a.h5", ["nvfp4", "mxfp4"], steps=[200], layers="layers.0.mlp.down")
+    >>> [(e["recipe"], e["tensor"], round(e["sqnr_db"], 2)) for e in r["tensors"]][:3]
+    [('nvfp4', 'x', 22.46), ('mxfp4', 'x', 16.12), ('nvfp4', 'w', 19.06)]
+    >>> sorted({e["gemm"] for e in r["gemms"]}), len(r["headroom"])
+    (['dgrad', 'fprop', 'wgrad'], 3)
+    """
+    native = _analysis()
+    json_text, summary = native.replay(_trace_file(trace), _names(recipes, "recipes"), datapath,
+                                       "" if steps is None else _names(steps, "steps"), layers, seed, hold,
+                                       gemms, period, slab_mib)
+    return AnalysisReport(json_text, summary)
+
+
+@in_python_terms
+def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,normal+outliers:0.001:100",
+          rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
+          scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",
+          rho="1", base: str = "ue5m3", steps=None, layers: str = "", hold: str = "window", seed: int = 0,
+          slab_mib: float = 256) -> AnalysisReport:
+    """A grid of element format x scale format x block size x tensor-scale policy x rounding over a trace's
+    tensors or, without ``trace``, over seeded synthetic distributions: ``fp4sim sweep`` with its options as
+    keywords (each list a Python list or the CLI's comma-separated text). Returns an
+    :class:`AnalysisReport` whose ``tensors`` hold one entry per (input, configuration), ``recipe`` naming
+    the configuration; ``skipped`` lists the grid points that are not valid recipes.
+
+    >>> r = fp4sim.sweep(synthetic=["normal", "laplace"], rows=16, cols=256, blocks=[16, 32],
+    ...                  scale_formats="ue4m3", tensor_scales="none")
+    >>> r["configs"]
+    ['e2m1/ue4m3/b16/none/rne', 'e2m1/ue4m3/b32/none/rne']
+    >>> [(e["distribution"], e["recipe"][11:14]) for e in r["tensors"]]
+    [('normal', 'b16'), ('normal', 'b32'), ('laplace', 'b16'), ('laplace', 'b32')]
+    """
+    native = _analysis()
+    json_text, summary = native.sweep(
+        "" if trace is None else _trace_file(trace), _names(synthetic, "synthetic"), rows, cols, role,
+        _names(element_formats, "element_formats"), _names(scale_formats, "scale_formats"), _names(blocks, "blocks"),
+        _names(tensor_scales, "tensor_scales"), _names(roundings, "roundings"), _names(rho, "rho"), base,
+        "" if steps is None else _names(steps, "steps"), layers, hold, seed, slab_mib)
+    return AnalysisReport(json_text, summary)

@@ -18,6 +18,12 @@ from fp4sim._errors import python_terms
 
 BINARY = os.environ.get("FP4SIM_BINARY")
 needs_cli = pytest.mark.skipif(not BINARY, reason="FP4SIM_BINARY not set (ctest sets it)")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+TRACE = os.path.join(ROOT, "traces", "trace_a.h5")
+# replay and sweep read HDF5 traces: a module built without HDF5 (FP4SIM_IO=OFF) lacks them.
+ANALYSES = ("replay", "sweep", "AnalysisReport")
+HAS_ANALYSES = hasattr(fp4sim._fp4sim, "replay")
+needs_analyses = pytest.mark.skipif(not HAS_ANALYSES, reason="module built without HDF5 (FP4SIM_IO=OFF)")
 
 
 def cli(*args, check=True):
@@ -154,11 +160,25 @@ def test_error_messages_are_the_clis_in_python_terms(tmp_path):
     assert issubclass(fp4sim.DataError, ValueError) and issubclass(fp4sim.UsageError, ValueError)
 
 
-def test_docstring_examples_run_as_written():
+def test_docstring_examples_run_as_written(monkeypatch):
     import doctest
 
-    result = doctest.testmod(fp4sim, extraglobs={"np": np, "fp4sim": fp4sim}, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted >= 12 and result.failed == 0
+    monkeypatch.chdir(ROOT)  # the replay and sweep examples read traces/trace_a.h5
+    tests = doctest.DocTestFinder().find(fp4sim, extraglobs={"np": np, "fp4sim": fp4sim})
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for test in tests:
+        if test.name.split(".")[-1] in ANALYSES and not HAS_ANALYSES:
+            continue
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted >= 40 and result.failed == 0
+
+
+def test_every_public_function_shows_an_example():
+    functions = [name for name in fp4sim.__all__
+                 if callable(getattr(fp4sim, name)) and not isinstance(getattr(fp4sim, name), type)]
+    assert len(functions) >= 17
+    assert [name for name in functions if ">>> " not in (getattr(fp4sim, name).__doc__ or "")] == []
 
 
 def test_errors_name_keywords_and_list_the_valid_values():
@@ -250,6 +270,19 @@ def test_float32_c_contiguous_is_read_in_place():
     assert fp4sim._fp4sim._address(fp4sim._float32(x, "x")) == x.ctypes.data
     via_dlpack = fp4sim._float32(DLPackOnly(x), "x")
     assert fp4sim._fp4sim._address(via_dlpack) == x.ctypes.data
+
+
+def test_convert_and_decode_hand_the_callers_buffer_to_the_library(monkeypatch):
+    # The extension takes these arrays with noconvert (no implicit copy): the buffer it is handed is the one read.
+    seen = {}  # the buffer of each function's last call
+    for name in ("convert", "decode"):
+        original = getattr(fp4sim._fp4sim, name)
+        monkeypatch.setattr(fp4sim._fp4sim, name,
+                            lambda a, *rest, _f=original, _n=name: (seen.__setitem__(_n, a.ctypes.data), _f(a, *rest))[1])
+    x = tensor(16, 64)
+    codes = fp4sim.convert(x, "e2m1").view(np.uint8)
+    fp4sim.decode(codes, "e2m1")
+    assert seen == {"convert": x.ctypes.data, "decode": codes.ctypes.data}
 
 
 def test_dlpack_objects_quantize_like_arrays():
@@ -431,3 +464,144 @@ def test_fp4sim_torch_without_torch_is_one_clear_import_error():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ImportError: fp4sim.torch needs PyTorch"), r.stdout
+
+
+# ---------------------------------------------------------------------------------------------------
+# replay and sweep: the CLI's numbers, records a DataFrame takes
+
+
+def _without_run_time(report):
+    return {k: v for k, v in report.items() if k != "seconds"}
+
+
+@needs_cli
+@needs_analyses
+def test_replay_is_the_clis_json(tmp_path):
+    cli("replay", TRACE, "--recipes", "nvfp4,mxfp4", "--steps", "200", "--layers", "layers.0.mlp.down", "--seed", 5,
+        "--period", 20, "--json", tmp_path / "r.json", "--csv", tmp_path / "r.csv", "-q")
+    theirs = json.load(open(tmp_path / "r.json"))
+    ours = fp4sim.replay(TRACE, ["nvfp4", "mxfp4"], steps=200, layers="layers.0.mlp.down", seed=5, period=20)
+    assert isinstance(ours, dict) and isinstance(ours, fp4sim.AnalysisReport)
+    theirs["trace"]["path"] = ours["trace"]["path"]
+    assert _without_run_time(ours) == _without_run_time(theirs)
+    assert len(ours["tensors"]) == 6 and len(ours["gemms"]) == 6 and len(ours["headroom"]) == 3
+    assert str(ours).startswith("fp4sim replay: ") and "Per recipe" in str(ours)
+    # Every CSV column is a field of the entry (block statistics under block_stats) with the same value.
+    import csv
+    for kind in ("tensors", "gemms", "headroom"):
+        rows = list(csv.DictReader(open(tmp_path / f"r_{kind}.csv")))
+        assert len(rows) == len(ours[kind])
+        for row, entry in zip(rows, ours[kind]):
+            fields = {**entry, **entry.get("block_stats", {})}
+            for fmt, counts in entry.get("formats", {}).items():  # headroom: per scale format
+                fields.update({f"{fmt}_{k}": v for k, v in counts.items()}, blocks=counts["blocks"])
+            for column, text in row.items():
+                if column == "distribution" or text == "":
+                    continue
+                value = fields[column]
+                if isinstance(value, bool):
+                    assert text == str(value).lower(), column
+                elif isinstance(value, int):
+                    assert int(text) == value, column
+                elif isinstance(value, float):
+                    assert float(text) == value, column
+                else:
+                    assert text == value, column
+
+
+@needs_analyses
+def test_replay_records_are_rows_of_scalars():
+    r = fp4sim.replay(TRACE, "nvfp4", steps="1", layers="lm_head", gemms=False)
+    assert r["gemms"] == [] and len(r["tensors"]) == 3
+    for entry in r["tensors"]:
+        # What pandas.DataFrame(r["tensors"]) makes one row of: scalars, and the nested block statistics.
+        assert all(isinstance(v, (int, float, str, bool, type(None))) for k, v in entry.items() if k != "block_stats")
+        assert isinstance(entry["block_stats"], dict)
+    assert [e["tensor"] for e in r["tensors"]] == ["x", "w", "dy"]
+
+
+@needs_cli
+@needs_analyses
+@pytest.mark.parametrize("on_trace", [False, True])
+def test_sweep_is_the_clis_json(tmp_path, on_trace):
+    grid = ["--blocks", "16,32", "--scale-formats", "ue4m3,e8m0", "--tensor-scales", "none,current",
+            "--roundings", "rne,sr-fastest", "--seed", 3]
+    if on_trace:
+        source = [TRACE, "--steps", "1,2000", "--layers", "lm_head", "--hold", "previous"]
+        ours = fp4sim.sweep(TRACE, steps=[1, 2000], layers="lm_head", hold="previous", blocks=[16, 32],
+                            scale_formats=["ue4m3", "e8m0"], tensor_scales="none,current", roundings=["rne", "sr-fastest"],
+                            seed=3)
+    else:
+        source = ["--synthetic", "normal,student-t:3+outliers:0.01:50", "--rows", 8, "--cols", 512, "--role", "weight"]
+        ours = fp4sim.sweep(synthetic=["normal", "student-t:3+outliers:0.01:50"], rows=8, cols=512, role="weight",
+                            blocks="16,32", scale_formats="ue4m3,e8m0", tensor_scales=["none", "current"],
+                            roundings="rne,sr-fastest", seed=3)
+    cli("sweep", *source, *grid, "--json", tmp_path / "s.json", "-q")
+    theirs = json.load(open(tmp_path / "s.json"))
+    if on_trace:
+        theirs["input"] = theirs["trace"]["path"] = ours["input"]
+    assert _without_run_time(ours) == _without_run_time(theirs)
+    assert len(ours["configs"]) == 2 * 2 * 2 * 2 - 4 and ours["skipped"]  # e8m0 with a tensor scale is no recipe
+    assert str(ours).startswith("fp4sim sweep: ")
+
+
+@needs_analyses
+def test_replay_and_sweep_errors_name_the_keyword_and_the_valid_values(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such trace file"):
+        fp4sim.replay(tmp_path / "missing.h5")
+    not_a_trace = tmp_path / "x.h5"
+    not_a_trace.write_bytes(b"not HDF5")
+    with pytest.raises(fp4sim.DataError, match="not an HDF5 file"):
+        fp4sim.replay(not_a_trace)
+    with pytest.raises(fp4sim.UsageError, match=r"^recipes: unknown recipe 'nvfp5' \(known: ue5m3, .*nvfp4"):
+        fp4sim.replay(TRACE, "nvfp5")
+    with pytest.raises(fp4sim.UsageError, match=r"^steps: step 7 is not in .*\(captured: 1, 200, 2000\)"):
+        fp4sim.replay(TRACE, steps=[7])
+    with pytest.raises(fp4sim.UsageError, match=r"^hold: expected window or previous, got .last.$"):
+        fp4sim.replay(TRACE, hold="last")
+    with pytest.raises(fp4sim.UsageError, match=r"^blocks: '1' is not a block size in 2\.\.256$"):
+        fp4sim.sweep(blocks=[1])
+    with pytest.raises(fp4sim.UsageError, match=r"^synthetic: unknown distribution 'cauchy' \(normal, laplace"):
+        fp4sim.sweep(synthetic="cauchy")
+    with pytest.raises(TypeError, match="^steps: expected a string, a value or a list of values, got object$"):
+        fp4sim.replay(TRACE, steps=object())
+    assert issubclass(FileNotFoundError, OSError)
+
+
+def test_replay_without_hdf5_is_one_clear_error(monkeypatch):
+    monkeypatch.delattr(fp4sim._fp4sim, "replay", raising=False)
+    with pytest.raises(NotImplementedError, match="this build of the module has no HDF5"):
+        fp4sim.replay(TRACE)
+
+
+# ---------------------------------------------------------------------------------------------------
+# PyTorch CPU tensors (torch is not a dependency: skipped without it)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_cpu_tensors_are_taken_as_arrays(dtype):
+    torch = pytest.importorskip("torch")
+    import ml_dtypes
+
+    t = (torch.randn(32, 64, generator=torch.Generator().manual_seed(1)) * 3).to(getattr(torch, dtype))
+    as_numpy = t.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if dtype == "bfloat16" else t.numpy()
+    q, qn = fp4sim.quantize(t, "nvfp4"), fp4sim.quantize(as_numpy, "nvfp4")
+    np.testing.assert_array_equal(q.codes, qn.codes)
+    np.testing.assert_array_equal(q.scales, qn.scales)
+    np.testing.assert_array_equal(fp4sim.convert(t, "e2m1").view(np.uint8), fp4sim.convert(as_numpy, "e2m1").view(np.uint8))
+    np.testing.assert_array_equal(fp4sim.gemm(t, t[:8], "nvfp4"), fp4sim.gemm(as_numpy, as_numpy[:8], "nvfp4"))
+    # A strided view (every other column) is the same values.
+    np.testing.assert_array_equal(fp4sim.convert(t[:, ::2], "e2m1").view(np.uint8),
+                                  fp4sim.convert(np.ascontiguousarray(as_numpy[:, ::2]), "e2m1").view(np.uint8))
+
+
+def test_torch_bfloat16_is_viewed_without_a_copy():
+    torch = pytest.importorskip("torch")
+    import ml_dtypes
+
+    t = torch.randn(4, 16).to(torch.bfloat16)
+    view = fp4sim._as_numpy(t, "x")
+    assert view.dtype == ml_dtypes.bfloat16 and view.ctypes.data == t.data_ptr()
+    assert fp4sim.convert(torch.tensor(1.3, dtype=torch.bfloat16), "e4m3") == 1.25  # a scalar in, a scalar out
+    with pytest.raises(fp4sim.DataError, match=r"x: cannot view through DLPack .*give a CPU tensor"):
+        fp4sim.quantize(torch.randn(4, 16, requires_grad=True), "nvfp4")

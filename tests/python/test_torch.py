@@ -293,6 +293,31 @@ def test_gpu_gemms_equal_cpu(recipe, datapath):
                 assert_bits(cg, cc, what)
                 qa, qb = (ft.quantize(t, recipe, f"{gemm}.{s}", seed=3) for t, s in ((a.cuda(), "a"), (b.cuda(), "b")))
                 assert_bits(ft.gemm_quantized(qa, qb, datapath=datapath, out_dtype=out_dtype), cc, what + " quantized")
+                bias = sample((n,), n + 1, 3.0)
+                qa_c, qb_c = (ft.quantize(t, recipe, f"{gemm}.{s}", seed=3) for t, s in ((a, "a"), (b, "b")))
+                assert_bits(ft.gemm_quantized(qa, qb, datapath=datapath, out_dtype=out_dtype, bias=bias.cuda()),
+                            ft.gemm_quantized(qa_c, qb_c, datapath=datapath, out_dtype=out_dtype, bias=bias),
+                            what + " bias")
+
+
+@gpu
+@pytest.mark.parametrize("recipe", ["ue5m3", "nvfp4"])
+def test_gpu_linear_epilogue_equals_the_captured_path(recipe):
+    """The fused epilogue (bias and BF16 rounding inside the GEMM) gives the bits of the path a capture hook
+    takes (float32 C, then the bias added and the output rounded by torch): output and every gradient."""
+    x0 = torch.randn(256, 192, generator=torch.Generator().manual_seed(1)).to("cuda", torch.bfloat16)
+    dy = torch.randn(256, 320, generator=torch.Generator().manual_seed(2)).to("cuda", torch.bfloat16)
+    results = []
+    for hook in (None, lambda record: None):
+        torch.manual_seed(0)
+        layer = ft.Linear(192, 320, device="cuda", recipe=recipe, name="l")
+        layer.capture = hook
+        x = x0.clone().requires_grad_(True)
+        y = layer(x)
+        y.backward(dy)
+        results.append((y, x.grad, layer.weight.grad, layer.bias.grad))
+    for got, want, name in zip(*results, ("y", "dx", "dw", "db")):
+        assert_bits(got, want, f"{recipe} {name}")
 
 
 @gpu

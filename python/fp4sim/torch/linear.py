@@ -149,8 +149,12 @@ class Linear(nn.Linear):
             return None
         return references[_REFERENCE[operand]]
 
-    def run_gemm(self, gemm: str, a: Tensor, b: Tensor, step: int, references: Dict[str, Tensor]) -> Tensor:
-        """C = A·Bᵀ (float32) of one of the layer's GEMMs: both operands quantized, then multiplied."""
+    def run_gemm(self, gemm: str, a: Tensor, b: Tensor, step: int, references: Dict[str, Tensor],
+                 bias: Optional[Tensor] = None, out_dtype: torch.dtype = torch.float32) -> Tensor:
+        """C = A·Bᵀ (+ bias in binary32, then rounded to out_dtype) of one of the layer's GEMMs: both operands
+        quantized, then multiplied. The GPU adds the bias and rounds in the GEMM's epilogue; with a capture
+        hook the float32 C is formed first (for the record) and the same two steps follow in torch, which
+        gives the same bits."""
         seed = philox_seed(self.seed, self.name, gemm, step, data_parallel_rank())
         quantized, settings = [], []
         for side, x in (("a", a), ("b", b)):
@@ -161,14 +165,20 @@ class Linear(nn.Linear):
                 bits = self.rbits(tuple(x.shape), x.device)
             quantized.append(torch.ops.fp4sim.quantize(x, self.recipe, operand, self.overrides, seed, amax, bits))
             settings.append((amax, bits))
+        out = "bf16" if out_dtype == torch.bfloat16 else "f32"
+        if self.capture is None:
+            c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], self.recipe, gemm,
+                                                self.datapath, True, self.overrides, out, bias)
+            return c.to(out_dtype)
         c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], self.recipe, gemm,
                                             self.datapath, True, self.overrides, "f32")
-        if self.capture is not None:
-            self.capture({"module": self.name, "gemm": gemm, "step": step, "recipe": self.recipe,
-                          "overrides": self.overrides, "datapath": self.datapath, "seed": seed, "a": a, "b": b,
-                          "amax_a": settings[0][0], "amax_b": settings[1][0], "rbits_a": settings[0][1],
-                          "rbits_b": settings[1][1], "qa": quantized[0], "qb": quantized[1], "c": c})
-        return c
+        self.capture({"module": self.name, "gemm": gemm, "step": step, "recipe": self.recipe,
+                      "overrides": self.overrides, "datapath": self.datapath, "seed": seed, "a": a, "b": b,
+                      "amax_a": settings[0][0], "amax_b": settings[1][0], "rbits_a": settings[0][1],
+                      "rbits_b": settings[1][1], "qa": quantized[0], "qb": quantized[1], "c": c})
+        if bias is not None:
+            c = c + bias.detach().to(torch.float32)
+        return c.to(out_dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.step is None:
@@ -198,13 +208,11 @@ class _LinearFunction(torch.autograd.Function):
         w = weight.detach().to(torch.float32)
         refs = {"activation": amax_x, "weight": amax_w} if layer.periodic else {}
         with torch.autocast(x.device.type, enabled=False):
-            y = layer.run_gemm("fprop", x2, w, step, refs)
-            if bias is not None:
-                y = y + bias.detach().to(torch.float32)
+            y = layer.run_gemm("fprop", x2, w, step, refs, bias, out_dtype)
         ctx.save_for_backward(x2, weight)
         ctx.layer, ctx.step, ctx.refs, ctx.x_shape, ctx.x_dtype = layer, step, refs, shape, x.dtype
         ctx.has_bias, ctx.refresh_dy = bias is not None, refresh_dy
-        return y.to(out_dtype).reshape(*shape[:-1], y.shape[-1])
+        return y.reshape(*shape[:-1], y.shape[-1])
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
@@ -219,10 +227,10 @@ class _LinearFunction(torch.autograd.Function):
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
                 wt = torch.ops.fp4sim.transpose(weight.detach().to(torch.float32))
-                dx = layer.run_gemm("dgrad", dy, wt, step, refs).reshape(ctx.x_shape).to(ctx.x_dtype)
+                dx = layer.run_gemm("dgrad", dy, wt, step, refs, out_dtype=ctx.x_dtype).reshape(ctx.x_shape)
             if ctx.needs_input_grad[1]:
                 dw = layer.run_gemm("wgrad", torch.ops.fp4sim.transpose(dy), torch.ops.fp4sim.transpose(x2), step,
-                                    refs).to(weight.dtype)
+                                    refs, out_dtype=weight.dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
                 db = dy.sum(0, dtype=torch.float32)
         return dx, dw, db, None, None, None, None, None, None

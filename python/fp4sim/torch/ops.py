@@ -142,6 +142,13 @@ def _as_out(c: Tensor, out_dtype: str) -> Tensor:
     return c
 
 
+def _bias(bias: Tensor, n: int) -> Tensor:
+    """A GEMM's bias as the epilogue takes it: float32 [N], contiguous."""
+    if bias.dim() != 1 or bias.shape[0] != n:
+        raise ValueError(f"bias: expected a 1-D tensor of {n} values, got shape {tuple(bias.shape)}")
+    return bias.detach().to(torch.float32).contiguous()
+
+
 def _gemm_args(gemm: str, datapath: str, snap: bool, out_dtype: str) -> dict:
     return {"gemm": gemm, "datapath": datapath or None, "snap": snap, "out_dtype": out_dtype}
 
@@ -173,14 +180,18 @@ def _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits):
 
 
 def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, recipe, gemm, datapath,
-                         snap, overrides, out_dtype):
+                         snap, overrides, out_dtype, bias=None):
     _require_cuda()
+    if out_dtype not in ("f32", "bf16"):
+        raise ValueError(f"out_dtype: expected f32 or bf16, got {out_dtype!r}")
     dev = a_codes.device
     m, n = a_codes.shape[0], b_codes.shape[0]
     a_codes, a_scales, b_codes, b_scales = (_aligned(t) for t in (a_codes, a_scales, b_codes, b_scales))
     a_scalars, b_scalars = a_scalars.contiguous(), b_scalars.contiguous()
     alpha = torch.empty(1, dtype=torch.float32, device=dev)
-    c = torch.empty((m, n), dtype=torch.float32, device=dev)
+    c = torch.empty((m, n), dtype=torch.bfloat16 if out_dtype == "bf16" else torch.float32, device=dev)
+    if bias is not None:
+        bias = _bias(bias, n).to(dev)
     exact = datapath == "exact"
     kp = (k + 15) // 16 * 16
     ea = None if exact else torch.empty((m, kp), dtype=torch.int16, device=dev)
@@ -189,8 +200,9 @@ def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scal
         _fp4sim.cuda_gemm(a_codes.data_ptr(), a_scales.data_ptr(), a_scalars.data_ptr(), m, b_codes.data_ptr(),
                           b_scales.data_ptr(), b_scalars.data_ptr(), n, k, recipe, _overrides(overrides), gemm,
                           datapath, snap, alpha.data_ptr(), 0 if ea is None else ea.data_ptr(),
-                          0 if eb is None else eb.data_ptr(), c.data_ptr(), _stream(c))
-    return _as_out(c, out_dtype)
+                          0 if eb is None else eb.data_ptr(), 0 if bias is None else bias.data_ptr(),
+                          out_dtype == "bf16", c.data_ptr(), _stream(c))
+    return c
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -243,12 +255,17 @@ def _(codes, scales, scalars, rows, cols, recipe, role, overrides):
 @torch.library.custom_op("fp4sim::gemm_quantized", mutates_args=(), device_types="cpu")
 def _gemm_quantized_op(a_codes: Tensor, a_scales: Tensor, a_scalars: Tensor, b_codes: Tensor, b_scales: Tensor,
                        b_scalars: Tensor, k: int, recipe: str, gemm: str, datapath: str, snap: bool, overrides: str,
-                       out_dtype: str) -> Tensor:
+                       out_dtype: str, bias: Optional[Tensor] = None) -> Tensor:
+    # With a bias: C in binary32, + bias in binary32, then out_dtype (what the GPU's epilogue does).
     m, n = a_codes.shape[0], b_codes.shape[0]
     qa = _native_operand(a_codes, a_scales, a_scalars, m, k, recipe, overrides, f"{gemm}.a")
     qb = _native_operand(b_codes, b_scales, b_scalars, n, k, recipe, overrides, f"{gemm}.b")
-    c = _fp4sim.gemm_quantized(qa, qb, recipe, _overrides(overrides), _gemm_args(gemm, datapath, snap, out_dtype))
-    return _as_out(torch.from_numpy(np.array(c)), out_dtype)
+    golden_dtype = out_dtype if bias is None else "f32"
+    c = torch.from_numpy(np.array(_fp4sim.gemm_quantized(qa, qb, recipe, _overrides(overrides),
+                                                         _gemm_args(gemm, datapath, snap, golden_dtype))))
+    if bias is not None:
+        c = c + _bias(bias, n).cpu()
+    return _as_out(c, out_dtype)
 
 
 _gemm_quantized_op.register_kernel("cuda")(_gemm_quantized_cuda)
@@ -256,7 +273,7 @@ _gemm_quantized_op.register_kernel("cuda")(_gemm_quantized_cuda)
 
 @_gemm_quantized_op.register_fake
 def _(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, recipe, gemm, datapath, snap, overrides,
-      out_dtype):
+      out_dtype, bias=None):
     dtype = torch.bfloat16 if out_dtype == "bf16" else torch.float32
     return a_codes.new_empty((a_codes.shape[0], b_codes.shape[0]), dtype=dtype)
 
@@ -353,9 +370,11 @@ def dequantize(q: QuantizedOperand) -> Tensor:
 
 
 def gemm_quantized(a: QuantizedOperand, b: QuantizedOperand, *, datapath: Optional[str] = None, snap: bool = True,
-                   out_dtype: str = "f32") -> Tensor:
+                   out_dtype: str = "f32", bias: Optional[Tensor] = None) -> Tensor:
     """C = A·Bᵀ of operands quantized as "<gemm>.a" and "<gemm>.b" of one recipe, through `datapath`
-    (default: default_datapath(recipe)); float32, or bfloat16 with out_dtype="bf16"."""
+    (default: default_datapath(recipe)); float32, or bfloat16 with out_dtype="bf16". bias: None, or [N]
+    values added to C in binary32 before the output rounding (as F.linear adds a bias to a float32 C); the
+    GPU does both in the GEMM's epilogue."""
     gemm_a, side_a = a.role.split(".") if "." in a.role else (None, None)
     gemm_b, side_b = b.role.split(".") if "." in b.role else (None, None)
     if gemm_a is None or gemm_a != gemm_b or (side_a, side_b) != ("a", "b") or a.recipe != b.recipe \
@@ -364,7 +383,7 @@ def gemm_quantized(a: QuantizedOperand, b: QuantizedOperand, *, datapath: Option
                          f"{a.recipe}:{a.role} and {b.recipe}:{b.role}")
     dp = datapath or default_datapath(a.recipe, a.overrides)
     return torch.ops.fp4sim.gemm_quantized(a.codes, a.scales, a.scalars, b.codes, b.scales, b.scalars, a.shape[1],
-                                           a.recipe, gemm_a, dp, snap, a.overrides, out_dtype)
+                                           a.recipe, gemm_a, dp, snap, a.overrides, out_dtype, bias)
 
 
 def gemm(a: Tensor, b: Tensor, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None,
