@@ -136,7 +136,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
     if cap is not None:
         cap.close()
-        print(f"wrote {path}; replay it with: fp4sim replay {path}")
+        print(f"wrote {cap.path}; replay it with: fp4sim replay {cap.path}")
     if world > 1:
         torch.distributed.destroy_process_group()
     return 0
