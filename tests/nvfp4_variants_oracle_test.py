@@ -176,3 +176,23 @@ def test_verify_names_four_over_six_from_the_command_line(tmp_path):
     assert "4over6-mse" in top["rule"] and top["exact"], top
     p = subprocess.run(verify + ["--block-choice", "4over6-mse"], capture_output=True, text=True)
     assert p.returncode == 0 and json.loads(p.stdout)["bit_exact"], p.stdout
+
+
+@pytest.mark.parametrize("role", ["activation", "weight", "grad_output"])
+def test_four_over_six_preset_is_the_reference_and_replays(tmp_path, role):
+    # The preset nvfp4-4over6 quantizes as the independent reference with TE's defaults (MAE, T = 256,
+    # RNE, 16x16 weight tiles), and replay takes it like any preset.
+    x = inputs(11)["normal"]
+    res = run(tmp_path, x, "--recipe", "nvfp4-4over6", "--role", role)
+    two_d = role == "weight"
+    codes, scales, _, _ = ref.quantize_4over6(x, two_d=two_d)  # MAE, T = 256: TE's defaults
+    assert np.array_equal(nibbles(res, x.shape[1]), codes)
+    assert np.array_equal(res["scales"], scales)
+    if role != "activation":
+        return
+    trace = os.path.join(os.path.dirname(HERE), "traces", "trace_a.h5")
+    p = subprocess.run([BIN, "replay", trace, "--recipes", "nvfp4,nvfp4-4over6", "--steps", "1", "--layers",
+                        r"layers\.0\.mlp\.down", "--json", "-", "-q"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    recipes = {t["recipe"] for t in json.loads(p.stdout)["tensors"]}
+    assert recipes == {"nvfp4", "nvfp4-4over6"}

@@ -118,6 +118,30 @@ const Recipe kPresets[] = {
      .dequantize_order = DequantizeOrder::te_kernel,
      .alpha = AlphaRule::division,
      .default_datapath = &datapaths::fp32_seq},
+    {.name = "nvfp4-4over6",
+     .source = "TransformerEngine NVFP4 with nvfp4_4over6='all' at its defaults (MAE, E4M3 bound 256; "
+               "quantize_4over6_kernel.cuh; docs/semantics.md 1.12), which TE runs without the RHT and rounds to "
+               "nearest only (the kernel has no stochastic path): each block keeps the scale mapping its amax to "
+               "4 or to 6, whichever reconstructs it with the smaller error",
+     .element = formats::e2m1,
+     .scale = formats::ue4m3,
+     .block = 16,
+     .weight_two_d = true,
+     .scale_rule = ScaleRule::two_level,
+     .zero_scale = ZeroScale::keep,
+     .element_scaling = ElementScaling::reciprocal,
+     .block_choice = BlockScaleChoice::four_over_six_mae,
+     .tensor_scale = TensorScalePolicy::current,
+     .period = 1,
+     .target = 256.0f,
+     .wgrad_grad_target = 256.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::rne,
+     .sr_bits = 8,
+     .rht_wgrad = false,
+     .dequantize_order = DequantizeOrder::te_kernel,
+     .alpha = AlphaRule::division,
+     .default_datapath = &datapaths::fp32_seq},
     // No tensor scale: T takes part in no scale; 448 is the target the operand specs and files record.
     {.name = "mxfp4",
      .source = "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
