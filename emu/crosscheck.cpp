@@ -353,7 +353,9 @@ std::uint64_t run(const Options& o, std::FILE* log) {
   }
   std::vector<Recipe> recipes;
   if (o.recipes.empty() || (o.recipes.size() == 1 && o.recipes[0] == "all")) {
-    for (const Recipe& r : recipe_presets()) recipes.push_back(r);
+    for (const Recipe& r : recipe_presets()) {
+      if (cpu_only_settings(r).empty()) recipes.push_back(r);  // the rest have no kernel path to check
+    }
   } else {
     for (const auto& name : o.recipes) {
       const Recipe* r = find_recipe(name);

@@ -200,6 +200,9 @@ QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::s
                              float tensor_amax, float encode, float decode) {
   const python::ResolvedOperand r =
       python::resolve_operand(overrides_from(recipe_name, overrides), role, 0, std::nullopt, false);
+  if (r.recipe.amax_scope == AmaxScope::row) {
+    throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
+  }
   QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
   if (codes.size() != q.codes.size() || scales.size() != q.scales.size()) {
     throw DataError("quantized " + role + ": " + std::to_string(codes.size()) + " code bytes and " +
@@ -240,6 +243,9 @@ nb::ndarray<nb::numpy, float> dequantize_raw_py(const BytesIn& codes, const Byte
                                                 std::optional<float> tensor_scale, const std::string& kind) {
   QuantizeCall call{overrides_from(recipe_name, overrides), role, 0, {}};
   const QuantizeCall::Resolved r = call.resolve();
+  if (r.recipe.amax_scope == AmaxScope::row) {
+    throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
+  }
   QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
   const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "nibbles");
   check_codes_shape(order, rows, cols, shape_of(codes));
@@ -486,6 +492,7 @@ NB_MODULE(_fp4sim, m) {
       .def_ro("tensor_scaled", &QuantizedTensor::tensor_scaled)
       .def_ro("global_encode_scale", &QuantizedTensor::global_encode_scale)
       .def_ro("global_decode_scale", &QuantizedTensor::global_decode_scale)
+      .def_ro("row_amax", &QuantizedTensor::row_amax)
       .def_ro("target", &QuantizedTensor::target)
       .def_ro("seed", &QuantizedTensor::seed)
       .def_prop_ro("element_format", [](const QuantizedTensor& q) { return format_name(q.element); })

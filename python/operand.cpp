@@ -22,6 +22,10 @@ RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
     else if (k == "tensor_scale") o.tensor_scale = nb::cast<std::string>(value);
     else if (k == "scale_rule") o.scale_rule = nb::cast<std::string>(value);
     else if (k == "zero_scale") o.zero_scale = nb::cast<std::string>(value);
+    else if (k == "element_scaling") o.element_scaling = nb::cast<std::string>(value);
+    else if (k == "block_choice") o.block_choice = nb::cast<std::string>(value);
+    else if (k == "amax_scope") o.amax_scope = nb::cast<std::string>(value);
+    else if (k == "rht_signs") o.rht_signs = nb::cast<std::string>(value);
     else if (k == "dequantize_order") o.dequantize_order = nb::cast<std::string>(value);
     else if (k == "sr_bits") o.sr_bits = nb::cast<int>(value);
     else if (k == "rht") o.rht = nb::cast<bool>(value);
@@ -29,7 +33,8 @@ RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
     else {
       throw UsageError("unknown recipe override '" + k +
                        "' (known: block, two_d, scale_format, element_format, target, tensor_scale, scale_rule, "
-                       "zero_scale, dequantize_order, rounding, sr_bits, rht)");
+                       "zero_scale, element_scaling, block_choice, amax_scope, rht_signs, dequantize_order, "
+                       "rounding, sr_bits, rht)");
     }
   }
   return o;

@@ -98,6 +98,7 @@ TEST(Api, NoDeviceIsAStatus) {
 TEST(Device, QuantizeEveryPresetAndSpec) {
   if (!gpu::device_available()) GTEST_SKIP() << "no CUDA device that can run sm_90 kernels";
   for (const Recipe& r : recipe_presets()) {
+    if (!cpu_only_settings(r).empty()) continue;  // the CPU model's variants: refused (next test)
     for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
       const GemmOperands ops = operands_for(r, g);
       for (const OperandSpec& s : {ops.a, ops.b}) {
@@ -207,6 +208,21 @@ TEST(Device, Bf16TcGemmEqualsSm90Bf16Chain) {
   ASSERT_EQ(gpu::gemm(qa, qb, o, c), gpu::Status::success);
   for (std::size_t i = 0; i < c.size(); ++i)
     EXPECT_EQ(std::bit_cast<std::uint32_t>(c[i]), std::bit_cast<std::uint32_t>(ref[i])) << i;
+}
+
+// A preset whose settings only the CPU model implements (nvfp4-4over6) is refused by the plan, before any
+// device is looked for, rather than quantized without them.
+TEST(Plan, RefusesTheCpuModelsVariants) {
+  int refused = 0;
+  for (const Recipe& r : recipe_presets()) {
+    if (cpu_only_settings(r).empty()) continue;
+    QuantizeRequest req;
+    req.spec = operands_for(r, Gemm::fprop).a;
+    QuantizedTensor q;
+    EXPECT_EQ(gpu::quantize(r, req, values(16 * 32, 3), 16, 32, q), gpu::Status::unsupported_options) << r.name;
+    ++refused;
+  }
+  EXPECT_GE(refused, 1);
 }
 
 }  // namespace

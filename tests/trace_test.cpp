@@ -284,6 +284,29 @@ TEST(Trace, Float64AndRolesAndNestedLayers) {
   EXPECT_EQ(r.read_float(l.x())[1], 0.1f);  // rounded to nearest
 }
 
+// Version 2: a layer's forwards in one step are call groups, each its own layer to the reader; the
+// quantized operands an FP4 layer used (uint8 codes and scales in an fp4/ subgroup) are extra content.
+TEST(Trace, Version2CallGroupsAreLayers) {
+  const fs::path path = scratch("v2.h5");
+  {
+    Writer w(path);
+    w.file().write_attribute("schema_version", std::int64_t{2});
+    write_layer(w, 3, "blk.0.fc/call_000001");
+    write_layer(w, 3, "blk.0.fc/call_000002", 16);
+    fp4sim::hdf5::Group fp4 = w.layer_group(3, "blk.0.fc/call_000001/fp4/fprop.a");
+    const std::vector<std::uint8_t> codes(32 * 24, 0x21);
+    fp4.write_dataset<std::uint8_t>("codes", {32, 24}, codes);
+    w.commit();
+  }
+  Reader r(path);
+  EXPECT_EQ(r.info().schema_version, 2);
+  const auto& layers = r.info().steps.at(0).layers;
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].name, "blk.0.fc/call_000001");
+  EXPECT_EQ(layers[1].name, "blk.0.fc/call_000002");
+  EXPECT_EQ(layers[1].x().rows, 16u);
+}
+
 TEST(TraceRules, MissingSchema) {
   expect_rejected(make_trace("no_schema.h5", [](Writer& w) { H5Adelete(fid(w), "schema"); }),
                   {"/: ", "@schema is missing", "docs/trace-format.md"});
@@ -299,8 +322,10 @@ TEST(TraceRules, WrongSchema) {
 TEST(TraceRules, SchemaVersion) {
   expect_rejected(make_trace("no_version.h5", [](Writer& w) { H5Adelete(fid(w), "schema_version"); }),
                   {"@schema_version is missing"});
-  expect_rejected(make_trace("v2.h5", [](Writer& w) { w.file().write_attribute("schema_version", std::int64_t{2}); }),
-                  {"unknown @schema_version 2"});
+  expect_rejected(make_trace("v3.h5", [](Writer& w) { w.file().write_attribute("schema_version", std::int64_t{3}); }),
+                  {"unknown @schema_version 3", "knows versions 1 and 2"});
+  expect_rejected(make_trace("v0.h5", [](Writer& w) { w.file().write_attribute("schema_version", std::int64_t{0}); }),
+                  {"unknown @schema_version 0"});
   expect_rejected(make_trace("v_str.h5", [](Writer& w) { w.file().write_attribute("schema_version", "1"); }),
                   {"@schema_version must be an integer"});
 }

@@ -21,6 +21,7 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/float_text.hpp"
 #include "fp4sim/core/gemm.hpp"
+#include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/layout.hpp"
 #include "fp4sim/io/npy.hpp"
 #include "fp4sim/core/quantize.hpp"
@@ -392,6 +393,105 @@ TEST(Planted, ElementsRoundedTowardZeroAreNamedRtz) {
     EXPECT_NE(joined(n).find("yours matches y rounded toward zero (rtz) (that rule reproduces all"), std::string::npos)
         << joined(n);
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Planted defects named as the top cause: the "kernel output" is the golden model with one rule changed
+// (or the golden bytes stored another way); verify, run with the correct recipe, must rank that rule
+// first, reproducing every byte, while the correct recipe's own bytes give no mismatch.
+
+// The correct recipe's bytes are bit-exact; the planted ones are not, and the first alternative names
+// the planted rule and reproduces all of them.
+void expect_named(const Recipe& recipe, const QuantizeRequest& request, const std::vector<float>& x, std::size_t rows,
+                  std::size_t cols, Golden planted, const std::string& label) {
+  Golden correct = golden(recipe, request, x, rows, cols);
+  EXPECT_TRUE(run(recipe, request, x, rows, cols, correct).bit_exact());
+  const auto rep = run(recipe, request, x, rows, cols, planted, 2);
+  ASSERT_FALSE(rep.bit_exact());
+  ASSERT_FALSE(rep.alternatives.empty());
+  EXPECT_NE(rep.alternatives.front().label.find(label), std::string::npos) << rep.alternatives.front().label;
+  EXPECT_TRUE(rep.alternatives.front().exact()) << rep.alternatives.front().mismatched_elements << " elements, "
+                                                << rep.alternatives.front().mismatched_scales << " scales";
+  EXPECT_NE(to_text(rep).find("likeliest causes"), std::string::npos);
+  EXPECT_NE(to_json(rep).find("\"alternatives\": ["), std::string::npos);
+}
+
+TEST(PlantedCause, FourOverSix) {
+  const Recipe recipe = *find_recipe("nvfp4-norht");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = normal_tensor(64, 128, 21);
+  for (BlockScaleChoice choice : {BlockScaleChoice::four_over_six_mae, BlockScaleChoice::four_over_six_mse}) {
+    Recipe kernel = recipe;
+    kernel.block_choice = choice;
+    expect_named(recipe, request, x, 64, 128, golden(kernel, request, x, 64, 128),
+                 "TE's " + std::string(name_of(choice)) + " adaptive block scaling (map-to-4");
+    QuantizeRequest at256 = request;  // TE's default E4M3 bound
+    at256.spec.target = 256.0f;
+    expect_named(recipe, request, x, 64, 128, golden(kernel, at256, x, 64, 128),
+                 "TE's " + std::string(name_of(choice)) + " adaptive block scaling with its E4M3 bound 256");
+  }
+}
+
+TEST(PlantedCause, RowScaledAmax) {
+  const Recipe recipe = *find_recipe("nvfp4-norht");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  auto x = normal_tensor(32, 64, 22);
+  for (std::size_t c = 0; c < 64; ++c) x[5 * 64 + c] *= 1e-3f;  // rows of other magnitudes
+  Recipe kernel = recipe;
+  kernel.amax_scope = AmaxScope::row;
+  expect_named(recipe, request, x, 32, 64, golden(kernel, request, x, 32, 64), "row-scaled NVFP4");
+}
+
+TEST(PlantedCause, NibbleOrder) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = normal_tensor(16, 64, 23);
+  Golden planted = golden(recipe, request, x, 16, 64, ScaleLayout::rowmajor, NibbleOrder::high_first);
+  planted.theirs.nibbles = NibbleOrder::low_first;  // a kernel that packs element 2j in the high nibble
+  expect_named(recipe, request, x, 16, 64, planted, "another nibble order (--nibbles high-first)");
+}
+
+TEST(PlantedCause, ScaleLayout) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = normal_tensor(128, 64, 24);  // rowmajor and swizzled scales are both [128, 4]
+  Golden planted = golden(recipe, request, x, 128, 64, ScaleLayout::swizzled_128x4);
+  planted.theirs.layout = ScaleLayout::rowmajor;
+  expect_named(recipe, request, x, 128, 64, planted, "another layout (--layout swizzled-128x4)");
+}
+
+TEST(PlantedCause, HadamardSignVector) {
+  const Recipe recipe = *find_recipe("nvfp4");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  request.spec.rht = true;
+  const auto x = normal_tensor(16, 64, 25);
+  Recipe kernel = recipe;
+  kernel.rht_signs.fill(1);  // a kernel without the random sign mask
+  expect_named(recipe, request, x, 16, 64, golden(kernel, request, x, 16, 64), "without random signs (all +1)");
+  kernel.rht_signs = recipe.rht_signs;
+  std::reverse(kernel.rht_signs.begin(), kernel.rht_signs.end());
+  expect_named(recipe, request, x, 16, 64, golden(kernel, request, x, 16, 64), "sign vector in reverse order");
+  // A user-chosen vector is the golden rule when verify is given it (--rht-signs), and TE's is then the
+  // alternative that names a kernel still using TE's.
+  Recipe chosen = recipe;
+  chosen.rht_signs = *parse_rht_signs("-+-+++--+-+---++");
+  expect_named(chosen, request, x, 16, 64, golden(recipe, request, x, 16, 64), "the RHT with TE's sign vector");
+}
+
+TEST(PlantedCause, ElementScalingWhenTheRecipeHasTheOtherRule) {
+  // The ranking is symmetric: a recipe that says division names a kernel that multiplies.
+  Recipe recipe = *find_recipe("nvfp4");
+  recipe.element_scaling = ElementScaling::division;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const auto x = normal_tensor(256, 256, 15);
+  expect_named(recipe, request, x, 256, 256, golden(*find_recipe("nvfp4"), request, x, 256, 256),
+               "the element scaling by the reciprocal multiplier");
 }
 
 TEST(Hints, ScalesInAnotherLayoutAndCodesInAnotherNibbleOrder) {

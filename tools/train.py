@@ -6,6 +6,14 @@ fp4sim recipe with fp4sim.torch, printing the loss and the step time.
     python3 tools/train.py --recipe bf16 --steps 300                 # the same model in plain BF16
     python3 tools/train.py --recipe ue5m3 --trace run.h5 --trace-steps 1-50,200
                                                                      # and capture a trace for fp4sim replay
+    torchrun --nproc_per_node 2 tools/train.py --recipe ue5m3 --batch 8
+                                                                     # data parallel (DDP): 2 ranks of 8
+
+Under torchrun every rank trains DistributedDataParallel(model) on its own --batch sequences (the global
+batch is --batch x ranks) drawn with its own data seed; the process group is NCCL on CUDA, gloo on the CPU,
+each rank on GPU LOCAL_RANK. fp4sim.torch keys each rank's stochastic-rounding bits by its rank and
+all-reduces the held tensor amaxes (MAX), so the ranks' weights stay identical. Rank 0 prints the loss
+averaged over the ranks; --trace writes one trace per rank (run.rank00001.h5).
 
 Text: the repository's docs/*.md and README.md as bytes (or --text FILE). Every linear but lm_head is
 converted; under autocast(bfloat16). Tokens per step (batch x seq) must be a multiple of 64 for the
@@ -50,34 +58,56 @@ def main(argv=None) -> int:
     p.add_argument("--datapath", default=None, help="GEMM datapath (default: the recipe's if the GPU has it)")
     p.add_argument("--period", type=int, default=None, help="sample-and-hold period D (default: the recipe's)")
     p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--batch", type=int, default=16, help="sequences per step (per rank under torchrun)")
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--width", type=int, default=384, help="model width d (the trace's: 384)")
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--heads", type=int, default=6)
+    p.add_argument("--ffn", type=int, default=1024, help="SwiGLU hidden width")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--text", default=None, help="training text (default: the repository's docs)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--every", type=int, default=10, help="print every N steps")
-    p.add_argument("--trace", default=None, help="write an fp4sim trace (tools/capture) here")
+    p.add_argument("--trace", default=None, help="write an fp4sim trace (fp4sim.capture) here")
     p.add_argument("--trace-steps", default="1-50", help="steps to capture, e.g. 1-50,200")
     a = p.parse_args(argv)
 
-    torch.manual_seed(a.seed)
-    model = SmallLlama().to(a.device)
+    rank, world = 0, 1
+    if "LOCAL_RANK" in os.environ:  # started by torchrun: one process per rank
+        if a.device.startswith("cuda"):
+            a.device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+            torch.cuda.set_device(a.device)
+        torch.distributed.init_process_group("nccl" if a.device.startswith("cuda") else "gloo")
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    say = print if rank == 0 else (lambda *args, **kwargs: None)
+
+    torch.manual_seed(a.seed)  # the same initial weights on every rank
+    model = SmallLlama(d=a.width, layers=a.layers, heads=a.heads, ffn=a.ffn).to(a.device)
     if a.recipe != "bf16":
         import fp4sim.torch as ft
         ft.convert(model, recipe=a.recipe, exclude=["lm_head"], datapath=a.datapath, period=a.period, seed=a.seed)
+    run = model
+    if world > 1:
+        run = torch.nn.parallel.DistributedDataParallel(model, device_ids=[a.device] if a.device.startswith("cuda")
+                                                        else None)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    batches = byte_batches(corpus(a.text), a.batch, a.seq, torch.Generator().manual_seed(a.seed))
+    data_seed = a.seed + 1_000_003 * rank  # each rank its own windows; rank 0 those of a one-process run
+    batches = byte_batches(corpus(a.text), a.batch, a.seq, torch.Generator().manual_seed(data_seed))
     cap = None
     if a.trace:
-        sys.path.insert(0, os.path.join(HERE, "capture"))
-        from fp4sim_capture import TraceCapture
+        from fp4sim.capture import TraceCapture
+        # One file per rank under torch.distributed (fp4sim.capture names it run.rank00001.h5). The quantized
+        # operands are recorded whole (every row), so they are left out here: a few steps' worth is what
+        # fp4sim verify needs (fp4_operands=True for those).
         cap = TraceCapture(model, a.trace, steps=steps_of(a.trace_steps), rows=128, model_name="small-llama",
-                           notes=f"tools/train.py --recipe {a.recipe}")
+                           notes=f"tools/train.py --recipe {a.recipe}" + (f", rank {rank} of {world}" if world > 1
+                                                                          else ""), fp4_operands=False)
 
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
-    print(f"recipe {a.recipe}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
-          f"{a.batch}x{a.seq} tokens per step on {a.device}")
+    say(f"recipe {a.recipe}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
+        f"{a.batch}x{a.seq} tokens per step" + (f" on each of {world} ranks" if world > 1 else "") +
+        f" on {a.device.split(':')[0]}")
     sync()
     t0 = time.perf_counter()
     for step in range(1, a.steps + 1):
@@ -87,7 +117,7 @@ def main(argv=None) -> int:
         x, y = x.to(a.device), y.to(a.device)
         with cap.step(step) if cap is not None else contextlib.nullcontext() as scope:
             with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16):
-                logits = model(x)
+                logits = run(x)
             loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
             loss.backward()
             if scope is not None and cap.wants(step):
@@ -98,11 +128,17 @@ def main(argv=None) -> int:
             sync()
             t1 = time.perf_counter()
             n = a.every if step % a.every == 0 else step % a.every
-            print(f"step {step:5d}  loss {loss.item():.4f}  {1e3 * (t1 - t0) / n:.1f} ms/step", flush=True)
+            shown = loss.detach().clone()
+            if world > 1:
+                torch.distributed.all_reduce(shown)
+                shown /= world
+            say(f"step {step:5d}  loss {shown.item():.4f}  {1e3 * (t1 - t0) / n:.1f} ms/step", flush=True)
             t0 = time.perf_counter()
     if cap is not None:
         cap.close()
-        print(f"wrote {a.trace}; replay it with: fp4sim replay {a.trace}")
+        print(f"wrote {cap.path}; replay it with: fp4sim replay {cap.path}")
+    if world > 1:
+        torch.distributed.destroy_process_group()
     return 0
 
 

@@ -242,7 +242,7 @@ def recipes() -> list:
     """The recipe preset names (``fp4sim recipes``).
 
     >>> fp4sim.recipes()
-    ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'mxfp4']
+    ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'nvfp4-4over6', 'mxfp4']
     """
     return _fp4sim.recipes()
 

@@ -34,12 +34,20 @@ void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
       ->type_name("POLICY");
   names_of<ScaleRule>(app.add_option("--scale-rule", o.scale_rule, "how a block's scale is chosen from its amax"));
   names_of<ZeroScale>(app.add_option("--zero-scale", o.zero_scale, "a block scale that rounds to zero"));
+  names_of<ElementScaling>(app.add_option("--element-scaling", o.element_scaling,
+                                          "how a two-level block's elements are scaled before rounding"));
+  names_of<BlockScaleChoice>(app.add_option("--block-choice", o.block_choice,
+                                            "scale candidates per two-level block (TE 4over6 tries two)"));
+  names_of<AmaxScope>(app.add_option("--amax-scope", o.amax_scope, "what the tensor scale's amax is taken over"));
   names_of<DequantizeOrder>(app.add_option("--dequantize-order", o.dequantize_order,
                                            "order of the multiplications that reconstruct a value"));
   names_of<Rounding>(app.add_option("--rounding", o.rounding, "element rounding of this operand"));
   app.add_option("--sr-bits", o.sr_bits, "random bits per element for stochastic rounding")->check(CLI::Range(1, 16));
   auto* on = app.add_flag_function("--rht", [&o](std::int64_t) { o.rht = true; }, "apply the 16-point RHT");
   app.add_flag_function("--no-rht", [&o](std::int64_t) { o.rht = false; }, "no RHT")->excludes(on);
+  app.add_option("--rht-signs", o.rht_signs,
+                 "the RHT's 16 signs as + and - (default TE's " + rht_signs_text(kRhtSigns) + "; CPU model only)")
+      ->type_name("SIGNS");
 }
 
 void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::string& rbits_b) {

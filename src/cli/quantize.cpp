@@ -104,6 +104,11 @@ void run_quantize(const QuantizeOptions& o) {
     file.write_attribute("tensor_scale_policy", name_of(recipe.tensor_scale));
     file.write_attribute("scale_rule", name_of(recipe.scale_rule));
     file.write_attribute("rht", std::int64_t{q.spec.rht});
+    file.write_attribute("rht_signs", rht_signs_text(recipe.rht_signs));
+    file.write_attribute("element_scaling", name_of(recipe.element_scaling));
+    file.write_attribute("block_choice", name_of(recipe.block_choice));
+    file.write_attribute("amax_scope", name_of(recipe.amax_scope));
+    if (!q.row_amax.empty()) file.write_dataset<float>("row_amax", {q.rows}, q.row_amax);
     file.write_attribute("seed", static_cast<std::int64_t>(call.seed));
     file.write_attribute("dequantize_order", name_of(q.dequantize_order));
     file.write_attribute("tensor_amax", q.tensor_amax);

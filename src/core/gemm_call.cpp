@@ -8,6 +8,10 @@ namespace fp4sim {
 GemmCall::Resolved GemmCall::resolve() const {
   Resolved r;
   r.recipe = recipe.resolve();
+  if (r.recipe.amax_scope == AmaxScope::row) {
+    throw UsageError("--amax-scope row: a GEMM of row-scaled operands needs a per-row alpha, which fp4sim does not "
+                     "model; quantize and verify quantize take it");
+  }
   r.gemm = parse_name_or_throw<Gemm>(gemm, "--gemm");
   if (out_dtype != "f32" && out_dtype != "bf16") {
     throw UsageError("--out-dtype: expected f32 or bf16, got '" + out_dtype + "'");

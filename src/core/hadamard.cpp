@@ -6,10 +6,27 @@
 
 namespace fp4sim {
 
-std::vector<float> random_hadamard_transform(std::span<const float> x, std::size_t rows, std::size_t cols) {
+std::optional<RhtSigns> parse_rht_signs(std::string_view text) {
+  if (text.size() != 16) return std::nullopt;
+  RhtSigns signs{};
+  for (std::size_t i = 0; i < 16; ++i) {
+    if (text[i] != '+' && text[i] != '-') return std::nullopt;
+    signs[i] = text[i] == '+' ? 1 : -1;
+  }
+  return signs;
+}
+
+std::string rht_signs_text(const RhtSigns& signs) {
+  std::string text;
+  for (std::int8_t s : signs) text += s > 0 ? '+' : '-';
+  return text;
+}
+
+std::vector<float> random_hadamard_transform(std::span<const float> x, std::size_t rows, std::size_t cols,
+                                             const RhtSigns& signs) {
   std::array<std::array<float, 16>, 16> matrix{};  // s_i * H16[i][j] * 0.25, exact in binary32
   for (int i = 0; i < 16; ++i) {
-    for (int j = 0; j < 16; ++j) matrix[i][j] = 0.25f * static_cast<float>(kRhtSigns[i] * hadamard16(i, j));
+    for (int j = 0; j < 16; ++j) matrix[i][j] = 0.25f * static_cast<float>(signs[i] * hadamard16(i, j));
   }
   const Float32Encoder to_bf16(formats::bf16, {Rounding::rne, false});
   std::vector<float> out(rows * cols);

@@ -4,9 +4,11 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/core/four_over_six.hpp"
 #include "fp4sim/core/fp32.hpp"
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/primitives.hpp"
@@ -97,7 +99,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
   std::vector<float> transformed;
   std::span<const float> x = input;
   if (spec.rht) {
-    transformed = random_hadamard_transform(input, rows, cols);
+    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs);
     x = transformed;
   }
 
@@ -105,77 +107,125 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
 
   // A held reference amax makes the current one unused: no pass over the tensor for it.
   const bool two_level = has_tensor_scale(recipe);
+  const bool row_scaled = two_level && recipe.amax_scope == AmaxScope::row;
+  if (row_scaled && spec.two_d) throw UsageError("row-scaled amax (--amax-scope row) needs 1-D blocks (--one-d)");
+  if (row_scaled && request.amax_ref) throw UsageError("row-scaled amax (--amax-scope row) takes no held --amax-ref");
   const float current_amax = two_level && request.amax_ref ? 0.0f : abs_max(x);
+  const float element_max = decode_to_float(recipe.element, recipe.element.max_finite_code());
 
   GlobalScale global;
   if (two_level) {
     q.tensor_amax = request.amax_ref.value_or(current_amax);
     q.tensor_scaled = true;
-    const float element_max = decode_to_float(recipe.element, recipe.element.max_finite_code());
     global = global_scale(q.tensor_amax, spec.target, element_max);
   } else {
     q.tensor_amax = current_amax;
   }
   q.global_encode_scale = global.encode;
   q.global_decode_scale = global.decode;
+  if (row_scaled) {
+    q.row_amax.resize(rows);
+    for (std::size_t r = 0; r < rows; ++r) q.row_amax[r] = abs_max(x.subspan(r * cols, cols));
+  }
 
-  const ScaleChooser chooser(recipe, global);
   EncodeOptions element_options{spec.rounding, true, recipe.sr_bits};
   const Float32Encoder to_element(recipe.element, element_options);
-  const float element_max = chooser.element_max();
   const std::size_t code_cols = q.code_cols();
+  const bool adaptive = two_level && recipe.block_choice != BlockScaleChoice::single;
+  const FourOverSixError error_of{recipe.element, recipe.block_choice, spec.target};
 
   QuantizeCounts total;
 #pragma omp parallel
   {
     QuantizeCounts counts;
-    // One row of one block at a time: its scaled values, random integers and codes, so that the
+    // One block at a time: its scaled values, random integers and codes row by row, so that the
     // encoder's vectorised array loop (one rounding-mode dispatch per row) converts them.
+    const std::size_t block_elements = static_cast<std::size_t>(q.block_rows) * q.block_cols;
     std::vector<float> scaled(q.block_cols);
-    std::vector<std::uint32_t> drawn(stochastic ? q.block_cols : 0);
-    std::vector<std::uint8_t> codes(q.block_cols);
+    std::vector<std::uint32_t> drawn(stochastic ? block_elements : 0);
+    std::vector<std::uint8_t> codes(block_elements), other_codes(adaptive ? block_elements : 0);
+    std::vector<float> row_errors(adaptive ? q.block_rows : 0), other_row_errors(row_errors.size());
+    std::optional<ScaleChooser> chooser;
+    if (!row_scaled) chooser.emplace(recipe, global);
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t sr = 0; sr < q.scale_rows; ++sr) {
       const std::size_t r0 = sr * q.block_rows, r1 = std::min(rows, r0 + q.block_rows);
+      float amax_used = q.tensor_amax;
+      if (row_scaled) {
+        amax_used = q.row_amax[r0];
+        chooser.emplace(recipe, global_scale(amax_used, spec.target, element_max));
+      }
       for (std::size_t sc = 0; sc < q.scale_cols; ++sc) {
         const std::size_t c0 = sc * q.block_cols, c1 = std::min(cols, c0 + q.block_cols);
         const std::size_t n = c1 - c0;
+        // The random integers of the block's rows (both 4over6 candidates round with the same ones).
+        auto random_row = [&](std::size_t r) -> std::span<const std::uint32_t> {
+          const std::size_t first = r * cols + c0;  // the element index random_integer() is keyed by
+          if (!stochastic) return {};
+          if (!request.random.explicit_bits.empty()) return request.random.explicit_bits.subspan(first, n);
+          // random_integer(request.random, first + j, sr_bits) for every j, one Philox block per 16.
+          const auto out = std::span(drawn).subspan((r - r0) * n, n);
+          fill_random_bits(request.random.seed, request.random.stream, first, recipe.sr_bits, out);
+          return out;
+        };
+        // The codes of every row of the block under one scale, into out [rows of the block][n]; returns
+        // how many scaled values exceeded the element max.
+        auto encode_block = [&](const BlockScale& scale, std::span<std::uint8_t> out) {
+          std::size_t saturated = 0;
+          for (std::size_t r = r0; r < r1; ++r) {
+            ScaleChooser::scale(x.subspan(r * cols + c0, n), scale, std::span(scaled).first(n));
+            for (std::size_t j = 0; j < n; ++j) saturated += std::fabs(scaled[j]) > element_max;
+            to_element.encode_array(std::span(scaled).first(n), out.subspan((r - r0) * n, n), random_row(r));
+          }
+          return saturated;
+        };
         const auto [block, nonfinite] = block_amax(x, cols, r0, r1, c0, c1);
-        const BlockScale scale = chooser.choose(block, nonfinite);
+        BlockScale scale;
+        std::size_t saturated = 0;
+        if (!adaptive) {
+          scale = chooser->choose(block, nonfinite);
+          saturated = encode_block(scale, codes);
+        } else {
+          const auto [map4, map6] = chooser->four_over_six(block);
+          saturated = encode_block(map6, codes);
+          const std::size_t other_saturated = encode_block(map4, other_codes);
+          for (std::size_t r = r0; r < r1; ++r) {
+            const auto xr = x.subspan(r * cols + c0, n);
+            const std::size_t at = (r - r0) * n;
+            row_errors[r - r0] = error_of(xr, std::span(codes).subspan(at, n), map6.value, amax_used);
+            other_row_errors[r - r0] = error_of(xr, std::span(other_codes).subspan(at, n), map4.value, amax_used);
+          }
+          const std::size_t block_rows = r1 - r0;
+          const bool pick_map4 = FourOverSixError::block_sum(std::span(other_row_errors).first(block_rows)) <
+                                 FourOverSixError::block_sum(std::span(row_errors).first(block_rows));
+          scale = pick_map4 ? map4 : map6;
+          if (pick_map4) {
+            codes.swap(other_codes);
+            saturated = other_saturated;
+          }
+        }
+        counts.saturated += saturated;
         q.scales[sr * q.scale_cols + sc] = scale.code;
         ++counts.blocks;
         counts.zero_blocks += block == 0.0f && !nonfinite;
         counts.scale_saturated += scale.saturated;
         counts.scale_underflow += scale.underflow;
         for (std::size_t r = r0; r < r1; ++r) {
-          const std::size_t first = r * cols + c0;  // the element index random_integer() is keyed by
-          const float* v = x.data() + first;
-          std::size_t nan = 0, inf = 0, nonzero = 0, saturated = 0;
-          ScaleChooser::scale(std::span(v, n), scale, std::span(scaled).first(n));
+          const float* v = x.data() + r * cols + c0;
+          std::size_t nan = 0, inf = 0, nonzero = 0;
           for (std::size_t j = 0; j < n; ++j) {
             nan += std::isnan(v[j]);
             inf += std::isinf(v[j]);
             nonzero += v[j] != 0.0f;
-            saturated += std::fabs(scaled[j]) > element_max;
           }
           counts.nan += nan;
           counts.inf += inf;
           counts.nonzero += nonzero;
-          counts.saturated += saturated;
-          std::span<const std::uint32_t> random;
-          if (stochastic && !request.random.explicit_bits.empty()) {
-            random = request.random.explicit_bits.subspan(first, n);
-          } else if (stochastic) {
-            // random_integer(request.random, first + j, sr_bits) for every j, one Philox block per 16.
-            fill_random_bits(request.random.seed, request.random.stream, first, recipe.sr_bits,
-                             std::span(drawn).first(n));
-            random = std::span(drawn).first(n);
-          }
-          to_element.encode_array(std::span(scaled).first(n), std::span(codes).first(n), random);
+          const std::uint8_t* block_codes = codes.data() + (r - r0) * n;
           std::uint8_t* row_codes = q.codes.data() + r * code_cols;
           for (std::size_t j = 0; j < n; ++j) {
             const std::size_t c = c0 + j;
-            row_codes[c / 2] |= static_cast<std::uint8_t>((c & 1) ? codes[j] << 4 : codes[j]);
+            row_codes[c / 2] |= static_cast<std::uint8_t>((c & 1) ? block_codes[j] << 4 : block_codes[j]);
           }
         }
       }
@@ -200,13 +250,14 @@ std::vector<float> dequantize(const QuantizedTensor& q) {
   }
   std::array<float, 256> scale_values{};
   for (std::uint32_t code = 0; code < 256; ++code) scale_values[code] = decode_to_float(q.scale, code);
-  const float gd = q.global_decode_scale;
   const float element_max = decode_to_float(q.element, q.element.max_finite_code());
   const float te_factor = fp32::div_rn(1.0f, fp32::mul_rn(element_max, q.target));  // RN(1/(F*T))
-  const float amax = q.tensor_amax;
   const bool two_level = q.scale.specials != Specials::pow2_nan;
 #pragma omp parallel for schedule(static)
   for (std::size_t r = 0; r < q.rows; ++r) {
+    const bool row_scaled = !q.row_amax.empty();
+    const float amax = row_scaled ? q.row_amax[r] : q.tensor_amax;
+    const float gd = row_scaled ? global_scale(amax, q.target, element_max).decode : q.global_decode_scale;
     for (std::size_t c = 0; c < q.cols; ++c) {
       const float e = element_values[q.code(r, c)];
       const float s = scale_values[q.scale_code(r, c)];

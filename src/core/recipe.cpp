@@ -118,6 +118,30 @@ const Recipe kPresets[] = {
      .dequantize_order = DequantizeOrder::te_kernel,
      .alpha = AlphaRule::division,
      .default_datapath = &datapaths::fp32_seq},
+    {.name = "nvfp4-4over6",
+     .source = "TransformerEngine NVFP4 with nvfp4_4over6='all' at its defaults (MAE, E4M3 bound 256; "
+               "quantize_4over6_kernel.cuh; docs/semantics.md 1.12), which TE runs without the RHT and rounds to "
+               "nearest only (the kernel has no stochastic path): each block keeps the scale mapping its amax to "
+               "4 or to 6, whichever reconstructs it with the smaller error",
+     .element = formats::e2m1,
+     .scale = formats::ue4m3,
+     .block = 16,
+     .weight_two_d = true,
+     .scale_rule = ScaleRule::two_level,
+     .zero_scale = ZeroScale::keep,
+     .element_scaling = ElementScaling::reciprocal,
+     .block_choice = BlockScaleChoice::four_over_six_mae,
+     .tensor_scale = TensorScalePolicy::current,
+     .period = 1,
+     .target = 256.0f,
+     .wgrad_grad_target = 256.0f,
+     .element_rounding = Rounding::rne,
+     .grad_rounding = Rounding::rne,
+     .sr_bits = 8,
+     .rht_wgrad = false,
+     .dequantize_order = DequantizeOrder::te_kernel,
+     .alpha = AlphaRule::division,
+     .default_datapath = &datapaths::fp32_seq},
     // No tensor scale: T takes part in no scale; 448 is the target the operand specs and files record.
     {.name = "mxfp4",
      .source = "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
@@ -153,6 +177,19 @@ constexpr NameRow<ScaleRule> kScaleRules[] = {
 constexpr NameRow<ZeroScale> kZeroScales[] = {
     {"keep", ZeroScale::keep, "stays 0; the encode multiplier becomes FLT_MAX (TE NVFP4 kernel)"},
     {"one", ZeroScale::one, "becomes the scale 1.0 (UE5M3 paper)"}};
+constexpr NameRow<ElementScaling> kElementScalings[] = {
+    {"reciprocal", ElementScaling::reciprocal, "y = RN(x * min(RN(1 / RN(s * Gd)), FLT_MAX)) (TE kernel, UE5M3 paper)"},
+    {"division", ElementScaling::division, "y = RN(x / RN(s * Gd)) (the defect TE PRs #2615/#2639 fixed)"},
+    {"bf16-coefficient", ElementScaling::bf16_coefficient,
+     "y = RN(x * BF16(min(RN(G / s), BF16_MAX))) (TE's tuned 1-D kernel with fast math)"}};
+constexpr NameRow<BlockScaleChoice> kBlockChoices[] = {
+    {"single", BlockScaleChoice::single, "one scale per block (the two-level rule)"},
+    {"4over6-mae", BlockScaleChoice::four_over_six_mae,
+     "TE 4over6: map-to-6 and map-to-4 candidates, the lower summed |error| wins"},
+    {"4over6-mse", BlockScaleChoice::four_over_six_mse, "TE 4over6, by summed squared error"}};
+constexpr NameRow<AmaxScope> kAmaxScopes[] = {
+    {"tensor", AmaxScope::tensor, "one tensor amax (TE NVFP4)"},
+    {"row", AmaxScope::row, "one amax per row: row-scaled NVFP4 (TE row_scaled_activation, 1-D blocks)"}};
 constexpr NameRow<TensorScalePolicy> kTensorScales[] = {
     {"none", TensorScalePolicy::none, "no tensor scale (G = 1): single-level block scales"},
     {"current", TensorScalePolicy::current, "amax of the tensor being quantized (TE NVFP4)"},
@@ -180,6 +217,10 @@ constexpr int kPaperPeriod = 50;
 std::span<const NameRow<ScaleRule>> names(ScaleRule) { return kScaleRules; }
 std::span<const NameRow<ZeroScale>> names(ZeroScale) { return kZeroScales; }
 std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy) { return kTensorScales; }
+std::span<const NameRow<ElementScaling>> names(ElementScaling) { return kElementScalings; }
+std::span<const NameRow<BlockScaleChoice>> names(BlockScaleChoice) { return kBlockChoices; }
+std::span<const NameRow<AmaxScope>> names(AmaxScope) { return kAmaxScopes; }
+
 std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder) { return kOrders; }
 std::span<const NameRow<AlphaRule>> names(AlphaRule) { return kAlphaRules; }
 std::span<const NameRow<Role>> names(Role) { return kRoles; }
@@ -219,6 +260,17 @@ std::string recipe_names() {
 
 bool valid_target(float target) { return std::isnormal(target) && target > 0.0f; }
 
+std::vector<std::string> cpu_only_settings(const Recipe& r) {
+  std::vector<std::string> settings;
+  if (r.element_scaling != ElementScaling::reciprocal) {
+    settings.push_back("--element-scaling " + std::string(name_of(r.element_scaling)));
+  }
+  if (r.block_choice != BlockScaleChoice::single) settings.push_back("--block-choice " + std::string(name_of(r.block_choice)));
+  if (r.amax_scope != AmaxScope::tensor) settings.push_back("--amax-scope " + std::string(name_of(r.amax_scope)));
+  if (r.rht_signs != kRhtSigns) settings.push_back("--rht-signs " + rht_signs_text(r.rht_signs));
+  return settings;
+}
+
 std::vector<std::string> validate(const Recipe& r) {
   std::vector<std::string> problems;
   if (r.block < 2 || r.block > 256) problems.push_back("block size must be between 2 and 256");
@@ -246,6 +298,12 @@ std::vector<std::string> validate(const Recipe& r) {
   }
   if (r.sr_bits < 1 || r.sr_bits > 16) problems.push_back("sr_bits must be between 1 and 16");
   if (r.rht_wgrad && r.block % 16 != 0) problems.push_back("RHT needs a block size that is a multiple of 16");
+  if (r.block_choice != BlockScaleChoice::single && !has_tensor_scale(r)) {
+    problems.push_back("4over6 needs two-level scales with a tensor scale");
+  }
+  if (r.amax_scope == AmaxScope::row && (!has_tensor_scale(r) || r.tensor_scale != TensorScalePolicy::current)) {
+    problems.push_back("row-scaled amax needs two-level scales with --tensor-scale current");
+  }
   if (!r.default_datapath) problems.push_back("default GEMM datapath missing");
   return problems;
 }

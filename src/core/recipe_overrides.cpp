@@ -31,6 +31,16 @@ Recipe RecipeOverrides::resolve() const {
   }
   if (!scale_rule.empty()) r.scale_rule = parse_name_or_throw<ScaleRule>(scale_rule, "--scale-rule");
   if (!zero_scale.empty()) r.zero_scale = parse_name_or_throw<ZeroScale>(zero_scale, "--zero-scale");
+  if (!element_scaling.empty()) {
+    r.element_scaling = parse_name_or_throw<ElementScaling>(element_scaling, "--element-scaling");
+  }
+  if (!block_choice.empty()) r.block_choice = parse_name_or_throw<BlockScaleChoice>(block_choice, "--block-choice");
+  if (!amax_scope.empty()) r.amax_scope = parse_name_or_throw<AmaxScope>(amax_scope, "--amax-scope");
+  if (!rht_signs.empty()) {
+    const auto signs = parse_rht_signs(rht_signs);
+    if (!signs) throw UsageError("--rht-signs: expected 16 characters, each + or -, got '" + rht_signs + "'");
+    r.rht_signs = *signs;
+  }
   if (!dequantize_order.empty()) {
     r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "--dequantize-order");
   }

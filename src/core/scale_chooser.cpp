@@ -58,8 +58,20 @@ float ScaleChooser::multiplier(std::uint32_t code) const {
 // format (clamping to the max before RNE, as the paper does, gives the same code), then
 // mult = min(RN(1 / RN(s * Gd)), FLT_MAX); or, with ElementScaling::division, the divisor RN(s * Gd).
 BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
+  return two_level_from_ideal(fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax), trace);
+}
+
+// TE quantize_4over6_kernel.cuh compute_scale_pair: the division order amax / 6 * S_enc, and 1.5 x that
+// for map-to-4. TE clamps each to 448 before the saturating RNE; the saturating RNE alone gives the same
+// code (as in two_level) and keeps the saturation visible in the counts.
+ScaleChooser::Candidates ScaleChooser::four_over_six(float block_amax) const {
+  const float base = fp32::min(fp32::mul_rn(fp32::div_rn(block_amax, element_max_), global_.encode), kFltMax);
+  return {two_level_from_ideal(fp32::min(fp32::mul_rn(base, 1.5f), kFltMax), nullptr),
+          two_level_from_ideal(base, nullptr)};
+}
+
+BlockScale ScaleChooser::two_level_from_ideal(float ideal, ScaleTrace* trace) const {
   BlockScale b;
-  const float ideal = fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax);
   b.saturated = ideal > scale_max_;
   b.code = static_cast<std::uint8_t>(to_scale_(std::bit_cast<std::uint32_t>(ideal)));
   b.value = decode_to_float(recipe_.scale, b.code);

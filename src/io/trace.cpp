@@ -255,9 +255,9 @@ Reader::Reader(hdf5::File opened) : file_(std::move(opened)) {
   if (!file_.has_attribute("schema_version")) reject(file, "/", "attribute @schema_version is missing");
   if (file_.attribute_class("schema_version") != H5T_INTEGER) reject(file, "/", "@schema_version must be an integer");
   info_.schema_version = file_.read_int_attribute("schema_version");
-  if (info_.schema_version != kSchemaVersion) {
+  if (info_.schema_version < 1 || info_.schema_version > kNewestSchemaVersion) {
     reject(file, "/",
-           "unknown @schema_version " + std::to_string(info_.schema_version) + " (this reader knows version 1)");
+           "unknown @schema_version " + std::to_string(info_.schema_version) + " (this reader knows versions 1 and 2)");
   }
   for (auto [name, out] : {std::pair{"model", &info_.model}, std::pair{"framework", &info_.framework},
                            std::pair{"notes", &info_.notes}}) {

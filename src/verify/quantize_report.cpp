@@ -36,6 +36,23 @@ std::string to_text(const QuantizeVerifyReport& rep) {
          std::to_string(rep.mismatched_scales) + " scale mismatch(es)" + (rep.tensor_scale_mismatch ? ", tensor scale differs" : ""));
   }
   for (const auto& h : rep.hints) line("hint: " + h);
+  // The likeliest causes: the alternatives that leave fewer of your bytes different than the recipe as given.
+  const std::uint64_t given = rep.as_given.mismatched_elements + rep.as_given.mismatched_scales;
+  std::vector<const AlternativeFit*> better;
+  for (const AlternativeFit& a : rep.alternatives) {
+    if (a.mismatched_elements + a.mismatched_scales < given) better.push_back(&a);
+  }
+  if (!better.empty()) {
+    line("likeliest causes (" + std::to_string(better.size()) + " of " + std::to_string(rep.alternatives.size()) +
+         " alternatives fit your bytes better than the recipe as given, best first):");
+    for (std::size_t i = 0; i < better.size() && i < 5; ++i) {
+      const AlternativeFit& a = *better[i];
+      line("  " + a.label + ": " +
+           (a.exact() ? std::string("reproduces every byte")
+                      : std::to_string(a.mismatched_elements) + " element and " + std::to_string(a.mismatched_scales) +
+                            " stored scale mismatch(es) left"));
+    }
+  }
   const std::uint64_t total = rep.mismatched_elements + rep.mismatched_scales + (rep.tensor_scale_mismatch ? 1 : 0);
   if (!rep.explained.empty()) {
     line("");
@@ -95,7 +112,14 @@ std::string to_json(const QuantizeVerifyReport& rep) {
   std::string out = "{" + report::fields_text(f, "  ");
   out += ",\n  \"hints\": [";
   for (std::size_t i = 0; i < rep.hints.size(); ++i) out += (i ? ", " : "") + json::string(rep.hints[i]);
-  out += "],\n  \"mismatches\": ";
+  out += "],\n  \"alternatives\": ";
+  std::vector<std::vector<JsonField>> fits;
+  for (const AlternativeFit& a : rep.alternatives) {
+    fits.push_back({report::text("rule", a.label), report::integer("mismatched_elements", a.mismatched_elements),
+                    report::integer("mismatched_scales", a.mismatched_scales), report::boolean("exact", a.exact())});
+  }
+  out += report::objects_text(fits);
+  out += ",\n  \"mismatches\": ";
   std::vector<std::vector<JsonField>> mismatches;
   for (const auto& n : rep.explained) mismatches.push_back(n.fields);
   return out + report::objects_text(mismatches) + "\n}\n";

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <tuple>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
@@ -106,18 +107,19 @@ std::string_view pow2_rule_text(ScaleRule rule) {
 
 // ---------------------------------------------------------------------------------------------------
 
-// The golden model with one rule changed, and how far the user's bytes are from it.
+// The golden model with one rule changed (q: its quantized tensor), or the user's bytes read another way
+// (reread: q unused), and how far the user's bytes are from it.
 struct Alternative {
-  std::string label;
+  AlternativeFit fit;
   QuantizedTensor q;
-  std::uint64_t mismatched_elements = 0;
-  bool scales_match = false;
+  bool reread = false;
 };
 
-std::string fit_text(const Alternative& a) {
-  if (a.mismatched_elements == 0 && a.scales_match) return "that rule reproduces all of your codes and scales";
+std::string fit_text(const AlternativeFit& a) {
+  if (a.exact()) return "that rule reproduces all of your codes and scales";
   return "that rule leaves " + std::to_string(a.mismatched_elements) + " of your codes" +
-         (a.scales_match ? "" : " and some of your scales") + " different";
+         (a.mismatched_scales == 0 ? "" : " and " + std::to_string(a.mismatched_scales) + " of your scales") +
+         " different";
 }
 
 struct Context {
@@ -396,13 +398,13 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
     // division-rounded near-tie, and thousands of codes of yours it does not).
     const Alternative* match = nullptr;
     for (const Alternative& a : ctx.alternatives) {
-      if (a.q.code(r, c) == theirs) {
+      if (!a.reread && a.q.code(r, c) == theirs) {
         match = &a;
         break;
       }
     }
-    if (match) matched = match->label;
-    causes.push_back(match ? "yours matches " + match->label + " (" + fit_text(*match) + ")"
+    if (match) matched = match->fit.label;
+    causes.push_back(match ? "yours matches " + match->fit.label + " (" + fit_text(match->fit) + ")"
                            : "none of the modelled alternative rules gives yours");
   }
   for (auto& cause : causes) n.details.push_back(std::move(cause));
@@ -477,20 +479,26 @@ std::pair<std::uint64_t, std::uint64_t> differences(const QuantizedTensor& q, co
 }
 
 // The golden quantizer rerun with one rule changed, for each rule a kernel is known to get differently,
-// ordered by how many of the user's bytes each reproduces.
+// and the user's bytes read under the other nibble orders and scale layouts, ordered by how many of the
+// user's bytes each reproduces.
 std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> input,
                                       std::size_t rows, std::size_t cols, const TheirQuantized& theirs,
-                                      const ScaleStorage& storage) {
+                                      const ScaleStorage& storage, const QuantizedTensor& golden) {
   std::vector<Alternative> out;
   auto add = [&](std::string label, const Recipe& r, const QuantizeRequest& q) {
-    Alternative a{std::move(label), quantize(r, q, input, rows, cols)};
-    const auto [codes, scales] = differences(a.q, theirs, storage);
-    a.mismatched_elements = codes;
-    a.scales_match = scales == 0;
+    Alternative a{{std::move(label)}, quantize(r, q, input, rows, cols)};
+    std::tie(a.fit.mismatched_elements, a.fit.mismatched_scales) = differences(a.q, theirs, storage);
     out.push_back(std::move(a));
   };
+  auto with = [&](auto change) {
+    Recipe other = recipe;
+    change(other);
+    return other;
+  };
+  const bool two_level = has_tensor_scale(recipe);
   if (recipe.scale_rule == ScaleRule::two_level) {
     const std::pair<ElementScaling, const char*> scalings[] = {
+        {ElementScaling::reciprocal, "the element scaling by the reciprocal multiplier RN(1 / RN(s * Gd))"},
         {ElementScaling::division,
          "the element scaling computed by division, y = RN(x / RN(s * Gd)), instead of multiplying by "
          "RN(1 / RN(s * Gd))"},
@@ -498,11 +506,58 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
          "the fast-math BF16 coefficient of TE's tuned kernel, y = RN(x * BF16(min(RN(G / s), BF16_MAX))), "
          "instead of RN(1 / RN(s * Gd))"}};
     for (const auto& [scaling, label] : scalings) {
-      if (scaling == recipe.element_scaling) continue;
-      Recipe other = recipe;
-      other.element_scaling = scaling;
-      add(label, other, request);
+      if (scaling != recipe.element_scaling) add(label, with([&](Recipe& r) { r.element_scaling = scaling; }), request);
     }
+  }
+  if (two_level) {
+    // TE's 4over6 at this target and at its default E4M3 bound 256, or the single scale when the recipe has 4over6.
+    for (BlockScaleChoice choice : {BlockScaleChoice::single, BlockScaleChoice::four_over_six_mae,
+                                    BlockScaleChoice::four_over_six_mse}) {
+      if (choice == recipe.block_choice) continue;
+      const std::string name(name_of(choice));
+      const Recipe other = with([&](Recipe& r) { r.block_choice = choice; });
+      if (choice == BlockScaleChoice::single) {
+        add("one scale per block, not " + std::string(name_of(recipe.block_choice)), other, request);
+        continue;
+      }
+      add("TE's " + name + " adaptive block scaling (map-to-4 or map-to-6 per block, --block-choice " + name + ")",
+          other, request);
+      if (request.spec.target != 256.0f) {
+        QuantizeRequest at256 = request;
+        at256.spec.target = 256.0f;
+        add("TE's " + name + " adaptive block scaling with its E4M3 bound 256 (--block-choice " + name +
+                " --target 256)", other, at256);
+      }
+    }
+    const bool row_possible = !request.spec.two_d && !request.amax_ref && recipe.tensor_scale == TensorScalePolicy::current;
+    if (recipe.amax_scope == AmaxScope::tensor && row_possible) {
+      add("row-scaled NVFP4: one amax, G and Gd per row (--amax-scope row)",
+          with([](Recipe& r) { r.amax_scope = AmaxScope::row; }), request);
+    } else if (recipe.amax_scope == AmaxScope::row) {
+      add("one tensor amax (--amax-scope tensor), not one per row", with([](Recipe& r) { r.amax_scope = AmaxScope::tensor; }),
+          request);
+    }
+  }
+  if (request.spec.rht) {
+    RhtSigns reversed = recipe.rht_signs, plus{};
+    std::reverse(reversed.begin(), reversed.end());
+    plus.fill(1);
+    const std::pair<RhtSigns, const char*> sign_vectors[] = {
+        {kRhtSigns, "the RHT with TE's sign vector"},
+        {plus, "the RHT without random signs (all +1)"},
+        {reversed, "the RHT with the sign vector in reverse order"}};
+    for (const auto& [signs, label] : sign_vectors) {
+      if (signs == recipe.rht_signs) continue;
+      add(std::string(label) + " (--rht-signs " + rht_signs_text(signs) + ")",
+          with([&](Recipe& r) { r.rht_signs = signs; }), request);
+    }
+    QuantizeRequest plain = request;
+    plain.spec.rht = false;
+    add("no RHT (--no-rht)", recipe, plain);
+  } else if (cols % 16 == 0) {
+    QuantizeRequest transformed = request;
+    transformed.spec.rht = true;
+    add("the RHT applied (--rht --rht-signs " + rht_signs_text(recipe.rht_signs) + ")", recipe, transformed);
   }
   const std::pair<Rounding, const char*> modes[] = {{Rounding::rne, "to nearest, ties to even (rne)"},
                                                     {Rounding::rna, "to nearest, ties away from zero (rna)"},
@@ -515,8 +570,29 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
     other.spec.rounding = mode;
     add(std::string("y rounded ") + label, recipe, other);
   }
+  // The user's bytes read another way: the golden codes and scales, compared with theirs reinterpreted.
+  const auto [golden_codes, golden_scales] = differences(golden, theirs, storage);
+  for (NibbleOrder order : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked}) {
+    if (order == theirs.nibbles) continue;
+    if (const auto bad = code_mismatches_under(order, golden, theirs)) {
+      out.push_back({{"your codes stored in another nibble order (--nibbles " + std::string(name_of(order)) + ")", *bad,
+                      golden_scales},
+                     {},
+                     true});
+    }
+  }
+  for (const auto& row : names(ScaleLayout{})) {
+    if (row.value == theirs.layout) continue;
+    if (const auto bad = scale_mismatches_under(row.value, golden, theirs)) {
+      out.push_back({{"your scales stored in another layout (--layout " + std::string(row.name) + ")", golden_codes,
+                      *bad},
+                     {},
+                     true});
+    }
+  }
   std::stable_sort(out.begin(), out.end(), [](const Alternative& a, const Alternative& b) {
-    return std::pair(!a.scales_match, a.mismatched_elements) < std::pair(!b.scales_match, b.mismatched_elements);
+    return std::pair(a.fit.mismatched_scales, a.fit.mismatched_elements) <
+           std::pair(b.fit.mismatched_scales, b.fit.mismatched_elements);
   });
   return out;
 }
@@ -553,7 +629,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
   std::vector<float> transformed;
   std::span<const float> x = input;
   if (spec.rht) {
-    transformed = random_hadamard_transform(input, rows, cols);
+    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs);
     x = transformed;
   }
   const ScaleChooser chooser(recipe, GlobalScale{q.global_encode_scale, q.global_decode_scale});
@@ -561,7 +637,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
   const std::vector<Alternative> alts =
       golden_code_differences + golden_scale_differences == 0
           ? std::vector<Alternative>{}
-          : alternatives(recipe, request.quantize, input, rows, cols, theirs, storage);
+          : alternatives(recipe, request.quantize, input, rows, cols, theirs, storage, q);
   const Context ctx{recipe, spec, q, chooser, input, x, request.quantize.random, theirs, storage, cols, alts};
 
   QuantizeVerifyReport rep;
@@ -706,9 +782,11 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
   }
 
   // Hints: a whole-array explanation beats a thousand element ones.
-  if (!alts.empty() && alts.front().mismatched_elements == 0 && alts.front().scales_match) {
+  for (const Alternative& a : alts) rep.alternatives.push_back(a.fit);
+  rep.as_given = {"the recipe as given", golden_code_differences, golden_scale_differences};
+  if (!alts.empty() && alts.front().fit.exact()) {
     rep.hints.push_back("your codes and scales match the golden model exactly with one rule changed: " +
-                        alts.front().label);
+                        alts.front().fit.label);
   }
   if (rep.mismatched_scales > 0) {
     for (ScaleLayout other : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4}) {

@@ -1,21 +1,20 @@
 #!/usr/bin/env python3
-"""Train a tiny MLP language model for a few steps and capture a trace; then replay it with fp4sim.
+"""Train a tiny MLP language model for a few steps with fp4sim.capture and replay the trace with fp4sim.
 
-    python3 tools/capture/example.py --out /tmp/example_trace.h5 [--device cuda] [--bf16]
+    PYTHONPATH=build/python python3 tools/capture/example.py --out /tmp/example_trace.h5 [--device cuda] [--bf16]
     ./build/fp4sim replay /tmp/example_trace.h5 --hold previous
 
 Captures every step of the first refresh window (1..D, here D = 4 for brevity) and step 10, the first
-64 token rows of x and dy, all nn.Linear layers.
+64 token rows of x and dy, all nn.Linear layers; each step accumulates gradients over two micro-batches,
+so each layer has two call groups per step (docs/trace-format.md).
 """
 import argparse
-import os
 import sys
 
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fp4sim_capture import TraceCapture, window  # noqa: E402
+from fp4sim.capture import TraceCapture, window
 
 
 class TinyLM(nn.Module):
@@ -48,10 +47,11 @@ def main(argv=None):
                       notes="tools/capture/example.py") as cap:
         for step in range(1, a.steps + 1):
             with cap.step(step, lr=3e-3) as s:
-                with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.bf16):
-                    logits = model(data[:, :-1])
-                    loss = nn.functional.cross_entropy(logits.float().reshape(-1, 256), data[:, 1:].reshape(-1))
-                loss.backward()
+                for micro in data.chunk(2):  # gradient accumulation: two forwards and backwards per step
+                    with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.bf16):
+                        logits = model(micro[:, :-1])
+                        loss = nn.functional.cross_entropy(logits.float().reshape(-1, 256), micro[:, 1:].reshape(-1))
+                    (loss / 2).backward()
                 s.set(loss=float(loss.item()))
             opt.step()
             opt.zero_grad(set_to_none=True)

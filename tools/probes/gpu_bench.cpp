@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   std::printf("copy D2D %zu MB: %.3f ms, %.1f GB/s (read+write)\n", bytes >> 20, copy.ms, copy_gbs);
   std::printf("%-12s %-26s %-7s %10s %10s %8s\n", "recipe", "spec", "amax", "ms", "GB/s", "vs copy");
   for (const Recipe& r : recipe_presets()) {
+    if (!cpu_only_settings(r).empty()) continue;  // no kernel path
     for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
       const GemmOperands ops = operands_for(r, g);
       for (int which = 0; which < 2; ++which) {

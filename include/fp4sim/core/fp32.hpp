@@ -14,6 +14,7 @@ namespace fp4sim::fp32 {
 inline float mul_rn(float a, float b) { return a * b; }
 inline float div_rn(float a, float b) { return a / b; }
 inline float add_rn(float a, float b) { return a + b; }
+inline float sub_rn(float a, float b) { return a - b; }
 inline float min(float a, float b) { return b < a ? b : a; }  // fminf for non-NaN operands
 
 inline std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }

@@ -43,6 +43,9 @@ struct QuantizedTensor {
   bool tensor_scaled = false;         // a tensor scale (G, Gd) is part of the encoding
   float global_encode_scale = 1.0f;   // G
   float global_decode_scale = 1.0f;   // Gd = RN(1/G)
+  std::vector<float> row_amax;        // AmaxScope::row: the amax of each row, which makes that row's G and
+                                      // Gd (global_scale); tensor_amax and G, Gd above are then the whole
+                                      // tensor's, for statistics only. Empty otherwise.
   float target = 448.0f;
   std::string recipe;
   OperandSpec spec;

@@ -12,6 +12,7 @@
 
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/format.hpp"
+#include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/rounding.hpp"
 
@@ -49,7 +50,20 @@ enum class ElementScaling : std::uint8_t {
                // defect TE PRs #2615/#2639 fixed)
   bf16_coefficient,  // y = RN(x * BF16(min(RN(G / s), BF16_MAX))) (TE's tuned 1-D kernel with use_fast_math,
                      // compute_nvfp4_scaling_coefficient<bf16>; docs/semantics.md 1.4)
-  // `verify` tries the other two as alternative rules; no preset uses them.
+  // `verify` tries the other two as alternative rules; no preset uses them (--element-scaling picks one).
+};
+
+// How many scale candidates a two-level block tries (TE's nvfp4_4over6, docs/semantics.md 1.12).
+enum class BlockScaleChoice : std::uint8_t {
+  single,     // the one scale of the two-level rule
+  four_over_six_mae,  // map-to-6 and map-to-4 (scale x 1.5) candidates; the lower summed |error| wins, ties map-to-6
+  four_over_six_mse,  // the same, by summed squared error
+};
+
+// Which amax the tensor scale G is made from.
+enum class AmaxScope : std::uint8_t {
+  tensor,  // one amax per tensor (TE NVFP4)
+  row,     // one amax per row, G and Gd per row (TE row_scaled_activation; 1-D blocks only)
 };
 
 // Order of the multiplications that reconstruct a value (all RN32).
@@ -71,6 +85,9 @@ enum class Gemm : std::uint8_t { fprop, dgrad, wgrad };
 
 std::span<const NameRow<ScaleRule>> names(ScaleRule);
 std::span<const NameRow<ZeroScale>> names(ZeroScale);
+std::span<const NameRow<ElementScaling>> names(ElementScaling);
+std::span<const NameRow<BlockScaleChoice>> names(BlockScaleChoice);
+std::span<const NameRow<AmaxScope>> names(AmaxScope);
 std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy);
 std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder);
 std::span<const NameRow<AlphaRule>> names(AlphaRule);
@@ -99,6 +116,8 @@ struct Recipe {
   ScaleRule scale_rule = ScaleRule::two_level;
   ZeroScale zero_scale = ZeroScale::keep;
   ElementScaling element_scaling = ElementScaling::reciprocal;
+  BlockScaleChoice block_choice = BlockScaleChoice::single;
+  AmaxScope amax_scope = AmaxScope::tensor;
   TensorScalePolicy tensor_scale = TensorScalePolicy::none;
   int period = 1;                 // D, for periodic tensor scaling
   float target = 0.0f;            // T: the scale code a block whose amax equals the tensor amax gets
@@ -107,6 +126,7 @@ struct Recipe {
   Rounding grad_rounding = Rounding::rne;     // dY payloads in dgrad and wgrad
   int sr_bits = 0;                // random bits per element of the stochastic roundings
   bool rht_wgrad = false;         // 16x16 random Hadamard transform on both wgrad operands
+  RhtSigns rht_signs = kRhtSigns;  // the transform's sign vector s (hadamard.hpp)
   DequantizeOrder dequantize_order = DequantizeOrder::portable;
   AlphaRule alpha = AlphaRule::one;
   const Datapath* default_datapath = nullptr;  // the GEMM datapath `gemm` and `replay` use by default
@@ -124,6 +144,11 @@ std::string recipe_names();  // "ue5m3, ue5m3-b32, ..." for messages
 inline bool has_tensor_scale(const Recipe& recipe) {
   return recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level;
 }
+
+// The settings of a recipe that only the CPU golden model implements, as flag text ("--block-choice
+// 4over6-mae", ...): a non-default element scaling, block choice, amax scope or RHT sign vector. The emu/
+// kernels refuse a recipe with any of them; empty when they can run it.
+std::vector<std::string> cpu_only_settings(const Recipe& recipe);
 
 // Problems that make a recipe unusable (empty when valid), CPFloat VALIDATE_INPUT style.
 std::vector<std::string> validate(const Recipe& recipe);

@@ -1,6 +1,7 @@
 // A recipe preset with a user's overrides, as `quantize`, `gemm`, `verify` and the Python module take them
 // (docs/cli.md): --block, --two-d/--one-d, --scale-format, --element-format, --target, --tensor-scale,
-// --scale-rule, --zero-scale, --dequantize-order, --rounding, --sr-bits, --rht/--no-rht. The front ends
+// --scale-rule, --zero-scale, --element-scaling, --block-choice, --amax-scope, --dequantize-order, --rounding,
+// --sr-bits, --rht/--no-rht, --rht-signs. The front ends
 // bind their flags or keywords to these fields, as typed; this is the one place they are checked.
 #pragma once
 
@@ -18,7 +19,8 @@ struct RecipeOverrides {
   std::string scale_format, element_format;  // format names or descriptors ("" = the preset's)
   std::optional<float> target;
   std::string tensor_scale;  // none | current | periodic:D
-  std::string scale_rule, zero_scale, dequantize_order, rounding;
+  std::string scale_rule, zero_scale, element_scaling, block_choice, amax_scope, dequantize_order, rounding;
+  std::string rht_signs;  // 16 characters '+' / '-' ("" = TE's vector)
   std::optional<int> sr_bits;
   std::optional<bool> rht;
 

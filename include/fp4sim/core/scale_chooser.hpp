@@ -53,6 +53,13 @@ class ScaleChooser {
       for (std::size_t j = 0; j < x.size(); ++j) y[j] = fp32::mul_rn(x[j], scale.multiplier);
     }
   }
+  // TE's 4over6 candidates of a two-level block (BlockScaleChoice::four_over_six_*): from base =
+  // RN(RN(amax / F) * G), map-to-6 = the scale code of min(base, max) and map-to-4 = that of
+  // min(RN(base * 1.5), max), each with its zero-scale repair and element multiplier.
+  struct Candidates {
+    BlockScale map4, map6;
+  };
+  Candidates four_over_six(float block_amax) const;
   // A two-level code after the zero-scale repair of the recipe.
   std::uint8_t repaired(std::uint32_t code) const;
 
@@ -64,6 +71,7 @@ class ScaleChooser {
 
  private:
   BlockScale two_level(float block_amax, ScaleTrace* trace) const;
+  BlockScale two_level_from_ideal(float ideal, ScaleTrace* trace) const;
   BlockScale pow2(float block_amax, bool has_nonfinite, ScaleTrace* trace) const;
   float two_level_multiplier(float value) const;
 

@@ -1,10 +1,13 @@
-// Tensor traces (docs/trace-format.md, version 1): a validating, streaming reader and a writer.
+// Tensor traces (docs/trace-format.md, versions 1 and 2): a validating, streaming reader and a writer.
 //
 // Reader: the constructor walks every step, layer and tensor and checks every rule of the format on
 // the metadata alone (attributes, ranks, element types, shapes); a broken rule is a DataError naming
 // the file, the HDF5 path and the rule. Tensor data is read afterwards on demand, whole or as row
 // hyperslabs, so a caller holds at most one tensor (or one slab of a large one) in memory, never the
 // file. Chunked and filtered (gzip, shuffle) storage is read through the HDF5 library.
+//
+// Version 2 adds call groups (several forwards of one layer in a step, each its own layer to the reader)
+// and the quantized operands an FP4 layer used (extra content to the reader); both read alike.
 //
 // Writer: writes the v1 layout (tests, benchmarks, tools) through hdf5::File (temporary + rename).
 #pragma once
@@ -22,7 +25,8 @@
 namespace fp4sim::trace {
 
 inline constexpr std::string_view kSchema = "fp4-trace";
-inline constexpr std::int64_t kSchemaVersion = 1;
+inline constexpr std::int64_t kSchemaVersion = 1;        // what Writer writes
+inline constexpr std::int64_t kNewestSchemaVersion = 2;  // the reader knows 1 .. this
 
 // The role of a tensor of a linear layer (docs/trace-format.md @role); `output` is y, which has no @role name.
 enum class TensorRole : std::uint8_t { activation, weight, grad_output, grad_input, grad_weight, output };

@@ -61,6 +61,14 @@ struct MismatchNote {
   std::vector<JsonField> fields;     // the same facts for --json
 };
 
+// The golden model with one rule changed, or the user's bytes read another way (nibble order, scale
+// layout), and how many of the user's bytes it leaves different: verify's candidate causes.
+struct AlternativeFit {
+  std::string label;
+  std::uint64_t mismatched_elements = 0, mismatched_scales = 0;
+  bool exact() const { return mismatched_elements == 0 && mismatched_scales == 0; }
+};
+
 struct QuantizeVerifyReport {
   std::string recipe;
   std::string role;
@@ -91,6 +99,9 @@ struct QuantizeVerifyReport {
 
   std::vector<MismatchNote> explained;  // the first max_explained mismatches, in block order
   std::vector<std::string> hints;       // e.g. "your scales match exactly under --layout swizzled-128x4"
+  std::vector<AlternativeFit> alternatives;  // every alternative tried, best fit first (fewest mismatched
+                                             // scales, then elements); empty when the bytes are golden
+  AlternativeFit as_given;  // the recipe as given, counted as the alternatives are (every stored scale copy)
 
   bool bit_exact() const { return mismatched_elements == 0 && mismatched_scales == 0 && !tensor_scale_mismatch; }
 };

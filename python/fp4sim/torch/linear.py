@@ -10,8 +10,8 @@ BF16, W is the FP32 master. Tensor scaling per module and role: under a periodic
 the amax of activation, weight and grad_output is sampled at a step and held for D steps (the tensor as
 passed, before any transpose; one dY sample serves dgrad and wgrad); under current scaling, and for an
 operand that takes the RHT, the quantizer measures the current amax itself. Stochastic-rounding integers
-come from fp4sim's Philox stream with a seed derived from (seed, module name, GEMM, step), or from the
-caller's ``rbits(shape, device)``.
+come from fp4sim's Philox stream with a seed derived from (seed, module name, GEMM, step and, under
+torch.distributed with several processes, the rank), or from the caller's ``rbits(shape, device)``.
 """
 
 from __future__ import annotations
@@ -24,16 +24,30 @@ from torch import Tensor, nn
 
 from .ops import default_datapath, operand_info, overrides_text
 
+_ROLES = ("activation", "weight", "grad_output")
 # Which held reference each GEMM operand takes under periodic scaling.
 _REFERENCE = {"fprop.a": "activation", "fprop.b": "weight", "dgrad.a": "grad_output", "dgrad.b": "weight",
               "wgrad.a": "grad_output", "wgrad.b": "activation"}
 
 
-def philox_seed(seed: int, module: str, gemm: str, step: int) -> int:
-    """The Philox seed of one GEMM of one module at one step (63 bits: a torch int64). Operand A draws
-    stream 0 of it and operand B stream 1, as ``fp4sim gemm --seed`` does."""
-    digest = hashlib.blake2b(f"fp4sim.torch/{seed}/{module}/{gemm}/{step}".encode(), digest_size=8).digest()
+@torch.compiler.assume_constant_result  # a function of its arguments: a constant in a compiled graph
+def philox_seed(seed: int, module: str, gemm: str, step: int, rank: Optional[int] = None) -> int:
+    """The Philox seed of one GEMM of one module at one step (63 bits: a torch int64), and of one rank of a
+    data-parallel run (None: a run of one process). Operand A draws stream 0 of it and operand B stream 1,
+    as ``fp4sim gemm --seed`` does."""
+    key = f"fp4sim.torch/{seed}/{module}/{gemm}/{step}" + ("" if rank is None else f"/rank{rank}")
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & ((1 << 63) - 1)
+
+
+def data_parallel_rank() -> Optional[int]:
+    """This process's rank in the default torch.distributed group when that group has several processes,
+    else None. Ranks see different data, so each draws its own stochastic-rounding bits; a run of one
+    process keeps the key it had before ranks were part of it."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist.get_rank()
+    return None
 
 
 def _tensor_amax(t: Tensor) -> Tensor:
@@ -64,6 +78,10 @@ class Linear(nn.Linear):
         info = operand_info(recipe, self.overrides, "activation")
         self.datapath = datapath or default_datapath(recipe, self.overrides)
         self.periodic = info["tensor_scale"] == "periodic"
+        # Per GEMM operand, read once here: a compiled forward finds plain constants, not a native call.
+        infos = {operand: operand_info(recipe, self.overrides, operand) for operand in _REFERENCE}
+        self._takes_rht = {operand: i["rht"] for operand, i in infos.items()}
+        self._rounds_sr = {operand: i["rounding"] != "rne" for operand, i in infos.items()}
         self.period = period if period is not None else info["period"]
         if self.period < 1:
             raise ValueError(f"period: expected >= 1, got {self.period}")
@@ -73,8 +91,16 @@ class Linear(nn.Linear):
         self.capture: Optional[Callable[[dict], None]] = None
         self.step: Optional[int] = None
         self._forwards = 0
-        self._held: Dict[str, Tensor] = {}
         self._sampled_at: Dict[str, int] = {}
+        if self.periodic:
+            self._make_held(self.weight.device)
+
+    def _make_held(self, device) -> None:
+        # The held amaxes are buffers, written in place (the grad_output one in the backward), so that a
+        # compiled model carries them from step to step as a graph's mutated inputs; not in the state_dict.
+        for role in _ROLES:
+            self.register_buffer(f"held_{role}", torch.zeros(1, dtype=torch.float32, device=device),
+                                 persistent=False)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, **kwargs) -> "Linear":
@@ -83,6 +109,8 @@ class Linear(nn.Linear):
             new = cls(linear.in_features, linear.out_features, linear.bias is not None, **kwargs)
         new.weight = linear.weight
         new.bias = linear.bias
+        if new.periodic:
+            new._make_held(linear.weight.device)
         new.train(linear.training)
         return new
 
@@ -97,17 +125,27 @@ class Linear(nn.Linear):
             raise ValueError(f"begin_step: expected an int >= 1 above the last step ({self.step}), got {step!r}")
         self.step = step
 
-    def reference(self, role: str, t: Tensor, step: int) -> Tensor:
-        """The held amax of `role` at `step`: sampled from t on a refresh step, else the value held."""
+    def refreshes(self, role: str, step: int) -> bool:
+        """Whether `role`'s held amax is sampled afresh at `step` (recorded as sampled there), else held."""
         last = self._sampled_at.get(role)
         if last is None or step - last >= self.period:
-            self._held[role] = _tensor_amax(t)
             self._sampled_at[role] = step
-        return self._held[role]
+            return True
+        return False
+
+    def held_amax(self, role: str, sample: Optional[Tensor]) -> Tensor:
+        """The held amax of `role`: on a refresh, the amax of `sample`, written into the buffer; else (sample
+        None) a copy of the value held, which a later refresh leaves alone."""
+        held = getattr(self, f"held_{role}")
+        if sample is None:
+            return held.clone()
+        amax = _tensor_amax(sample)
+        held.copy_(amax)
+        return amax
 
     def amax_for(self, operand: str, references: Dict[str, Tensor]) -> Optional[Tensor]:
         """The held amax operand `<gemm>.a|b` is quantized with, or None for the current amax."""
-        if not self.periodic or operand_info(self.recipe, self.overrides, operand)["rht"]:
+        if not self.periodic or self._takes_rht[operand]:
             return None
         return references[_REFERENCE[operand]]
 
@@ -117,13 +155,13 @@ class Linear(nn.Linear):
         quantized, then multiplied. The GPU adds the bias and rounds in the GEMM's epilogue; with a capture
         hook the float32 C is formed first (for the record) and the same two steps follow in torch, which
         gives the same bits."""
-        seed = philox_seed(self.seed, self.name, gemm, step)
+        seed = philox_seed(self.seed, self.name, gemm, step, data_parallel_rank())
         quantized, settings = [], []
         for side, x in (("a", a), ("b", b)):
             operand = f"{gemm}.{side}"
             amax = self.amax_for(operand, references)
             bits = None
-            if self.rbits is not None and operand_info(self.recipe, self.overrides, operand)["rounding"] != "rne":
+            if self.rbits is not None and self._rounds_sr[operand]:
                 bits = self.rbits(tuple(x.shape), x.device)
             quantized.append(torch.ops.fp4sim.quantize(x, self.recipe, operand, self.overrides, seed, amax, bits))
             settings.append((amax, bits))
@@ -150,25 +188,30 @@ class Linear(nn.Linear):
             out_dtype = torch.get_autocast_dtype(x.device.type)
         else:
             out_dtype = x.dtype
-        return _LinearFunction.apply(x, self.weight, self.bias, self, step, out_dtype)
+        amax_x = amax_w = None
+        refresh_dy = False
+        if self.periodic:  # sampled here, outside the autograd.Function, whose forward has no side effects
+            amax_x = self.held_amax("activation", x.detach().to(torch.bfloat16)  # the BF16 input, as saved
+                                    if self.refreshes("activation", step) else None)
+            amax_w = self.held_amax("weight", self.weight.detach() if self.refreshes("weight", step) else None)
+            refresh_dy = self.refreshes("grad_output", step)
+        return _LinearFunction.apply(x, self.weight, self.bias, self, step, out_dtype, amax_x, amax_w, refresh_dy)
 
 
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], layer: Linear, step: int,
-                out_dtype: torch.dtype) -> Tensor:
+                out_dtype: torch.dtype, amax_x: Optional[Tensor], amax_w: Optional[Tensor],
+                refresh_dy: bool) -> Tensor:
         shape = x.shape
         x2 = x.reshape(-1, shape[-1]).to(torch.bfloat16)  # the layer's input is BF16, and saved so
         w = weight.detach().to(torch.float32)
-        refs = {}
-        if layer.periodic:
-            refs["activation"] = layer.reference("activation", x2, step)
-            refs["weight"] = layer.reference("weight", w, step)
+        refs = {"activation": amax_x, "weight": amax_w} if layer.periodic else {}
         with torch.autocast(x.device.type, enabled=False):
             y = layer.run_gemm("fprop", x2, w, step, refs, bias, out_dtype)
         ctx.save_for_backward(x2, weight)
         ctx.layer, ctx.step, ctx.refs, ctx.x_shape, ctx.x_dtype = layer, step, refs, shape, x.dtype
-        ctx.has_bias = bias is not None
+        ctx.has_bias, ctx.refresh_dy = bias is not None, refresh_dy
         return y.reshape(*shape[:-1], y.shape[-1])
 
     @staticmethod
@@ -179,7 +222,7 @@ class _LinearFunction(torch.autograd.Function):
         # move half the bytes of float32 ones.
         dy = grad_out.reshape(-1, grad_out.shape[-1]).to(torch.bfloat16)
         if layer.periodic:
-            refs["grad_output"] = layer.reference("grad_output", dy, step)
+            refs["grad_output"] = layer.held_amax("grad_output", dy if ctx.refresh_dy else None)
         dx = dw = db = None
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
@@ -190,7 +233,7 @@ class _LinearFunction(torch.autograd.Function):
                                     refs, out_dtype=weight.dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
                 db = dy.sum(0, dtype=torch.float32)
-        return dx, dw, db, None, None, None
+        return dx, dw, db, None, None, None, None, None, None
 
 
 def begin_step(model: nn.Module, step: int) -> None:

@@ -1,0 +1,42 @@
+#include "fp4sim/core/four_over_six.hpp"
+
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/fp32.hpp"
+
+namespace fp4sim {
+
+FourOverSixError::FourOverSixError(const Format& element, BlockScaleChoice choice, float target)
+    : squared_(choice == BlockScaleChoice::four_over_six_mse) {
+  for (std::uint32_t code = 0; code < element.code_count() && code < values_.size(); ++code) {
+    values_[code] = decode_to_float(element, code);
+  }
+  denominator_ = fp32::mul_rn(decode_to_float(element, element.max_finite_code()), target);
+}
+
+float FourOverSixError::operator()(std::span<const float> x, std::span<const std::uint8_t> codes, float scale,
+                                   float amax) const {
+  float err = 0.0f;
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    const float value = fp32::div_rn(fp32::mul_rn(fp32::mul_rn(values_[codes[j]], scale), amax), denominator_);
+    const float diff = fp32::sub_rn(value, x[j]);
+    err = fp32::add_rn(err, squared_ ? fp32::mul_rn(diff, diff) : std::fabs(diff));
+  }
+  return err;
+}
+
+float FourOverSixError::block_sum(std::span<const float> row_errors) {
+  std::size_t width = 1;
+  while (width < row_errors.size()) width *= 2;
+  std::vector<float> v(width, 0.0f);
+  for (std::size_t i = 0; i < row_errors.size(); ++i) v[i] = row_errors[i];
+  for (std::size_t offset = width / 2; offset >= 1; offset /= 2) {
+    for (std::size_t i = 0; i < offset; ++i) v[i] = fp32::add_rn(v[i], v[i + offset]);
+  }
+  return v[0];
+}
+
+}  // namespace fp4sim
