@@ -207,7 +207,7 @@ class Replayer {
  private:
   // amax of a stored tensor as float32, cached per (step, layer, role).
   float tensor_amax(std::int64_t step, const std::string& layer, TensorRole role) {
-    const auto key = std::make_tuple(step, layer, static_cast<int>(role), false);
+    const auto key = std::make_tuple(step, layer, static_cast<int>(role), std::string());
     if (auto it = amax_.find(key); it != amax_.end()) return it->second;
     const trace::StepInfo* s = reader_.info().find_step(step);
     const trace::LayerInfo* l = nullptr;
@@ -221,8 +221,8 @@ class Replayer {
 
   // amax of a GEMM operand after RHT (wgrad operands are the transposed tensors, transformed along
   // the token dimension), cached per (step, layer, role).
-  float rht_operand_amax(std::int64_t step, const std::string& layer, TensorRole role) {
-    const auto key = std::make_tuple(step, layer, static_cast<int>(role), true);
+  float rht_operand_amax(std::int64_t step, const std::string& layer, TensorRole role, const RhtSigns& signs) {
+    const auto key = std::make_tuple(step, layer, static_cast<int>(role), rht_signs_text(signs));
     if (auto it = amax_.find(key); it != amax_.end()) return it->second;
     const trace::LayerInfo* l = find_layer(step, layer);
     const trace::TensorInfo& t = *l->find(role);
@@ -234,7 +234,7 @@ class Replayer {
       const std::size_t n = std::min(slab_rows, t.rows - r0);
       x.resize(n * t.cols);
       reader_.read_rows(t, r0, n, std::span<float>(x));
-      a = std::max(a, abs_max(random_hadamard_transform(transpose(x, n, t.cols), t.cols, n)));
+      a = std::max(a, abs_max(random_hadamard_transform(transpose(x, n, t.cols), t.cols, n, signs)));
     }
     amax_[key] = a;
     return a;
@@ -316,7 +316,7 @@ class Replayer {
     const bool whole = !loaded.f32.empty() || t.elements() == 0;
     const std::size_t slab_limit = slab_elements();
     const float current = whole ? abs_max(loaded.f32) : reader_.amax(t, slab_limit);
-    amax_[std::make_tuple(step, layer.name, static_cast<int>(t.role), false)] = current;
+    amax_[std::make_tuple(step, layer.name, static_cast<int>(t.role), std::string())] = current;
     auto amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, t.role); };
 
     const std::uint64_t stream = stream_id(step, layer.name, t.name, view);
@@ -667,8 +667,8 @@ class Replayer {
         float current;
         std::function<float(std::int64_t)> amax_at;
         if (spec.rht) {
-          current = rht_operand_amax(step, layer.name, lt.info->role);
-          amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, lt.info->role); };
+          current = rht_operand_amax(step, layer.name, lt.info->role, r.rht_signs);
+          amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, lt.info->role, r.rht_signs); };
         } else {
           current = tensor_amax(step, layer.name, lt.info->role);
           amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, lt.info->role); };
@@ -791,7 +791,8 @@ class Replayer {
   const Options& o_;
   Result& result_;
   std::set<std::int64_t> captured_;
-  std::map<std::tuple<std::int64_t, std::string, int, bool>, float> amax_;
+  // amax per (step, layer, role, "" for the stored tensor or the RHT sign vector of its transposed operand)
+  std::map<std::tuple<std::int64_t, std::string, int, std::string>, float> amax_;
   const Datapath* datapath_;  // the row Options::datapath names (nullptr for "recipe" and "f64")
   std::uint64_t item_ = 0;    // the work item being done
 };
