@@ -506,7 +506,7 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
          "the fast-math BF16 coefficient of TE's tuned kernel, y = RN(x * BF16(min(RN(G / s), BF16_MAX))), "
          "instead of RN(1 / RN(s * Gd))"}};
     for (const auto& [scaling, label] : scalings) {
-      if (scaling != recipe.element_scaling) add(label, with([&](Recipe& r) { r.element_scaling = scaling; }), request);
+      if (scaling != recipe.element_scaling) add(label, with([s = scaling](Recipe& r) { r.element_scaling = s; }), request);
     }
   }
   if (two_level) {
@@ -549,7 +549,7 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
     for (const auto& [signs, label] : sign_vectors) {
       if (signs == recipe.rht_signs) continue;
       add(std::string(label) + " (--rht-signs " + rht_signs_text(signs) + ")",
-          with([&](Recipe& r) { r.rht_signs = signs; }), request);
+          with([s = signs](Recipe& r) { r.rht_signs = s; }), request);
     }
     QuantizeRequest plain = request;
     plain.spec.rht = false;
