@@ -22,11 +22,12 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from events import PlotStandIn
 
 FP4SIM = os.environ.get("FP4SIM_BINARY")
 TRACE = Path(__file__).resolve().parent.parent / "traces" / "trace_a.h5"
@@ -298,13 +299,6 @@ def test_a_failed_write_on_standard_output_is_exit_3(args):
 # --- signals ----------------------------------------------------------------------------------------
 
 
-FAKE_PLOT = """
-import os, sys, time
-open(os.environ["FAKE_PLOT_PID"], "w").write(str(os.getpid()))
-time.sleep(120)
-"""
-
-
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -317,24 +311,17 @@ def alive(pid):
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_the_plot_child_and_removes_the_temporaries(tmp_path, trace, sig, code):
-    script = tmp_path / "fake_plot.py"
-    script.write_text(FAKE_PLOT)
-    pid_file = tmp_path / "plot.pid"
-    env = dict(os.environ, FP4SIM_PLOT_SCRIPT=str(script), FAKE_PLOT_PID=str(pid_file))
+    plot = PlotStandIn(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     (out / "r.json").write_text("old")
     p = subprocess.Popen([FP4SIM, "replay", str(trace), *QUICK, "--json", str(out / "r.json"), "--csv",
                           str(out / "r.csv"), "--h5", str(out / "r.h5"), "--plots", str(out / "plots")],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 240
-    while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline and p.poll() is None:
-        time.sleep(0.05)
-    assert pid_file.exists(), p.communicate()
-    child = int(pid_file.read_text())
+                         env=plot.env(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child, _ = plot.wait_started(p)
     assert any(".tmp." in name for name in os.listdir(out)), "the temporaries exist while the plots are drawn"
     p.send_signal(sig)
-    _, err = p.communicate(timeout=60)
+    _, err = p.communicate()
     assert p.returncode == code, err
     assert not alive(child), "the plot process was left running"
     assert sorted(os.listdir(out)) == ["r.json"] and (out / "r.json").read_text() == "old"

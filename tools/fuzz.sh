@@ -35,10 +35,13 @@ else
 fi
 
 # libFuzzer ships with clang (Debian: clang and libclang-rt-14-dev, tools/setup.sh); the rest of the project
-# keeps its own compiler in its other build directories.
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP4SIM_FUZZ=ON \
-  -DFP4SIM_TESTS=OFF -DFP4SIM_BENCH=OFF -DFP4SIM_PYTHON=OFF -DFP4SIM_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
-  ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER}
+# keeps its own compiler in its other build directories. A tree already configured with FP4SIM_FUZZ=ON is
+# used as it is: tools/test.sh builds its sanitized tests and the fuzzers in one tree.
+if ! grep -qx 'FP4SIM_FUZZ:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP4SIM_FUZZ=ON \
+    -DFP4SIM_TESTS=OFF -DFP4SIM_BENCH=OFF -DFP4SIM_PYTHON=OFF -DFP4SIM_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
+    ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER}
+fi
 cmake --build "$build" -j "$(nproc)" --target fuzzers
 
 export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1

@@ -12,6 +12,9 @@ out=$root/out
 jobs=$(nproc)
 
 "$root/tools/setup.sh"
+# shellcheck source=tools/venv.sh
+. "$root/tools/venv.sh"
+use_venv
 # CMake finds nvcc on PATH; a login shell puts /usr/local/cuda/bin there, a bare one may not.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH

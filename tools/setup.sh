@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Installs what fp4sim needs to build, test and benchmark on Debian 12 (as root, or with sudo), and
-# nothing when everything is already there: each Debian package is checked with dpkg-query and each
-# Python package's installed version against its pin in requirements.txt before anything is fetched,
-# and `apt-get update` runs at most once.
+# Installs what fp4sim needs to build, test and benchmark on Debian 12, and nothing when everything is
+# already there:
+#  * Debian packages (as root, or with sudo), each checked with dpkg-query first; `apt-get update` runs
+#    at most once, and apt's output goes to a log that is printed only when apt fails;
+#  * the Python packages pinned in requirements.txt, into the project's own virtual environment
+#    (.venv/ at the repository root, git-ignored, or $FP4SIM_VENV), made with the machine's python3 when it
+#    is missing. Nothing is installed into the system interpreter: tools/test.sh checks that its packages
+#    are the same before and after.
+# The callers (tools/run_main.sh, tools/test.sh) then put its bin/ first on PATH (tools/venv.sh).
 #
 # The CUDA toolkit is not installed here (Debian 12 has none recent enough for sm_90); CMake builds
 # the kernels in emu/ when it finds nvcc, and leaves them out otherwise.
@@ -24,7 +29,7 @@ debian_packages=(
   libopenblas-dev                            # BLAS for the float32 reference GEMM
   libomp-dev                                 # OpenMP runtime headers (g++ itself uses libgomp)
   clang libclang-rt-14-dev libomp-14-dev     # tools/fuzz.sh: clang, its libFuzzer and sanitizer runtimes, LLVM's OpenMP
-  python3 python3-pip python3-dev            # the Python tools below; headers for the module
+  python3 python3-venv python3-dev           # the virtual environment below; headers for the module
 )
 # Python packages: exactly the versions pinned in requirements.txt (NumPy/h5py read and write arrays
 # and traces, ml_dtypes and gfloat are independent oracles, pytest runs the Python tests, matplotlib draws
@@ -49,14 +54,26 @@ for package in "${debian_packages[@]}"; do
   fi
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup.sh: installing Debian packages: ${missing[*]}"
+  apt_log=$(mktemp "${TMPDIR:-/tmp}/fp4sim-apt.XXXXXX.log")
+  echo "setup.sh: installing Debian packages (log: $apt_log): ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  as_root apt-get update -q
-  as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if ! { as_root apt-get update -q && as_root apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
+       > "$apt_log" 2>&1; then
+    cat "$apt_log" >&2
+    echo "setup.sh: apt-get failed (log above, kept in $apt_log)" >&2
+    exit 1
+  fi
+  rm -f "$apt_log"
 fi
 
-python=$(command -v python3)
-# The pins that the installed packages do not meet (a missing package, or another version).
+# shellcheck source=tools/venv.sh
+. "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
+if [ ! -x "$venv/bin/python3" ]; then
+  echo "setup.sh: making the virtual environment $venv"
+  python3 -m venv "$venv"
+fi
+python=$venv/bin/python3
+# The pins that the environment's packages do not meet (a missing package, or another version).
 unmet=$("$python" - "$requirements" <<'PY'
 import sys
 from importlib import metadata
@@ -74,18 +91,8 @@ for line in open(sys.argv[1]):
 PY
 )
 if [ -n "$unmet" ]; then
-  echo "setup.sh: installing pinned Python packages for $python:" $unmet
-  pip_flags=(--quiet --disable-pip-version-check --root-user-action=ignore)
-  # Debian's own python3 is "externally managed" (PEP 668); pip then needs an explicit override.
-  stdlib=$("$python" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
-  if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
-    pip_flags+=(--break-system-packages)
-  fi
-  if [ -w "$("$python" -c 'import site; print(site.getsitepackages()[0])')" ]; then
-    "$python" -m pip install "${pip_flags[@]}" -r "$requirements"
-  else
-    as_root "$python" -m pip install "${pip_flags[@]}" -r "$requirements"
-  fi
+  echo "setup.sh: installing pinned Python packages into $venv:" $unmet
+  "$python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
 fi
 
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone, as CI runs it (.ci/run):
-#  1. set up, configure and build everything in build-setup/, run every ctest label (unit and exhaustive);
-#  2. configure and build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and run
-#     everything but the exhaustive label. Any sanitizer report fails the run;
-#  3. fuzz the input parsers (tools/fuzz.sh, docs/fuzzing.md): build the libFuzzer harnesses with clang
-#     under the same sanitizers in build-fuzz/ and run each for $FUZZ_SECONDS (default 60), all at once.
-#     Any crash, leak, sanitizer report, hang or oversized allocation fails the run.
-# Prints the wall-clock and CPU time (user + system, of every process the stage ran) of each stage. Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and
-# $FP4SIM_ASAN_BUILD_DIR (default build-asan/), $FP4SIM_FUZZ_BUILD_DIR (default build-fuzz/). For local runs only, $FP4SIM_CTEST_ARGS adds ctest
-# arguments to step 1 (e.g. "-LE exhaustive" to skip the 2^32 sweeps); CI sets nothing.
+#  1. set up (tools/setup.sh: Debian packages, the project's virtual environment .venv/), and check that
+#     the system interpreter's packages are the same as before;
+#  2. configure and build everything with g++ in build-setup/, run every ctest label (unit and exhaustive:
+#     the all-2^32 sweeps run here, once);
+#  3. configure and build again with clang under AddressSanitizer + UndefinedBehaviorSanitizer and
+#     libFuzzer's coverage instrumentation in build-asan/: one tree for the sanitized tests and the fuzzers
+#     (tests/fuzz/), so the library is compiled once for both. Run all but the exhaustive label (not even
+#     built there); any sanitizer report fails the run;
+#  4. fuzz the input parsers (tools/fuzz.sh, docs/fuzzing.md) from that tree, each harness for
+#     $FUZZ_SECONDS (default 60), all at once. Any crash, leak, sanitizer report, hang or oversized
+#     allocation fails the run.
+# Prints the wall-clock and CPU time (user + system, of every process the stage ran) of each stage, and,
+# when a stage fails, ends with that stage and the tests that failed in it.
+# Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and $FP4SIM_ASAN_BUILD_DIR (default
+# build-asan/). For local runs only, $FP4SIM_CTEST_ARGS adds ctest arguments to step 2 (e.g. "-LE exhaustive"
+# to skip the 2^32 sweeps); CI sets nothing.
 #
 # Usage: tools/test.sh
 set -euo pipefail
@@ -19,6 +26,8 @@ build=${FP4SIM_BUILD_DIR:-$root/build-setup}
 asan_build=${FP4SIM_ASAN_BUILD_DIR:-$root/build-asan}
 jobs=$(nproc)
 timings=()
+stage="setup"
+failed_tests_log=""  # ctest's list of the failed tests of the running stage, if it is a ctest stage
 # CPU seconds used so far by the processes this script waited for, into $cpu_now: bash's `times`, second
 # line. It must run in this shell, not in a subshell ($(...) or a pipe), which has no children of its own.
 times_file=$(mktemp)
@@ -35,16 +44,38 @@ stage_done() {
   stage_start=$SECONDS
   stage_cpu=$cpu_now
 }
+# On every exit: the stage table; after a failure, its cause in the last lines, where CI's log ends.
 report() {
+  local status=$?
   read_children_cpu
   echo "== test.sh timings"
   printf '  %s\n' "${timings[@]}"
   printf '  %-34s %5d s wall %6d s CPU\n' total "$SECONDS" "$cpu_now"
   rm -f "$times_file"
+  if [ "$status" -ne 0 ]; then
+    echo "== test.sh FAILED (exit $status) in stage: $stage"
+    if [ -n "$failed_tests_log" ] && [ -s "$failed_tests_log" ]; then
+      echo "failed tests (number:name, from $failed_tests_log):"
+      sed 's/^/  /' "$failed_tests_log"
+    fi
+  fi
 }
 trap report EXIT
 
+# The system interpreter's packages, to show that the set-up leaves them alone.
+system_packages() {
+  python3 -c 'import importlib.metadata as m; print("\n".join(sorted(f"{d.metadata[\"Name\"]}=={d.version}" for d in m.distributions())))'
+}
+system_before=$(system_packages)
 "$root/tools/setup.sh"
+if [ "$(system_packages)" != "$system_before" ]; then
+  echo "test.sh: tools/setup.sh changed the system interpreter's packages:" >&2
+  diff <(echo "$system_before") <(system_packages) >&2 || true
+  exit 1
+fi
+# shellcheck source=tools/venv.sh
+. "$root/tools/venv.sh"
+use_venv
 stage_done "setup"
 
 # CMake finds nvcc on PATH; a login shell puts /usr/local/cuda/bin there, a bare one may not.
@@ -52,30 +83,45 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 
+stage="configure + build (release)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
-stage_done "configure + build (release)"
+stage_done "$stage"
 
+stage="ctest${FP4SIM_CTEST_ARGS:+ $FP4SIM_CTEST_ARGS}${FP4SIM_CTEST_ARGS:-, all labels}"
+failed_tests_log=$build/Testing/Temporary/LastTestsFailed.log
+rm -f "$failed_tests_log"
 # shellcheck disable=SC2086  # word splitting of the optional extra arguments is intended
 ctest --test-dir "$build" --output-on-failure -j 2 ${FP4SIM_CTEST_ARGS:-}
-stage_done "ctest${FP4SIM_CTEST_ARGS:+ $FP4SIM_CTEST_ARGS}${FP4SIM_CTEST_ARGS:-, all labels}"
+stage_done "$stage"
 
-# The sanitizer build leaves out the CUDA kernels (nvcc takes no -fsanitize; device code cannot be
-# sanitized), the benchmarks and MPI: OpenMPI never frees what MPI_Init allocates, in plugins it unloads
-# and libraries built without frame pointers, so LeakSanitizer would report ~120 kB at every exit and
-# suppressions cannot name those frames (they can with OMPI_MCA_mca_base_component_disable_dlclose=1 and
-# LSAN_OPTIONS=fast_unwind_on_malloc=0, far too slow for the whole suite). The code that splits and joins
-# the work is sanitized through share_test; mpi_test.py reports as skipped here. -fno-sanitize-recover=all
-# (CMakeLists.txt) makes UBSan abort; the options below make every report fatal and readable.
-cmake -S "$root" -B "$asan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP4SIM_SANITIZE=ON \
-  -DFP4SIM_CUDA=OFF -DFP4SIM_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+# The sanitizer build is clang's, as libFuzzer needs (tools/fuzz.sh), and leaves out the CUDA kernels
+# (nvcc takes no -fsanitize; device code cannot be sanitized), the benchmarks, the Python module (an
+# ASan-instrumented extension cannot load into a plain Python) and MPI: OpenMPI never frees what MPI_Init
+# allocates, in plugins it unloads and libraries built without frame pointers, so LeakSanitizer would
+# report ~120 kB at every exit and suppressions cannot name those frames (they can with
+# OMPI_MCA_mca_base_component_disable_dlclose=1 and LSAN_OPTIONS=fast_unwind_on_malloc=0, far too slow
+# for the whole suite). The code that splits and joins the work is sanitized through share_test;
+# mpi_test.py reports as skipped here. -fno-sanitize-recover=all (CMakeLists.txt) makes UBSan abort; the
+# options below make every report fatal and readable.
+stage="configure + build (sanitizers, fuzzers)"
+failed_tests_log=""
+CC=clang CXX=clang++ cmake -S "$root" -B "$asan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFP4SIM_FUZZ=ON -DFP4SIM_CUDA=OFF -DFP4SIM_BENCH=OFF -DFP4SIM_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
 cmake --build "$asan_build" -j "$jobs"
-stage_done "configure + build (sanitizers)"
+stage_done "$stage"
 
-export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1
-export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
-ctest --test-dir "$asan_build" --output-on-failure -j 2 -LE exhaustive
-stage_done "ctest, sanitizers, -LE exhaustive"
+stage="ctest, sanitizers, -LE exhaustive"
+failed_tests_log=$asan_build/Testing/Temporary/LastTestsFailed.log
+rm -f "$failed_tests_log"
+(
+  export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1
+  export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
+  ctest --test-dir "$asan_build" --output-on-failure -j 2 -LE exhaustive
+)
+stage_done "$stage"
 
-"$root/tools/fuzz.sh"
-stage_done "fuzz (build + ${FUZZ_SECONDS:-60} s per harness)"
+stage="fuzz (${FUZZ_SECONDS:-60} s per harness)"
+failed_tests_log=""
+FP4SIM_FUZZ_BUILD_DIR=$asan_build "$root/tools/fuzz.sh"
+stage_done "$stage"
