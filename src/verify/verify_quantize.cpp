@@ -323,7 +323,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   n.details.push_back("x = " + with_bits(x) +
                       (ctx.spec.rht ? " after the RHT (input " + float_text(ctx.input[index]) + ")" : ""));
   const std::uint32_t scale_code = q.scale_code(r, c);
-  const float mult = m.multiplier(scale_code);
+  const float mult = m.from_code(scale_code).multiplier;
   const float y = fp32::mul_rn(x, mult);
   if (two_level) {
     n.details.push_back("block scale " + code_text(sf, scale_code) + ", multiplier m = min(RN(1 / RN(s * Gd)), FLT_MAX) = " +
@@ -382,7 +382,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
                      "'s golden code here and this one's there (nibble order: --nibbles)");
   }
   if (their_scale != scale_code) {
-    const float their_mult = m.multiplier(their_scale);
+    const float their_mult = m.from_code(their_scale).multiplier;
     const std::uint32_t with_theirs = ctx.element_code(fp32::mul_rn(x, their_mult), ctx.spec.rounding, rnd);
     if (facts.consistent_with_their_scale) {
       causes.push_back("with your block scale " + hex_code(sf, their_scale) + " the golden rounding gives " +
@@ -753,7 +753,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
         if (notes.size() < budget) notes.push_back(explain_scale(ctx, sr, sc, bad_row, golden_scale, their_scale));
       }
       rep.mismatched_elements += block_bad.size();
-      const float their_mult = chooser.multiplier(their_scale);
+      const float their_mult = chooser.from_code(their_scale).multiplier;
       for (const auto& [r, c] : block_bad) {
         const std::uint32_t golden = q.code(r, c), mine = ctx.their_code(r, c);
         ElementFacts facts;
