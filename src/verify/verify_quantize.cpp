@@ -1,5 +1,5 @@
 // verify quantize: the user's codes and scales against the golden quantizer, every mismatch counted,
-// the first few explained from the values the golden rule computed (ScaleChooser's trace), the
+// the first few explained from what the golden quantizer reported using (QuantizeTrace), the
 // alternative rules that would give the user's byte, and hints for whole-array causes (layouts, nibbles).
 #include "fp4sim/verify/verify.hpp"
 
@@ -15,8 +15,8 @@
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/fp32.hpp"
-#include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/primitives.hpp"
+#include "fp4sim/core/quantize_trace.hpp"
 #include "fp4sim/core/scale_chooser.hpp"
 #include "report.hpp"
 
@@ -126,19 +126,29 @@ struct Context {
   const Recipe& recipe;
   const OperandSpec& spec;
   const QuantizedTensor& q;
-  const ScaleChooser& chooser;  // the golden rule, with the tensor's G and Gd
+  const QuantizeTrace& trace;    // what the golden quantizer used: x after any RHT, each block, each y
   std::span<const float> input;  // as given
-  std::span<const float> x;      // as quantized (after the RHT when spec.rht)
   const RandomSource& random;
   const TheirQuantized& theirs;
   const ScaleStorage& storage;
   std::size_t cols;
   std::span<const Alternative> alternatives;  // best fit first; empty when the user's bytes are golden
 
-  BlockAmax block(std::size_t sr, std::size_t sc) const {
-    const std::size_t r0 = sr * q.block_rows, r1 = std::min(q.rows, r0 + q.block_rows);
-    const std::size_t c0 = sc * q.block_cols, c1 = std::min(q.cols, c0 + q.block_cols);
-    return block_amax(x, cols, r0, r1, c0, c1);
+  const BlockTrace& block_of(std::size_t r, std::size_t c) const {
+    return trace.block(r / q.block_rows, c / q.block_cols);
+  }
+
+  // How a block is scaled under a stored code of the user's: the golden rule asked with the G and Gd
+  // that block used.
+  BlockScale scale_from_code(const BlockTrace& block, std::uint32_t code) const {
+    return ScaleChooser(recipe, block.global).from_code(code);
+  }
+
+  // The golden scaling of one value under a block scale (multiplier, or divisor under division).
+  static float scaled(float x, const BlockScale& scale) {
+    float y = 0.0f;
+    ScaleChooser::scale(std::span(&x, 1), scale, std::span(&y, 1));
+    return y;
   }
 
   std::uint32_t random_for(std::size_t index) const {
@@ -157,12 +167,23 @@ struct Context {
 // ---------------------------------------------------------------------------------------------------
 // Explaining a scale mismatch
 
+// Where G came from, as the block used it: the tensor's amax, or its row's under --amax-scope row.
+std::string global_text(const Context& ctx, const BlockTrace& block, std::size_t row) {
+  const QuantizedTensor& q = ctx.q;
+  if (!q.tensor_scaled) return "G = 1 (no tensor scale)";
+  const std::string made_from = q.row_amax.empty() ? "tensor amax " + float_text(block.global_amax)
+                                                   : "row " + std::to_string(row) + "'s amax " +
+                                                         float_text(block.global_amax) + ", --amax-scope row";
+  return "G = " + float_text(block.global.encode) + " (" + made_from + ", target " + float_text(q.target) + ")";
+}
+
 MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, std::size_t stored_row,
                            std::uint32_t golden, std::uint32_t theirs) {
   const Recipe& rc = ctx.recipe;
   const Format& sf = rc.scale;
-  const ScaleChooser& m = ctx.chooser;
   const QuantizedTensor& q = ctx.q;
+  const BlockTrace& block = ctx.trace.block(sr, sc);
+  const ScaleChooser m(rc, block.global);  // the golden rule with this block's G and Gd, for the hypotheses
   MismatchNote n;
   n.kind = MismatchNote::Kind::scale;
   n.row = sr;
@@ -177,9 +198,8 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
   if (q.block_rows > 1 && !ctx.storage.one_copy_per_block()) {
     n.summary += " (the copy stored for row " + std::to_string(stored_row) + ")";
   }
-  const auto [amax, nonfinite] = ctx.block(sr, sc);
-  ScaleTrace trace;
-  m.choose(amax, nonfinite, &trace);
+  const auto [amax, nonfinite] = block.amax;
+  const ScaleTrace& trace = block.trace;
   n.details.push_back("block amax = " + with_bits(amax) + (ctx.spec.rht ? " (after the RHT)" : "") +
                       (nonfinite ? "; the block holds a NaN or Inf" : ""));
   n.fields = {report::text("kind", "scale"), report::integer("block_row", sr), report::integer("block_col", sc),
@@ -197,14 +217,37 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
     const float ideal = trace.ideal;
     const Bracket b = bracket(sf, ideal);
     const std::string F = float_text(m.element_max());
-    const std::string g_text = ctx.q.tensor_scaled ? "G = " + float_text(m.global().encode) + " (tensor amax " +
-                                                         float_text(ctx.q.tensor_amax) + ", target " +
-                                                         float_text(ctx.q.target) + ")"
-                                                   : "G = 1 (no tensor scale)";
-    n.details.push_back("ideal scale u = min(RN(amax * RN(G * RN(1/" + F + "))), FLT_MAX) = RN(" + float_text(amax) +
-                        " * " + float_text(m.block_multiplier()) + ") = " + with_bits(ideal) + ", with " + g_text);
+    const std::string g_text = global_text(ctx, block, r0);
+    std::string u = float_text(ideal);
+    if (const auto& four = block.four_over_six) {
+      // TE's 4over6: both candidates, their errors and the one kept; the bracket below is the kept one's.
+      const std::string choice(name_of(rc.block_choice));
+      n.details.push_back("4over6 (" + choice + "): map-to-6 u6 = min(RN(RN(amax / " + F + ") * G), FLT_MAX) = " +
+                          with_bits(four->map6_trace.ideal) + ", code " + code_text(sf, four->map6.code) +
+                          ", block error " + float_text(four->map6_error) + "; map-to-4 u4 = min(RN(u6 * 1.5), FLT_MAX) = " +
+                          with_bits(four->map4_trace.ideal) + ", code " + code_text(sf, four->map4.code) +
+                          ", block error " + float_text(four->map4_error) + "; with " + g_text);
+      n.details.push_back(four->map4_chosen ? "map-to-4 is kept: its error is smaller"
+                                            : "map-to-6 is kept: map-to-4's error is not smaller (a tie keeps map-to-6)");
+      u = (four->map4_chosen ? "u4 = " : "u6 = ") + u;
+      n.fields.push_back(report::integer("map4", four->map4.code));
+      n.fields.push_back(report::integer("map6", four->map6.code));
+      n.fields.push_back(report::number("map4_error", four->map4_error));
+      n.fields.push_back(report::number("map6_error", four->map6_error));
+      n.fields.push_back(report::text("kept", four->map4_chosen ? "map4" : "map6"));
+      const BlockScale& other = four->map4_chosen ? four->map6 : four->map4;
+      hypotheses.push_back({std::string("the other 4over6 candidate, ") + (four->map4_chosen ? "map-to-6" : "map-to-4") +
+                                " (block error " + float_text(four->map4_chosen ? four->map6_error : four->map4_error) +
+                                " against the kept one's " +
+                                float_text(four->map4_chosen ? four->map4_error : four->map6_error) + ")",
+                            other.code});
+      hypotheses.push_back({"one scale per block, without 4over6: RNE of RN(amax * RN(G * RN(1/" + F + ")))",
+                            m.choose(amax, nonfinite).code});
+    } else {
+      n.details.push_back("ideal scale u = min(RN(amax * RN(G * RN(1/" + F + "))), FLT_MAX) = RN(" + float_text(amax) +
+                          " * " + float_text(m.block_multiplier()) + ") = " + with_bits(ideal) + ", with " + g_text);
+    }
     const std::string s = format_name(sf);
-    const std::string u = float_text(ideal);
     const std::uint32_t rne = trace.rounded_code;
     std::string why;
     switch (b.where) {
@@ -224,10 +267,8 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
         break;
       case Bracket::Where::nan: why = "ideal scale is NaN"; break;
     }
-    if (rne != golden) {
-      why += rc.zero_scale == ZeroScale::one
-                 ? "; that is a zero scale, which this recipe replaces by 1.0 (code " + hex_code(sf, golden) + ")"
-                 : "";
+    if (trace.repaired) {
+      why += "; that is a zero scale, which this recipe replaces by 1.0 (code " + hex_code(sf, golden) + ")";
     } else if (decode_to_float(sf, rne) == 0.0f) {
       why += "; the zero scale is kept (elements are multiplied by FLT_MAX and encode to 0)";
     }
@@ -243,10 +284,11 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
     n.fields.push_back(report::boolean("tie", b.where == Bracket::Where::tie));
     n.fields.push_back(report::integer("lower_neighbour", b.lo));
     n.fields.push_back(report::integer("upper_neighbour", b.hi));
-    n.fields.push_back(report::number("global_encode_scale", m.global().encode));
+    n.fields.push_back(report::number("global_encode_scale", block.global.encode));
+    n.fields.push_back(report::number("global_amax", block.global_amax));
 
-    const float G = m.global().encode;
-    hypotheses = {
+    const float G = block.global.encode;
+    const std::vector<Hypothesis> roundings = {
         {"the ideal scale rounded to nearest with ties away from zero (RNA)", m.repaired(round_scale(sf, ideal, Rounding::rna))},
         {"the ideal scale rounded toward zero (truncation)", m.repaired(round_scale(sf, ideal, Rounding::rtz))},
         {"the ideal scale rounded up", m.repaired(round_scale(sf, ideal, Rounding::rup))},
@@ -259,8 +301,16 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
         {"no tensor scale (G = 1): RNE of RN(amax * RN(1/" + F + "))",
          m.repaired(round_scale(sf, fp32::mul_rn(amax, fp32::div_rn(1.0f, m.element_max())), Rounding::rne))},
     };
-    if (rne != golden) hypotheses.push_back({"a zero scale kept as 0 (TE NVFP4's rule) instead of 1.0", rne});
-    if (rne == golden && decode_to_float(sf, rne) == 0.0f) {
+    hypotheses.insert(hypotheses.end(), roundings.begin(), roundings.end());
+    if (!q.row_amax.empty()) {
+      const ScaleChooser tensor_rule(rc, GlobalScale{q.global_encode_scale, q.global_decode_scale});
+      hypotheses.push_back({"the tensor's G = " + float_text(q.global_encode_scale) + " (tensor amax " +
+                                float_text(q.tensor_amax) + ") instead of row " + std::to_string(r0) +
+                                "'s (--amax-scope tensor)",
+                            tensor_rule.choose(amax, nonfinite).code});
+    }
+    if (trace.repaired) hypotheses.push_back({"a zero scale kept as 0 (TE NVFP4's rule) instead of 1.0", rne});
+    if (!trace.repaired && decode_to_float(sf, rne) == 0.0f) {
       hypotheses.push_back({"a zero scale replaced by 1.0 (the UE5M3 paper's rule)", m.one_code()});
     }
   } else {
@@ -302,13 +352,26 @@ struct ElementFacts {
   bool swapped = false;
 };
 
+// How the elements of a two-level block were scaled, as the recipe's ElementScaling says.
+std::string scaling_text(const Recipe& rc, const BlockScale& s, const GlobalScale& global) {
+  if (s.divisor != 0.0f) {
+    return "divisor d = RN(s * Gd) = " + float_text(s.divisor) + " (Gd = " + float_text(global.decode) + ")";
+  }
+  if (rc.element_scaling == ElementScaling::bf16_coefficient) {
+    return "multiplier m = BF16(min(RN(G / s), BF16_MAX)) = " + float_text(s.multiplier) + " (G = " +
+           float_text(global.encode) + ")";
+  }
+  return "multiplier m = min(RN(1 / RN(s * Gd)), FLT_MAX) = " + float_text(s.multiplier) + " (Gd = " +
+         float_text(global.decode) + ")";
+}
+
 MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, std::uint32_t golden,
                              std::uint32_t theirs, std::uint32_t their_scale, const ElementFacts& facts) {
   const Recipe& rc = ctx.recipe;
   const Format& ef = rc.element;
   const Format& sf = rc.scale;
-  const ScaleChooser& m = ctx.chooser;
-  const QuantizedTensor& q = ctx.q;
+  const BlockTrace& block = ctx.block_of(r, c);
+  const BlockScale& scale = block.scale;
   const bool two_level = rc.scale_rule == ScaleRule::two_level;
   MismatchNote n;
   n.kind = MismatchNote::Kind::element;
@@ -319,16 +382,17 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   n.summary = "element [" + std::to_string(r) + ", " + std::to_string(c) + "]: golden " + code_text(ef, golden) +
               ", yours " + code_text(ef, theirs);
   const std::size_t index = r * ctx.cols + c;
-  const float x = ctx.x[index];
+  const float x = ctx.trace.x[index];
   n.details.push_back("x = " + with_bits(x) +
                       (ctx.spec.rht ? " after the RHT (input " + float_text(ctx.input[index]) + ")" : ""));
-  const std::uint32_t scale_code = q.scale_code(r, c);
-  const float mult = m.from_code(scale_code).multiplier;
-  const float y = fp32::mul_rn(x, mult);
+  const std::uint32_t scale_code = scale.code;
+  const float y = ctx.trace.scaled[index];
   if (two_level) {
-    n.details.push_back("block scale " + code_text(sf, scale_code) + ", multiplier m = min(RN(1 / RN(s * Gd)), FLT_MAX) = " +
-                        float_text(mult) + " (Gd = " + float_text(m.global().decode) + "); scaled value y = RN(x * m) = " +
-                        with_bits(y));
+    n.details.push_back("block scale " + code_text(sf, scale_code) + ", " + scaling_text(rc, scale, block.global) +
+                        "; scaled value y = " + (scale.divisor != 0.0f ? "RN(x / d)" : "RN(x * m)") + " = " + with_bits(y));
+  } else if (std::isnan(scale.value)) {
+    n.details.push_back("block scale " + hex_code(sf, scale_code) + " (NaN: the block holds a NaN or Inf), its elements "
+                        "unscaled: y = x = " + with_bits(y));
   } else {
     n.details.push_back("block scale " + hex_code(sf, scale_code) + " = 2^" +
                         std::to_string(static_cast<int>(scale_code) - sf.bias) + "; scaled value y = x * 2^" +
@@ -382,8 +446,8 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
                      "'s golden code here and this one's there (nibble order: --nibbles)");
   }
   if (their_scale != scale_code) {
-    const float their_mult = m.from_code(their_scale).multiplier;
-    const std::uint32_t with_theirs = ctx.element_code(fp32::mul_rn(x, their_mult), ctx.spec.rounding, rnd);
+    const float their_y = Context::scaled(x, ctx.scale_from_code(block, their_scale));
+    const std::uint32_t with_theirs = ctx.element_code(their_y, ctx.spec.rounding, rnd);
     if (facts.consistent_with_their_scale) {
       causes.push_back("with your block scale " + hex_code(sf, their_scale) + " the golden rounding gives " +
                        hex_code(ef, with_theirs) + " = yours: this follows from the block's scale mismatch");
@@ -419,7 +483,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
               report::number("x", x),
               report::text("x_bits", hex_bits(x)),
               report::integer("scale", scale_code),
-              report::number("multiplier", mult),
+              report::number("multiplier", scale.multiplier),
               report::number("scaled", y),
               report::text("scaled_bits", hex_bits(y)),
               report::boolean("tie", b.where == Bracket::Where::tie),
@@ -427,6 +491,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
               report::integer("upper_neighbour", b.hi | sign),
               report::boolean("swapped_nibbles", facts.swapped),
               report::boolean("consistent_with_their_scale", facts.consistent_with_their_scale)};
+  if (scale.divisor != 0.0f) n.fields.push_back(report::number("divisor", scale.divisor));
   if (is_stochastic(ctx.spec.rounding)) n.fields.push_back(report::integer("random", rnd));
   n.fields.push_back(report::text("theirs_matches", matched));
   n.fields.push_back(report::text("explanation", report::joined(n.details)));
@@ -618,7 +683,8 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
                     shape_text(theirs.codes_shape));
   }
   const OperandSpec& spec = request.quantize.spec;
-  const QuantizedTensor q = quantize(recipe, request.quantize, input, rows, cols);
+  QuantizeTrace trace;
+  const QuantizedTensor q = quantize(recipe, request.quantize, input, rows, cols, &trace);
   const ScaleGrid grid{rows, cols, q.block_rows, q.block_cols};
   const ScaleStorage storage(theirs.layout, grid, theirs.scales_shape, theirs.scales_source);
   if (theirs.scales.size() != storage.size()) {
@@ -626,19 +692,13 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
                     shape_text(theirs.scales_shape));
   }
 
-  std::vector<float> transformed;
-  std::span<const float> x = input;
-  if (spec.rht) {
-    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs);
-    x = transformed;
-  }
-  const ScaleChooser chooser(recipe, GlobalScale{q.global_encode_scale, q.global_decode_scale});
   const auto [golden_code_differences, golden_scale_differences] = differences(q, theirs, storage);
   const std::vector<Alternative> alts =
       golden_code_differences + golden_scale_differences == 0
           ? std::vector<Alternative>{}
           : alternatives(recipe, request.quantize, input, rows, cols, theirs, storage, q);
-  const Context ctx{recipe, spec, q, chooser, input, x, request.quantize.random, theirs, storage, cols, alts};
+  const Context ctx{recipe, spec, q, trace, input, request.quantize.random, theirs, storage, cols, alts};
+  const Float32Encoder to_element(recipe.element, EncodeOptions{spec.rounding, true, recipe.sr_bits});
 
   QuantizeVerifyReport rep;
   rep.recipe = recipe.name;
@@ -691,7 +751,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
                   (theirs.tensor_scale_kind == TensorScaleKind::any
                        ? std::string()
                        : " (compared with the " + std::string(name_of(theirs.tensor_scale_kind)) + " value)");
-      const float el_max = chooser.element_max();
+      const float el_max = decode_to_float(recipe.element, recipe.element.max_finite_code());
       n.details.push_back("golden encode scale G = RN(RN(" + float_text(el_max) + " * T) / amax) = " +
                           with_bits(q.global_encode_scale) + "; decode scale Gd = RN(1/G) = " +
                           with_bits(q.global_decode_scale) + "; tensor amax = " + with_bits(q.tensor_amax) +
@@ -723,10 +783,16 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     for (std::size_t sc = 0; sc < sc_count; ++sc) {
       const std::size_t c0 = sc * q.block_cols, c1 = std::min(cols, c0 + q.block_cols);
       const std::uint8_t golden_scale = q.scales[sr * sc_count + sc];
-      {
-        const auto [amax, nonfinite] = ctx.block(sr, sc);
-        rep.model_disagreements += chooser.choose(amax, nonfinite).code != golden_scale;
+      const BlockTrace& traced = trace.block(sr, sc);
+      // The explanations read the trace: it must reproduce the golden bytes it describes.
+      bool reproduced = traced.scale.code == golden_scale;
+      for (std::size_t r = r0; r < r1; ++r) {
+        for (std::size_t c = c0; c < c1; ++c) {
+          const std::size_t index = r * cols + c;
+          reproduced &= to_element(std::bit_cast<std::uint32_t>(trace.scaled[index]), ctx.random_for(index)) == q.code(r, c);
+        }
       }
+      rep.model_disagreements += !reproduced;
       bool scale_bad = false;
       std::size_t bad_row = r0;
       std::uint8_t their_scale = golden_scale;
@@ -753,7 +819,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
         if (notes.size() < budget) notes.push_back(explain_scale(ctx, sr, sc, bad_row, golden_scale, their_scale));
       }
       rep.mismatched_elements += block_bad.size();
-      const float their_mult = chooser.from_code(their_scale).multiplier;
+      const BlockScale their_scaling = ctx.scale_from_code(traced, their_scale);
       for (const auto& [r, c] : block_bad) {
         const std::uint32_t golden = q.code(r, c), mine = ctx.their_code(r, c);
         ElementFacts facts;
@@ -765,7 +831,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
         if (scale_bad) {
           const std::size_t index = r * cols + c;
           const std::uint32_t with_theirs =
-              ctx.element_code(fp32::mul_rn(x[index], their_mult), spec.rounding, ctx.random_for(index));
+              ctx.element_code(Context::scaled(trace.x[index], their_scaling), spec.rounding, ctx.random_for(index));
           facts.consistent_with_their_scale = with_theirs == mine;
           rep.elements_consistent_with_their_scale += facts.consistent_with_their_scale;
         }
@@ -814,7 +880,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     }
   }
   if (rep.model_disagreements > 0) {
-    rep.hints.push_back("internal: the explanations' scale model disagrees with the golden quantizer on " +
+    rep.hints.push_back("internal: the golden quantizer's report does not reproduce its own bytes in " +
                         std::to_string(rep.model_disagreements) + " block(s); the counts are right, the explanations may not be");
   }
   if (rep.nonzero_padding_nibbles > 0) {
