@@ -61,22 +61,36 @@ QuantizeVerifyReport run(const Recipe& recipe, const QuantizeRequest& request, c
   return verify_quantize(recipe, v, x, rows, cols, g.theirs);
 }
 
+// Normal values whose 32 x 32 tiles span seven binades, so that every block scale is live in every scale
+// format (none underflows to zero) and a tile's rows share its magnitude, plus a zero block, a value that
+// flushes to zero, an outlier and -0.
 std::vector<float> random_tensor(std::size_t rows, std::size_t cols, std::uint32_t seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(rows * cols);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    // Blocks of very different magnitudes, plus zeros, tiny and huge values.
-    const float block_scale = std::ldexp(1.0f, static_cast<int>((i / 16) % 40) - 20);
-    x[i] = normal(gen) * block_scale;
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      x[r * cols + c] = normal(gen) * std::ldexp(1.0f, static_cast<int>((r / 32 + c / 32) % 7) - 3);
+    }
   }
-  for (std::size_t i = 0; i < std::min<std::size_t>(32, x.size()); ++i) x[i] = 0.0f;  // a zero block
+  if (cols >= 32) std::fill(x.begin() + 16, x.begin() + 32, 0.0f);  // row 0's second block
   if (x.size() > 100) {
     x[40] = 1e-30f;
-    x[70] = 3e30f;
+    x[70] = 300.0f;
     x[99] = -0.0f;
   }
   return x;
+}
+
+// The fixture makes GoldenPasses able to fail: no block scale underflows and over half the codes are nonzero
+// (an outlier that underflowed every block scale once left only zero codes, which every rule permutes).
+void expect_live(const QuantizedTensor& q, const std::string& where) {
+  std::size_t nonzero = 0;
+  for (std::size_t r = 0; r < q.rows; ++r) {
+    for (std::size_t c = 0; c < q.cols; ++c) nonzero += (q.code(r, c) & 0x7) != 0;
+  }
+  EXPECT_EQ(q.counts.scale_underflow, 0u) << where;
+  EXPECT_GT(nonzero, q.rows * q.cols / 2) << where;
 }
 
 // Normal values with one tensor-wide magnitude (no block scale underflows), held in bfloat16 as
@@ -112,7 +126,62 @@ struct PresetRole {
 
 class GoldenPasses : public ::testing::TestWithParam<PresetRole> {};
 
-TEST_P(GoldenPasses, UnderEveryLayoutAndNibbleOrder) {
+// The recipe overrides that change how an operand is quantized (docs/cli.md), each where valid for the
+// preset and the operand: --element-scaling, --block-choice, --amax-scope row, --rht with --rht-signs.
+struct Variant {
+  std::string label;
+  Recipe recipe;
+  OperandSpec spec;
+};
+
+std::vector<Variant> overrides_of(const Recipe& preset, const OperandSpec& spec, std::size_t cols) {
+  std::vector<Variant> out;
+  auto add = [&](std::string label, auto change) {
+    Variant v{std::move(label), preset, spec};
+    change(v.recipe, v.spec);
+    if (validate(v.recipe).empty()) out.push_back(std::move(v));
+  };
+  if (preset.scale_rule == ScaleRule::two_level) {
+    for (const auto& row : names(ElementScaling{})) {
+      if (row.value == preset.element_scaling) continue;
+      add("--element-scaling " + std::string(row.name), [s = row.value](Recipe& r, OperandSpec&) { r.element_scaling = s; });
+    }
+  }
+  for (const auto& row : names(BlockScaleChoice{})) {
+    if (row.value == preset.block_choice) continue;
+    add("--block-choice " + std::string(row.name), [c = row.value](Recipe& r, OperandSpec&) { r.block_choice = c; });
+  }
+  if (!spec.two_d) add("--amax-scope row", [](Recipe& r, OperandSpec&) { r.amax_scope = AmaxScope::row; });
+  if (cols % 16 == 0) {
+    RhtSigns plus{}, reversed = kRhtSigns;
+    plus.fill(1);
+    std::reverse(reversed.begin(), reversed.end());
+    for (const RhtSigns& signs : {kRhtSigns, plus, reversed}) {
+      add("--rht --rht-signs " + rht_signs_text(signs), [signs](Recipe& r, OperandSpec& o) {
+        r.rht_signs = signs;
+        o.rht = true;
+      });
+    }
+  }
+  return out;
+}
+
+TEST(GoldenPassesOverrides, EachOverrideAppliesToSomePreset) {
+  std::vector<std::string> labels;
+  for (const auto& p : recipe_presets()) {
+    for (Role role : {Role::activation, Role::weight, Role::grad_output}) {
+      for (const Variant& v : overrides_of(p, operand_for_role(p, role), 96)) labels.push_back(v.label);
+    }
+  }
+  // --element-scaling reciprocal is every preset's own rule, run as given.
+  for (const char* label : {"--element-scaling division", "--element-scaling bf16-coefficient",
+                            "--block-choice single", "--block-choice 4over6-mae", "--block-choice 4over6-mse",
+                            "--amax-scope row", "--rht --rht-signs ++++++++++++++++"}) {
+    EXPECT_NE(std::find(labels.begin(), labels.end(), label), labels.end()) << label;
+  }
+}
+
+TEST_P(GoldenPasses, UnderEveryLayoutNibbleOrderAndOverride) {
   const auto recipe = find_recipe(GetParam().recipe);
   ASSERT_TRUE(recipe);
   QuantizeRequest request;
@@ -120,6 +189,17 @@ TEST_P(GoldenPasses, UnderEveryLayoutAndNibbleOrder) {
   request.random.seed = 1234;
   for (const auto& [rows, cols] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 16}, {37, 101}, {130, 96}}) {
     const auto x = random_tensor(rows, cols, static_cast<std::uint32_t>(rows * cols));
+    expect_live(golden(*recipe, request, x, rows, cols).q, GetParam().recipe + " " + std::to_string(rows) + "x" + std::to_string(cols));
+    for (const Variant& v : overrides_of(*recipe, request.spec, cols)) {
+      QuantizeRequest overridden = request;
+      overridden.spec = v.spec;
+      Golden g = golden(v.recipe, overridden, x, rows, cols);
+      const std::string where = GetParam().recipe + " " + v.label + " " + std::to_string(rows) + "x" + std::to_string(cols);
+      expect_live(g.q, where);
+      const auto rep = run(v.recipe, overridden, x, rows, cols, g);
+      EXPECT_TRUE(rep.bit_exact()) << where << "\n" << to_text(rep);
+      EXPECT_EQ(rep.model_disagreements, 0u) << where;
+    }
     for (auto layout : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4}) {
       for (auto nibbles : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked}) {
         Golden g = golden(*recipe, request, x, rows, cols, layout, nibbles);
@@ -393,6 +473,119 @@ TEST(Planted, ElementsRoundedTowardZeroAreNamedRtz) {
     EXPECT_NE(joined(n).find("yours matches y rounded toward zero (rtz) (that rule reproduces all"), std::string::npos)
         << joined(n);
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Explained from what the quantizer used: the 4over6 candidate it kept, the row's G, the divisor.
+
+// nvfp4-4over6 (T = 256): tensor amax 6 gives G = RN(RN(6 * 256) / 6) = 256. Block 1 (amax 4): map-to-6
+// u6 = RN(RN(4/6) * 256) = 170.67, between UE4M3 160 and 176, nearer 0x73 (176); map-to-4 u4 = RN(u6 * 1.5),
+// a hair above 256, RNE 0x78 (256). Under 256, Gd = 2^-8 and m = 1: the block's 4, 2, 1, 3 keep their
+// codes (error 0); under 176 they scale by 16/11 and miss: map-to-4 is kept. A kernel that kept map-to-6
+// wrote 0x73.
+TEST(Explained, FourOverSixNamesTheCandidateKept) {
+  const Recipe recipe = *find_recipe("nvfp4-4over6");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  ASSERT_EQ(request.spec.target, 256.0f);
+  std::vector<float> x(32, 0.0f);
+  x[0] = 6.0f;
+  x[16] = 4.0f;
+  x[17] = 2.0f;
+  x[18] = -1.0f;
+  x[19] = 3.0f;
+  Golden g = golden(recipe, request, x, 1, 32);
+  ASSERT_EQ(g.q.global_encode_scale, 256.0f);
+  ASSERT_EQ(g.q.scales[1], 0x78);
+  g.scales[1] = 0x73;
+  const auto rep = run(recipe, request, x, 1, 32, g);
+  EXPECT_EQ(rep.model_disagreements, 0u);
+  EXPECT_EQ(rep.mismatched_scales, 1u);
+  ASSERT_GE(rep.explained.size(), 1u);
+  const MismatchNote& n = rep.explained[0];
+  ASSERT_EQ(n.kind, MismatchNote::Kind::scale);
+  const std::string text = joined(n);
+  EXPECT_NE(text.find("block amax = 4 (0x40800000)"), std::string::npos) << text;
+  EXPECT_NE(text.find("4over6 (4over6-mae): map-to-6 u6 = min(RN(RN(amax / 6) * G), FLT_MAX) = 170.66667"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("code 0x73 (176)"), std::string::npos) << text;
+  EXPECT_NE(text.find("code 0x78 (256), block error 0; with G = 256 (tensor amax 6, target 256)"), std::string::npos) << text;
+  EXPECT_NE(text.find("map-to-4 is kept: its error is smaller"), std::string::npos) << text;
+  EXPECT_NE(text.find("ideal scale u4 = 256"), std::string::npos) << text;
+  EXPECT_NE(text.find("yours matches the other 4over6 candidate, map-to-6 (block error "), std::string::npos) << text;
+}
+
+// Row-scaled NVFP4 (T = 448): row 0's amax 6 gives G = 448, row 1's amax 3 gives G = 896, and each block's
+// amax is its row's, so both scales are 448 (0x7E). A kernel that used the tensor's G = 448 for row 1 wrote
+// RNE(RN(3 * RN(448 * RN(1/6)))) = 224 (0x76).
+TEST(Explained, RowScopeUsesTheRowsG) {
+  Recipe recipe = *find_recipe("nvfp4-norht");
+  recipe.amax_scope = AmaxScope::row;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  std::vector<float> x(32, 0.5f);
+  x[4] = -6.0f;
+  x[16 + 9] = 3.0f;
+  Golden g = golden(recipe, request, x, 2, 16);
+  ASSERT_EQ(g.q.scales[1], 0x7E);
+  g.scales[1] = 0x76;
+  const auto rep = run(recipe, request, x, 2, 16, g);
+  EXPECT_EQ(rep.model_disagreements, 0u);
+  ASSERT_GE(rep.explained.size(), 1u);
+  const std::string text = joined(rep.explained[0]);
+  EXPECT_NE(text.find("with G = 896 (row 1's amax 3, --amax-scope row, target 448)"), std::string::npos) << text;
+  EXPECT_NE(text.find("yours matches the tensor's G = 448 (tensor amax 6) instead of row 1's (--amax-scope tensor)"),
+            std::string::npos)
+      << text;
+}
+
+// ElementScaling::division: y = RN(x / d), d = RN(s * Gd). A kernel whose scales are one code up, with its
+// elements divided by its own d, is explained element by element from its scale: the golden rule asked for
+// that code divides too (multiplying by RN(1/d) instead differs at near-ties, counted below).
+TEST(Explained, DivisionUsesTheDivisor) {
+  Recipe recipe = *find_recipe("nvfp4");
+  recipe.element_scaling = ElementScaling::division;
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  const std::size_t rows = 512, cols = 256;
+  const auto x = normal_tensor(rows, cols, 15);
+  Golden g = golden(recipe, request, x, rows, cols);
+  ASSERT_EQ(g.q.counts.scale_underflow, 0u);
+  const float gd = g.q.global_decode_scale;
+  for (std::uint8_t& s : g.scales) ++s;
+  std::fill(g.codes.begin(), g.codes.end(), 0);
+  std::size_t reciprocal_differs = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float d = decode_to_float(recipe.scale, g.scales[r * (cols / 16) + c / 16]) * gd;
+      const float xv = x[r * cols + c];
+      const auto code = encode(recipe.element, xv / d, EncodeOptions{Rounding::rne, true}).code;
+      reciprocal_differs += encode(recipe.element, xv * (1.0f / d), EncodeOptions{Rounding::rne, true}).code != code;
+      g.codes[r * (cols / 2) + c / 2] |= static_cast<std::uint8_t>((c & 1) ? code << 4 : code);
+    }
+  }
+  ASSERT_GT(reciprocal_differs, 0u);  // what a multiplier in place of the divisor would get wrong
+  const auto rep = run(recipe, request, x, rows, cols, g, 1);
+  EXPECT_EQ(rep.model_disagreements, 0u);
+  EXPECT_EQ(rep.mismatched_scales, rep.blocks);
+  ASSERT_GT(rep.mismatched_elements, 0u);
+  EXPECT_EQ(rep.elements_consistent_with_their_scale, rep.mismatched_elements);
+
+  // The golden bytes with one code changed: the explanation shows d and y = RN(x / d).
+  Golden one = golden(recipe, request, x, rows, cols);
+  one.codes[0] ^= 0x1;
+  const auto single = run(recipe, request, x, rows, cols, one, 1);
+  ASSERT_EQ(single.explained.size(), 1u);
+  const MismatchNote& n = single.explained[0];
+  const float d = decode_to_float(recipe.scale, one.q.scales[0]) * gd;
+  const std::string text = joined(n);
+  EXPECT_NE(text.find("divisor d = RN(s * Gd) = " + float_text(d) + " (Gd = " + float_text(gd) +
+                      "); scaled value y = RN(x / d) = " + float_text(x[0] / d)),
+            std::string::npos)
+      << text;
+  const auto field = std::find_if(n.fields.begin(), n.fields.end(), [](const JsonField& f) { return f.key == "divisor"; });
+  EXPECT_NE(field, n.fields.end());
 }
 
 // ------------------------------------------------------------------------------------------------
