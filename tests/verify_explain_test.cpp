@@ -319,8 +319,8 @@ TEST(Explained, RowScopeUsesTheRowsG) {
   EXPECT_EQ(rep.model_disagreements, 0u);
   ASSERT_GE(rep.explained.size(), 1u);
   const std::string text = joined(rep.explained[0]);
-  EXPECT_NE(text.find("with G = 896 (row 1's amax 3, --amax-scope row, target 448)"), std::string::npos) << text;
-  EXPECT_NE(text.find("yours matches the tensor's G = 448 (tensor amax 6) instead of row 1's (--amax-scope tensor)"),
+  EXPECT_NE(text.find("with G = 896 (row 1's amax 3, one G per row, target 448)"), std::string::npos) << text;
+  EXPECT_NE(text.find("yours matches the tensor's G = 448 (tensor amax 6) instead of row 1's (one G per tensor)"),
             std::string::npos)
       << text;
 }

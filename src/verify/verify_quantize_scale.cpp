@@ -36,13 +36,13 @@ std::string_view pow2_rule_text(ScaleRule rule) {
   return "";
 }
 
-// Where G came from, as the block used it: the tensor's amax, or its row's under --amax-scope row.
+// Where G came from, as the block used it: the tensor's amax, or its row's under AmaxScope::row.
 std::string global_text(const Context& ctx, const BlockTrace& block, std::size_t row) {
   const QuantizedTensor& q = ctx.q;
   if (!q.tensor_scaled) return "G = 1 (no tensor scale)";
   const std::string made_from = q.row_amax.empty() ? "tensor amax " + float_text(block.global_amax)
                                                    : "row " + std::to_string(row) + "'s amax " +
-                                                         float_text(block.global_amax) + ", --amax-scope row";
+                                                         float_text(block.global_amax) + ", one G per row";
   return "G = " + float_text(block.global.encode) + " (" + made_from + ", target " + float_text(q.target) + ")";
 }
 
@@ -177,7 +177,7 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
       const ScaleChooser tensor_rule(rc, GlobalScale{q.global_encode_scale, q.global_decode_scale});
       hypotheses.push_back({"the tensor's G = " + float_text(q.global_encode_scale) + " (tensor amax " +
                                 float_text(q.tensor_amax) + ") instead of row " + std::to_string(r0) +
-                                "'s (--amax-scope tensor)",
+                                "'s (one G per tensor)",
                             tensor_rule.choose(amax, nonfinite).code});
     }
     if (trace.repaired) hypotheses.push_back({"a zero scale kept as 0 (TE NVFP4's rule) instead of 1.0", rne});
