@@ -1,5 +1,6 @@
 // Hand-derived cases of each scale rule, the periodic-scaling arithmetic of the UE5M3 paper's
-// Proposition 1, and each preset's documented worst-case round-trip error (docs/recipes.md).
+// Proposition 1, each preset's documented worst-case round-trip error (docs/recipes.md), and the report
+// of what each block used (quantize_trace.hpp) under row scope, division and 4over6.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -10,6 +11,7 @@
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/quantize.hpp"
+#include "fp4sim/core/quantize_trace.hpp"
 #include "fp4sim/core/tensor_scale.hpp"
 
 namespace fp4sim {
@@ -227,6 +229,117 @@ TEST(StochasticRounding, ExplicitBitsDecideTheCode) {
   const auto q_high = quantize_with(r, Role::grad_output, x, 1, 16, std::nullopt, high);
   EXPECT_EQ(q_low.code(0, 1), 0b0'01'0);   // r = 0: floor(256 * 0.5) + 0 < 256 -> down to 1
   EXPECT_EQ(q_high.code(0, 1), 0b0'01'1);  // r = 255: up to 1.5
+}
+
+// ------------------------------------------------------------------------------------------------
+// The trace: what each block and element used, checked against values derived here by hand.
+
+QuantizedTensor traced(const Recipe& r, std::span<const float> x, std::size_t rows, std::size_t cols,
+                       QuantizeTrace& trace) {
+  QuantizeRequest request;
+  request.spec = operand_for_role(r, Role::activation);
+  return quantize(r, request, x, rows, cols, &trace);
+}
+
+// Row scope: G = RN(RN(6 * 448) / row amax) per row, 2688 / 6 = 448 for row 0 and 2688 / 3 = 896 for
+// row 1; each block's amax is its row's, so both get the scale 448 (0x7E), where one tensor G = 448 would
+// give row 1 the scale 224.
+TEST(QuantizeTrace, RowScopeReportsEachRowsG) {
+  Recipe r = preset("nvfp4-norht");
+  r.amax_scope = AmaxScope::row;
+  std::vector<float> x(32, 0.5f);
+  x[4] = -6.0f;
+  x[16 + 9] = 3.0f;
+  QuantizeTrace trace;
+  const auto q = traced(r, x, 2, 16, trace);
+  ASSERT_EQ(trace.blocks.size(), 2u);
+  EXPECT_EQ(trace.block(0, 0).global_amax, 6.0f);
+  EXPECT_EQ(trace.block(1, 0).global_amax, 3.0f);
+  EXPECT_EQ(trace.block(0, 0).global.encode, 448.0f);
+  EXPECT_EQ(trace.block(1, 0).global.encode, 896.0f);
+  EXPECT_EQ(trace.block(1, 0).global.decode, 1.0f / 896.0f);
+  for (std::size_t row = 0; row < 2; ++row) {
+    EXPECT_EQ(trace.block(row, 0).scale.code, 0x7E) << row;
+    EXPECT_EQ(q.scales[row], 0x7E) << row;
+  }
+  // y = RN(x * RN(1 / RN(448 * Gd))), each step one binary32 operation.
+  const float m1 = 1.0f / (448.0f * (1.0f / 896.0f));
+  EXPECT_EQ(trace.block(1, 0).scale.multiplier, m1);
+  EXPECT_EQ(trace.scaled[16 + 9], 3.0f * m1);
+  EXPECT_EQ(trace.x, x);
+}
+
+// ElementScaling::division: d = RN(s * Gd) and y = RN(x / d) for every element.
+TEST(QuantizeTrace, DivisionReportsTheDivisor) {
+  Recipe r = preset("nvfp4-norht");
+  r.element_scaling = ElementScaling::division;
+  std::vector<float> x(32);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.3f * static_cast<float>(i) - 4.1f;
+  QuantizeTrace trace;
+  const auto q = traced(r, x, 1, 32, trace);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const BlockTrace& b = trace.block(0, i / 16);
+    const float d = decode_to_float(r.scale, q.scales[i / 16]) * q.global_decode_scale;
+    ASSERT_EQ(b.scale.divisor, d) << i;
+    EXPECT_EQ(trace.scaled[i], x[i] / d) << i;
+    EXPECT_EQ(encode(r.element, trace.scaled[i], EncodeOptions{Rounding::rne, true}).code, q.code(0, i)) << i;
+  }
+}
+
+// 4over6 (MAE) with tensor amax 6 (G = 448). Block 1 has amax 4: base = RN(RN(4/6) * 448) = 298.666..., whose
+// RNE in UE4M3 is 288 (0x79, map-to-6); RN(base * 1.5) is one ulp above 448 and saturates to 448 (0x7E,
+// map-to-4). Under 448 the multiplier is 1 within an ulp and the block's values 4, 2, 1, 0.5, 3 keep
+// their e2m1 codes (error 0); under 288 they scale by 14/9 and miss, so map-to-4 wins. Block 0 (amax 6) keeps map-to-6 = 448 (its map-to-4 saturates
+// to the same code, the same error: a tie keeps map-to-6).
+TEST(QuantizeTrace, FourOverSixReportsBothCandidates) {
+  Recipe r = preset("nvfp4-norht");
+  r.block_choice = BlockScaleChoice::four_over_six_mae;
+  std::vector<float> x(32, 0.0f);
+  x[0] = 6.0f;
+  const float block1[] = {4.0f, 2.0f, 1.0f, 0.5f, 3.0f, -2.0f};
+  std::copy(std::begin(block1), std::end(block1), x.begin() + 16);
+  QuantizeTrace trace;
+  const auto q = traced(r, x, 1, 32, trace);
+  ASSERT_TRUE(trace.block(0, 1).four_over_six);
+  const FourOverSixTrace& c = *trace.block(0, 1).four_over_six;
+  EXPECT_GT(c.map6_trace.ideal, 298.66f);
+  EXPECT_LT(c.map6_trace.ideal, 298.67f);
+  EXPECT_EQ(c.map6.code, 0x79);
+  EXPECT_GT(c.map4_trace.ideal, 448.0f);
+  EXPECT_EQ(c.map4.code, 0x7E);
+  EXPECT_TRUE(c.map4.saturated);
+  EXPECT_EQ(c.map4_error, 0.0f);
+  EXPECT_GT(c.map6_error, 0.0f);
+  EXPECT_TRUE(c.map4_chosen);
+  EXPECT_EQ(trace.block(0, 1).scale.code, 0x7E);
+  EXPECT_EQ(trace.block(0, 1).trace.ideal, c.map4_trace.ideal);
+  EXPECT_EQ(q.scales[1], 0x7E);
+  const float m = 1.0f / (448.0f * (1.0f / 448.0f));  // RN(1 / RN(448 * Gd)), Gd = RN(1 / 448)
+  for (std::size_t j = 0; j < 6; ++j) EXPECT_EQ(trace.scaled[16 + j], block1[j] * m) << j;
+  ASSERT_TRUE(trace.block(0, 0).four_over_six);
+  EXPECT_FALSE(trace.block(0, 0).four_over_six->map4_chosen);
+  EXPECT_EQ(trace.block(0, 0).four_over_six->map4_error, trace.block(0, 0).four_over_six->map6_error);
+}
+
+// Asking for the trace changes no byte.
+TEST(QuantizeTrace, SameBytesWithAndWithoutIt) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(32 * 48);
+  for (float& v : x) v = normal(rng);
+  for (const Recipe& r : recipe_presets()) {
+    for (Role role : {Role::activation, Role::weight, Role::grad_output}) {
+      QuantizeRequest request;
+      request.spec = operand_for_role(r, role);
+      QuantizeTrace trace;
+      const auto with = quantize(r, request, x, 32, 48, &trace);
+      const auto without = quantize(r, request, x, 32, 48);
+      EXPECT_EQ(with.codes, without.codes) << r.name << " " << name_of(role);
+      EXPECT_EQ(with.scales, without.scales) << r.name << " " << name_of(role);
+      ASSERT_EQ(trace.blocks.size(), with.scales.size());
+      for (std::size_t b = 0; b < trace.blocks.size(); ++b) ASSERT_EQ(trace.blocks[b].scale.code, with.scales[b]);
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "fp4sim/core/fp32.hpp"
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/primitives.hpp"
+#include "fp4sim/core/quantize_trace.hpp"
 #include "fp4sim/core/random.hpp"
 #include "fp4sim/core/scale_chooser.hpp"
 
@@ -86,7 +87,7 @@ BlockAmax block_amax(std::span<const float> x, std::size_t cols, std::size_t r0,
 }
 
 QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> input,
-                         std::size_t rows, std::size_t cols) {
+                         std::size_t rows, std::size_t cols, QuantizeTrace* trace) {
   if (input.size() != rows * cols) throw DataError("quantize: tensor holds " + std::to_string(input.size()) +
                                                    " values, shape says " + std::to_string(rows * cols));
   const OperandSpec& spec = request.spec;
@@ -133,6 +134,12 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
   const std::size_t code_cols = q.code_cols();
   const bool adaptive = two_level && recipe.block_choice != BlockScaleChoice::single;
   const FourOverSixError error_of{recipe.element, recipe.block_choice, spec.target};
+  if (trace) {
+    trace->scale_cols = q.scale_cols;
+    trace->x.assign(x.begin(), x.end());
+    trace->scaled.assign(rows * cols, 0.0f);
+    trace->blocks.assign(q.scale_rows * q.scale_cols, BlockTrace{});
+  }
 
   QuantizeCounts total;
 #pragma omp parallel
@@ -180,13 +187,16 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
           return saturated;
         };
         const auto [block, nonfinite] = block_amax(x, cols, r0, r1, c0, c1);
+        BlockTrace* traced = trace ? &trace->blocks[sr * q.scale_cols + sc] : nullptr;
         BlockScale scale;
         std::size_t saturated = 0;
         if (!adaptive) {
-          scale = chooser->choose(block, nonfinite);
+          scale = chooser->choose(block, nonfinite, traced ? &traced->trace : nullptr);
           saturated = encode_block(scale, codes);
         } else {
-          const auto [map4, map6] = chooser->four_over_six(block);
+          FourOverSixTrace* both = traced ? &traced->four_over_six.emplace() : nullptr;
+          const auto [map4, map6] =
+              chooser->four_over_six(block, both ? &both->map4_trace : nullptr, both ? &both->map6_trace : nullptr);
           saturated = encode_block(map6, codes);
           const std::size_t other_saturated = encode_block(map4, other_codes);
           for (std::size_t r = r0; r < r1; ++r) {
@@ -196,12 +206,30 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
             other_row_errors[r - r0] = error_of(xr, std::span(other_codes).subspan(at, n), map4.value, amax_used);
           }
           const std::size_t block_rows = r1 - r0;
-          const bool pick_map4 = FourOverSixError::block_sum(std::span(other_row_errors).first(block_rows)) <
-                                 FourOverSixError::block_sum(std::span(row_errors).first(block_rows));
+          const float map4_error = FourOverSixError::block_sum(std::span(other_row_errors).first(block_rows));
+          const float map6_error = FourOverSixError::block_sum(std::span(row_errors).first(block_rows));
+          const bool pick_map4 = map4_error < map6_error;
           scale = pick_map4 ? map4 : map6;
           if (pick_map4) {
             codes.swap(other_codes);
             saturated = other_saturated;
+          }
+          if (both) {
+            both->map4 = map4;
+            both->map6 = map6;
+            both->map4_error = map4_error;
+            both->map6_error = map6_error;
+            both->map4_chosen = pick_map4;
+            traced->trace = pick_map4 ? both->map4_trace : both->map6_trace;
+          }
+        }
+        if (traced) {
+          traced->amax = {block, nonfinite};
+          traced->global_amax = two_level ? amax_used : 0.0f;
+          traced->global = chooser->global();
+          traced->scale = scale;
+          for (std::size_t r = r0; r < r1; ++r) {
+            ScaleChooser::scale(x.subspan(r * cols + c0, n), scale, std::span(trace->scaled).subspan(r * cols + c0, n));
           }
         }
         counts.saturated += saturated;

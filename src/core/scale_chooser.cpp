@@ -44,14 +44,25 @@ float ScaleChooser::two_level_multiplier(float value) const {
   return fp32::min(fp32::div_rn(1.0f, fp32::mul_rn(value, global_.decode)), kFltMax);
 }
 
-float ScaleChooser::multiplier(std::uint32_t code) const {
+void ScaleChooser::set_element_scaling(BlockScale& b) const {
+  b.multiplier = two_level_multiplier(b.value);
+  if (recipe_.element_scaling == ElementScaling::division) b.divisor = fp32::mul_rn(b.value, global_.decode);
+}
+
+BlockScale ScaleChooser::from_code(std::uint32_t code) const {
+  BlockScale b;
+  b.code = static_cast<std::uint8_t>(code);
   if (recipe_.scale_rule != ScaleRule::two_level) {
-    if (code == recipe_.scale.nan_code()) return 1.0f;
-    return std::ldexp(1.0f, recipe_.scale.bias - static_cast<int>(code));
+    const bool nan = code == recipe_.scale.nan_code();
+    const int exponent = static_cast<int>(code) - recipe_.scale.bias;
+    b.value = nan ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, exponent);
+    b.multiplier = nan ? 1.0f : std::ldexp(1.0f, -exponent);
+    return b;
   }
-  float value = decode_to_float(recipe_.scale, code);
-  if (value == 0.0f && recipe_.zero_scale == ZeroScale::one) value = 1.0f;
-  return two_level_multiplier(value);
+  b.value = decode_to_float(recipe_.scale, code);
+  if (b.value == 0.0f && recipe_.zero_scale == ZeroScale::one) b.value = 1.0f;
+  set_element_scaling(b);
+  return b;
 }
 
 // The UE5M3 paper's / TE's FP32 order: u = RN(amax_b * RN(G * RN(1/F))), saturating RNE into the scale
@@ -64,10 +75,11 @@ BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
 // TE quantize_4over6_kernel.cuh compute_scale_pair: the division order amax / 6 * S_enc, and 1.5 x that
 // for map-to-4. TE clamps each to 448 before the saturating RNE; the saturating RNE alone gives the same
 // code (as in two_level) and keeps the saturation visible in the counts.
-ScaleChooser::Candidates ScaleChooser::four_over_six(float block_amax) const {
+ScaleChooser::Candidates ScaleChooser::four_over_six(float block_amax, ScaleTrace* map4_trace,
+                                                     ScaleTrace* map6_trace) const {
   const float base = fp32::min(fp32::mul_rn(fp32::div_rn(block_amax, element_max_), global_.encode), kFltMax);
-  return {two_level_from_ideal(fp32::min(fp32::mul_rn(base, 1.5f), kFltMax), nullptr),
-          two_level_from_ideal(base, nullptr)};
+  return {two_level_from_ideal(fp32::min(fp32::mul_rn(base, 1.5f), kFltMax), map4_trace),
+          two_level_from_ideal(base, map6_trace)};
 }
 
 BlockScale ScaleChooser::two_level_from_ideal(float ideal, ScaleTrace* trace) const {
@@ -85,8 +97,7 @@ BlockScale ScaleChooser::two_level_from_ideal(float ideal, ScaleTrace* trace) co
     b.value = 1.0f;
     if (trace) trace->repaired = true;
   }
-  b.multiplier = two_level_multiplier(b.value);
-  if (recipe_.element_scaling == ElementScaling::division) b.divisor = fp32::mul_rn(b.value, global_.decode);
+  set_element_scaling(b);
   return b;
 }
 

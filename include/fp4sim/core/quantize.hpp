@@ -100,10 +100,13 @@ struct BlockAmax {
 BlockAmax block_amax(std::span<const float> x, std::size_t cols, std::size_t r0, std::size_t r1, std::size_t c0,
                      std::size_t c1);
 
+struct QuantizeTrace;  // quantize_trace.hpp
+
 // Quantizes x [rows, cols] (row-major, blocks along cols). With spec.rht the 16-point random Hadamard
 // transform is applied first (hadamard.hpp) and the tensor amax is that of the transformed tensor.
+// With a trace, also reports what each block and element used (quantize_trace.hpp); without, costs nothing.
 QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x,
-                         std::size_t rows, std::size_t cols);
+                         std::size_t rows, std::size_t cols, QuantizeTrace* trace = nullptr);
 
 // The decoded value of every element (tensor scale included), in the tensor's dequantize order.
 std::vector<float> dequantize(const QuantizedTensor& q);

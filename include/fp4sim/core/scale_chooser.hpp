@@ -1,6 +1,6 @@
 // The golden block-scale rule of a recipe: from a block's amax to its scale code and the multiplier every
-// element of the block is scaled by. quantize() runs it for every block; `verify` runs the same object
-// with a trace sink to explain a mismatch from the values the rule actually computed.
+// element of the block is scaled by. quantize() runs it for every block and reports what it computed
+// (quantize_trace.hpp); `verify` reads that report, and asks the rule how a user's own code scales.
 #pragma once
 
 #include <cstddef>
@@ -40,10 +40,11 @@ class ScaleChooser {
 
   // The scale of a block with this amax (NaN-ignoring) that holds a NaN or Inf when has_nonfinite.
   BlockScale choose(float block_amax, bool has_nonfinite, ScaleTrace* trace = nullptr) const;
-  // What each element of a block is multiplied by under any stored scale code: the golden multiplier for
-  // a golden code, and the one a kernel that stored this code would apply (NaN for NaN or invalid codes
-  // of a two-level format; 1 for the NaN code of a power-of-two format, whose elements go unscaled).
-  float multiplier(std::uint32_t code) const;
+  // How the elements of a block are scaled under any stored scale code: the golden scale for a golden
+  // code, and the one a kernel that stored this code would apply, with the recipe's element scaling
+  // (multiplier, or divisor under ElementScaling::division; NaN for NaN or invalid codes of a two-level
+  // format; multiplier 1 for the NaN code of a power-of-two format, whose elements go unscaled).
+  BlockScale from_code(std::uint32_t code) const;
   // Elements of a block with this scale, scaled as the recipe's ElementScaling says, before rounding
   // (one branch per row, so that each loop vectorises).
   static void scale(std::span<const float> x, const BlockScale& scale, std::span<float> y) {
@@ -59,7 +60,7 @@ class ScaleChooser {
   struct Candidates {
     BlockScale map4, map6;
   };
-  Candidates four_over_six(float block_amax) const;
+  Candidates four_over_six(float block_amax, ScaleTrace* map4_trace = nullptr, ScaleTrace* map6_trace = nullptr) const;
   // A two-level code after the zero-scale repair of the recipe.
   std::uint8_t repaired(std::uint32_t code) const;
 
@@ -74,6 +75,7 @@ class ScaleChooser {
   BlockScale two_level_from_ideal(float ideal, ScaleTrace* trace) const;
   BlockScale pow2(float block_amax, bool has_nonfinite, ScaleTrace* trace) const;
   float two_level_multiplier(float value) const;
+  void set_element_scaling(BlockScale& b) const;
 
   const Recipe& recipe_;
   GlobalScale global_;

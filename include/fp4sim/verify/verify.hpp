@@ -1,7 +1,8 @@
 // Judging someone else's kernel with the golden model (docs/cli.md `fp4sim verify`): TestFloat's ver step
 // (`testfloat_ver`), where the vectors are the user's own tensors. The user's bytes are compared with
 // the golden quantizer's, every mismatch is counted, and the first few are explained from the
-// golden model's intermediate values: the block amax, the ideal scale before rounding, where it sat
+// golden quantizer's report of what it used (QuantizeTrace): the block amax, its G, the 4over6
+// candidates, the ideal scale before rounding, each element's y, where a value sat
 // between its two neighbours (exact, tie, nearer one side), what the golden rule chose and why, and
 // which alternative rule reproduces the user's byte.
 #pragma once
@@ -87,8 +88,10 @@ struct QuantizeVerifyReport {
                                                             // reproduces from the user's own block scale
   std::uint64_t swapped_nibble_pairs = 0;   // bytes whose two element codes are exchanged
   std::uint64_t nonzero_padding_nibbles = 0;  // odd column count: the unused high nibble (not a mismatch)
-  std::uint64_t model_disagreements = 0;      // blocks where the traced scale choice the explanations read
-                                              // differs from the stored golden scale (a bug; tests keep it 0)
+  std::uint64_t model_disagreements = 0;      // blocks whose golden bytes the quantizer's report, which the
+                                              // explanations read, does not reproduce: its scale code, or an
+                                              // element's y under the golden rounding (a bug; GoldenPasses
+                                              // keeps it 0 under every preset and override)
 
   bool tensor_scaled = false;
   float tensor_amax = 0.0f, global_encode = 1.0f, global_decode = 1.0f;
