@@ -369,7 +369,7 @@ nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const
   std::vector<std::uint32_t> d;
   {
     nb::gil_scoped_release release;
-    d = mma(*r.row, r.input.format, x.a, x.b, x.c, x.m, x.n, x.k);
+    d = mma(*r.row, r.a.format, x.a, r.b.format, x.b, x.c, x.m, x.n, x.k);
   }
   std::vector<float> out(d.size());
   for (std::size_t i = 0; i < d.size(); ++i) out[i] = std::bit_cast<float>(d[i]);

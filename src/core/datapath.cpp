@@ -744,9 +744,9 @@ std::uint32_t fp32_to_bf16_rne(std::uint32_t bits) {
 
 namespace fp4sim {
 
-std::vector<std::uint32_t> mma(const Datapath& dp, const Format& input, std::span<const std::uint32_t> a,
-                               std::span<const std::uint32_t> b, std::span<const std::uint32_t> c, std::size_t m,
-                               std::size_t n, std::size_t k) {
+std::vector<std::uint32_t> mma(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
+                               const Format& b_format, std::span<const std::uint32_t> b,
+                               std::span<const std::uint32_t> c, std::size_t m, std::size_t n, std::size_t k) {
   std::vector<std::uint32_t> d(m * n);
   const auto rows = static_cast<std::int64_t>(m);
 #pragma omp parallel for schedule(dynamic, 1)
@@ -756,7 +756,7 @@ std::vector<std::uint32_t> mma(const Datapath& dp, const Format& input, std::spa
       for (std::size_t t = 0; t < k; ++t) column[t] = b[t * n + j];
       const std::uint32_t c0 = c.empty() ? 0u : c[static_cast<std::size_t>(i) * n + j];
       d[static_cast<std::size_t>(i) * n + j] =
-          tfdpa_dot(dp, input, a.subspan(static_cast<std::size_t>(i) * k, k), column, c0);
+          tfdpa_dot(dp, a_format, a.subspan(static_cast<std::size_t>(i) * k, k), b_format, column, c0);
     }
   }
   return d;

@@ -199,10 +199,11 @@ std::uint32_t tfdpa_dot(const Datapath& dp, const Format& a_format, std::span<co
                         const Format& b_format, std::span<const std::uint32_t> b, std::uint32_t c_bits);
 
 // D = A·B + C over matrices (row-major A [M,K], B [K,N], C and D [M,N]) as FP32 bits, one tfdpa_dot
-// per element (OpenMP across rows). `c` empty means C = +0. A T-FDPA row only; codes of `input`.
-std::vector<std::uint32_t> mma(const Datapath& dp, const Format& input, std::span<const std::uint32_t> a,
-                               std::span<const std::uint32_t> b, std::span<const std::uint32_t> c, std::size_t m,
-                               std::size_t n, std::size_t k);
+// per element (OpenMP across rows). `c` empty means C = +0. A T-FDPA row only; A codes of `a_format`,
+// B codes of `b_format`.
+std::vector<std::uint32_t> mma(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
+                               const Format& b_format, std::span<const std::uint32_t> b,
+                               std::span<const std::uint32_t> c, std::size_t m, std::size_t n, std::size_t k);
 
 // The code of each value in `input`, or the index of the first value `input` cannot hold exactly
 // (NaN/Inf only where the format has them). Codes are the format's own (tf32: 19-bit codes; fp32:
