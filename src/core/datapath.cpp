@@ -176,7 +176,8 @@ constinit const Datapath sm90_bf16{
 constinit const Datapath sm90_f16acc{
     .name = "sm90-f16acc",
     .summary = "H100/H200 m16n8k16 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
-    .source = "Khattak–Mikaitis H100TC.m (frmode rne, min_exp_limit -21); H200/H100 d_*_fp16 vectors",
+    .source = "Khattak–Mikaitis H100TC.m (frmode rne, min_exp_limit -21); H200/H100 d_*_fp16 vectors; H200 corners "
+              "(tests/data/tensorcore_corners: E_floor -21, no -0, C at -14)",
     .fused = hopper(tc(16, 25, -21, formats::fp16, OutputRounding::rne)),
     .inputs = kF16AccIn,
     .nan_bits = kF16Nan};
@@ -199,8 +200,8 @@ constinit const Datapath sm90_fp8{
 constinit const Datapath sm90_fp8_f16acc{
     .name = "sm90-fp8-f16acc",
     .summary = "H100/H200 wgmma k32 e4m3|e5m2 -> f16 accumulator: T-FDPA G=32, F=13, RNE to fp16",
-    .source = "H200 measurements (tests/data/tensorcore_corners, 16,143 wgmma cases: G, F, RNE, no -0, C at -14); "
-              "E_floor -21 as sm90-f16acc (Khattak–Mikaitis), not decided by them",
+    .source = "H200 measurements (tests/data/tensorcore_corners, 21,524 wgmma cases, all four e4m3/e5m2 pairings: G, F, "
+              "RNE, no -0, C at -14); E_floor -21 as sm90-f16acc (it cannot cut an FP8 product: all >= 2^-32)",
     .fused = hopper(tc(32, 13, -21, formats::fp16, OutputRounding::rne)),
     .inputs = kFp8In,
     .nan_bits = kF16Nan};

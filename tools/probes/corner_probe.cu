@@ -69,6 +69,7 @@ constexpr Op kOps[] = {
     {"wgmma_e4m3_e4m3_f16", true, Fmt::e4m3, Fmt::e4m3, true, 32},
     {"wgmma_e4m3_e5m2_f16", true, Fmt::e4m3, Fmt::e5m2, true, 32},
     {"wgmma_e5m2_e5m2_f16", true, Fmt::e5m2, Fmt::e5m2, true, 32},
+    {"wgmma_e5m2_e4m3_f16", true, Fmt::e5m2, Fmt::e4m3, true, 32},
 };
 constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
 
@@ -162,6 +163,7 @@ __global__ void wgmma_kernel(const std::uint32_t* A, const std::uint32_t* B, con
     if constexpr (kOps[OP].a == Fmt::f16) WG_F16("m64n8k16.f16.f16.f16", ", 0, 0");
     else if constexpr (kOps[OP].a == Fmt::e4m3 && kOps[OP].b == Fmt::e4m3) WG_F16("m64n8k32.f16.e4m3.e4m3", "");
     else if constexpr (kOps[OP].a == Fmt::e4m3 && kOps[OP].b == Fmt::e5m2) WG_F16("m64n8k32.f16.e4m3.e5m2", "");
+    else if constexpr (kOps[OP].a == Fmt::e5m2 && kOps[OP].b == Fmt::e4m3) WG_F16("m64n8k32.f16.e5m2.e4m3", "");
     else WG_F16("m64n8k32.f16.e5m2.e5m2", "");
 #undef WG_F16
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -455,6 +457,23 @@ void add_subnormal_c(std::vector<Case>& out, SplitMix& r, Fmt fa, Fmt fb, int k,
   }
 }
 
+// f16 accumulator, C = +0, every addend below 2^-21: an odd multiple of the fp16 half quantum 2^-25 (a
+// rounding tie) and a tiny product of either sign low enough that the E_max floor -21 cuts it and no
+// floor keeps it (only fp16 inputs reach that low).
+void add_floor_ties(std::vector<Case>& out, SplitMix& r, Fmt fa, Fmt fb, int k, int n) {
+  const int floor_e = min_exponent(fa) + min_exponent(fb);
+  if (fa != Fmt::f16 || fb != Fmt::f16) return;
+  for (int i = 0; i < n; ++i) {
+    Case c = zero_case(k);
+    const int j0 = r.uniform(0, k - 1), j1 = (j0 + 1 + r.uniform(0, k - 2)) % k;
+    const bool neg = r.next() & 1;
+    c.a[j0] = f2u((neg ? -1.0f : 1.0f) * static_cast<float>(2 * r.uniform(0, 3) + 1) * p2(-12));
+    c.b[j0] = pb(-13);
+    split_power(r.uniform(std::max(floor_e, -49), -45), fa, fb, (r.next() & 3) == 0 ? !neg : neg, c.a[j1], c.b[j1]);
+    out.push_back(c);
+  }
+}
+
 // The witnesses of issue 25 (inputs and the H200's outputs as quoted there), where the formats hold them.
 void add_witnesses(std::vector<Case>& out, const Op& op) {
   const int k = op.k;
@@ -590,6 +609,8 @@ std::vector<Family> families_for(const Op& op) {
     add_alignment_sweep(fam("alignment"), op.a, op.b, op.k, 4, 4, op.f16acc);
   }
   add_random(fam("random"), r, op.a, op.b, op.k, lo, hi, op.f16acc, fp8 ? 1500 : 500);
+  // Added for the second session (after the first run's families, which it repeats line for line).
+  if (op.f16acc && op.a == Fmt::f16) add_floor_ties(fam("floor-ties"), r, op.a, op.b, op.k, 600);
   return fams;
 }
 
