@@ -359,8 +359,9 @@ nb::ndarray<nb::numpy, float> gemm_quantized_py(const QuantizedTensor& qa, const
 }
 
 nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const std::optional<DoubleIn>& c,
-                                     const std::string& datapath, const std::string& input_format) {
-  const MmaCall call{datapath, input_format};
+                                     const std::string& datapath, const std::string& input_format,
+                                     const std::string& a_format, const std::string& b_format) {
+  const MmaCall call{datapath, input_format, a_format, b_format};
   const MmaCall::Resolved r = call.resolve();
   const std::optional<MmaOperand> c_operand =
       c ? std::optional<MmaOperand>(MmaOperand{{"C", shape_of(*c)}, span_of(*c)}) : std::nullopt;
@@ -369,7 +370,7 @@ nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const
   std::vector<std::uint32_t> d;
   {
     nb::gil_scoped_release release;
-    d = mma(*r.row, r.input.format, x.a, x.b, x.c, x.m, x.n, x.k);
+    d = mma(*r.row, r.a.format, x.a, r.b.format, x.b, x.c, x.m, x.n, x.k);
   }
   std::vector<float> out(d.size());
   for (std::size_t i = 0; i < d.size(); ++i) out[i] = std::bit_cast<float>(d[i]);
@@ -538,7 +539,8 @@ NB_MODULE(_fp4sim, m) {
 #if defined(FP4SIM_PYTHON_ANALYSIS)
   python::register_analysis_ops(m);
 #endif
-  m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a, "input_format"_a);
+  m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a, "input_format"_a,
+        "a_format"_a, "b_format"_a);
   m.def("verify_quantize", &verify_quantize_py, "x"_a.noconvert(), "codes"_a.noconvert(), "scales"_a.noconvert(),
         "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a,
         "amax_ref"_a.none(), "seed"_a, "rbits"_a.none(), "max_explained"_a);

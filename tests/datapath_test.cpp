@@ -1,8 +1,8 @@
 // The probe experiments of docs/datapaths.md §7 (H200, sm_90) and §7.1 (B200 mxf4nvf4), each with
 // the bit pattern the consensus model predicts, run through the golden preset rows. Where §7 lists
-// competing predictions (O3 alignment floor, O4 sign of zero, O5 overflow, O8 zeros in E_max) the row's
-// choice is pinned here, and the alternative parameter value is shown to give the other prediction, so
-// an H200 measurement can decide by flipping one field.
+// competing predictions (O3 alignment floor, O4 sign of zero, O5 overflow, O8 zeros in E_max; O9-O11 of
+// §7.4) the row's choice is pinned here, and the alternative parameter value is shown to give the other
+// prediction, so an H200 measurement can decide by flipping one field.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -243,6 +243,66 @@ TEST(Probe11, ZeroOperandsDoNotRaiseEmax) {
   EXPECT_BITS(probe(mmasim, "bf16", {1.0, -1.0, 0.0}, {1.0, 1.0, std::ldexp(1.0, 127)}, c), 0u);
 }
 
+// §7.4 (issue 25): the witnesses the H200 gave, each beside the rule it overturned.
+// O9: no Hopper result is -0, not even an underflowing negative sum or an f16 tie to zero.
+TEST(ProbeO9, HopperZeroResultsArePositive) {
+  const double tiny = std::ldexp(1.0, -75);
+  for (const char* name : {"sm90-bf16", "sm90-tf32"}) {
+    const Datapath& dp = row(name);
+    const char* input = std::string_view(name) == "sm90-bf16" ? "bf16" : "tf32";
+    EXPECT_BITS(probe(dp, input, {-tiny}, {tiny}, 0u), 0x00000000u) << name;  // -2^-150 under RZ
+    Datapath ieee = dp;
+    ieee.fused.zero_result = ZeroResult::signed_underflow;
+    EXPECT_BITS(probe(ieee, input, {-tiny}, {tiny}, 0u), 0x80000000u) << name;
+    EXPECT_BITS(probe(dp, input, {-0.0}, {1.0}, 0x80000000u), 0x00000000u) << name;  // -0*1 + (-0)
+  }
+  const Datapath& f16acc = row("sm90-f16acc");
+  EXPECT_BITS(probe(f16acc, "fp16", {-std::ldexp(1.0, -12)}, {std::ldexp(1.0, -13)}, 0u), 0x00000000u);  // tie
+  Datapath ieee = f16acc;
+  ieee.fused.zero_result = ZeroResult::signed_underflow;
+  EXPECT_BITS(probe(ieee, "fp16", {-std::ldexp(1.0, -12)}, {std::ldexp(1.0, -13)}, 0u), 0x80000000u);
+  // Rows no measurement has decided keep IEEE's sign (docs/datapaths.md §6.3, O9).
+  EXPECT_BITS(probe(row("sm100-f16"), "bf16", {-tiny}, {tiny}, 0u), 0x80000000u);
+}
+
+// O10: a TF32 row truncates the binary32 register it reads, NaNs included: 0x7F800001 is +Inf.
+TEST(ProbeO10, Tf32NanPayloadBelowTheCutIsInf) {
+  const Datapath& dp = row("sm90-tf32");
+  auto run = [&](std::uint32_t a0, std::uint32_t b0, std::uint32_t a1 = 0, std::uint32_t b1 = 0) {
+    const std::vector<double> a{widen_binary32(a0), widen_binary32(a1), 0, 0, 0, 0, 0, 0};
+    const std::vector<double> b{widen_binary32(b0), widen_binary32(b1), 0, 0, 0, 0, 0, 0};
+    const InputCodes ca = input_codes(formats::fp32, a), cb = input_codes(formats::fp32, b);
+    EXPECT_FALSE(ca.first_unrepresentable || cb.first_unrepresentable);
+    EXPECT_EQ(ca.codes[0], a0);  // the reader keeps the pattern (a signalling NaN stays one)
+    return tfdpa_dot(dp, formats::fp32, ca.codes, cb.codes, 0u);
+  };
+  const std::uint32_t one = 0x3F800000u, minus_one = 0xBF800000u;
+  EXPECT_BITS(run(0x7F800001u, one), 0x7F800000u);
+  EXPECT_BITS(run(0x7F800001u, minus_one), 0xFF800000u);
+  EXPECT_BITS(run(0xFF801FFFu, one), 0xFF800000u);
+  EXPECT_BITS(run(0x7F800001u, 0u), 0x7FFFFFFFu);                      // Inf * 0
+  EXPECT_BITS(run(0x7F800001u, one, 0xFF800000u, one), 0x7FFFFFFFu);  // Inf - Inf
+  EXPECT_BITS(run(0x7F802000u, one), 0x7FFFFFFFu);                    // payload above the cut: NaN
+  // A double NaN whose payload binary32 cannot hold is refused, not rounded to some pattern.
+  const std::vector<double> odd{std::bit_cast<double>(0x7FF0000000000001ull)};
+  EXPECT_TRUE(input_codes(formats::fp32, odd).first_unrepresentable.has_value());
+}
+
+// O11: a subnormal fp16 accumulator enters the alignment at fp16's emin -14, not at its leading bit.
+TEST(ProbeO11, SubnormalFp16CAlignsAtMinus14) {
+  const Datapath& dp = row("sm90-f16acc");
+  const std::vector<double> a{std::ldexp(1.0, -12), std::ldexp(1.0, -20)}, b{std::ldexp(1.0, -13), std::ldexp(1.0, -20)};
+  const std::uint32_t c = f32(std::ldexp(1.0, -23));
+  EXPECT_BITS(probe(dp, "fp16", a, b, c), f32(2 * std::ldexp(1.0, -24)));  // H200 0x0002
+  Datapath leading_bit = dp;
+  leading_bit.fused.c_at_accumulator_emin = false;
+  EXPECT_BITS(probe(leading_bit, "fp16", a, b, c), f32(3 * std::ldexp(1.0, -24)));  // the old 0x0003
+  // The E_max floor -21 witness (C = +0): H200 0x0101.
+  EXPECT_BITS(probe(dp, "fp16", {std::ldexp(1.0, -8), std::ldexp(1.0, -12), std::ldexp(1.0, -20)},
+                    {std::ldexp(1.0, -8), std::ldexp(1.0, -13), std::ldexp(1.0, -20)}, 0u),
+              f32(257 * std::ldexp(1.0, -24)));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // §7.1: Blackwell kind::mxf4nvf4 (GST-FDPA), through gst_step with e2m1 sub-block sums. A sub-block
 // sum is an integer count of 2^-2 (e2m1 products are multiples of 0.25).
@@ -325,6 +385,8 @@ TEST(DatapathTable, RowsValidate) {
   EXPECT_EQ(find_datapath("sm90-bf16")->fused.group, 16);
   EXPECT_EQ(find_datapath("sm90-fp8")->fused.group, 32);
   EXPECT_EQ(find_datapath("sm90-fp8")->fused.frac_bits, 13);
+  EXPECT_EQ(find_datapath("sm90-fp8-f16acc")->fused.frac_bits, 13);
+  EXPECT_EQ(find_datapath("sm90-fp8-f16acc")->fused.out, formats::fp16);
   EXPECT_EQ(find_datapath("sm100-mxf4nvf4")->fused.frac_bits, 35);
   EXPECT_EQ(find_datapath("no-such"), nullptr);
 }

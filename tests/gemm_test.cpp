@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -661,6 +662,42 @@ TEST(MmaCli, ProbeTwoAndErrors) {
                     dir)
                 .rc,
             3);
+  fs::remove_all(dir);
+}
+
+// A and B in their own formats (wgmma e4m3 x e5m2), and a float32 NaN read bit for bit by a TF32 row
+// (docs/datapaths.md §7.4: the H200 truncates 0x7F800001 to +Inf).
+TEST(MmaCli, MixedFormatsAndTf32NanPayload) {
+  if (!fs::exists(FP4SIM_BINARY)) GTEST_SKIP() << "fp4sim binary not built: " << FP4SIM_BINARY;
+  const fs::path dir = temp_dir("mma-mixed");
+  std::vector<float> a(32, 0.0f), b(32, 0.0f);
+  a[0] = 1.125f;      // e4m3, not e5m2
+  b[0] = 0x1p-16f;    // e5m2 (subnormal), not e4m3
+  npy::write(dir / "a.npy", npy::DType::f4, {1, 32}, a.data());
+  npy::write(dir / "b.npy", npy::DType::f4, {32, 1}, b.data());
+  const std::string ab = " --a " + (dir / "a.npy").string() + " --b " + (dir / "b.npy").string();
+  const fs::path out = dir / "d.npy";
+  const Cli r = run_cli("mma --datapath sm90-fp8 --a-format e4m3 --b-format e5m2" + ab + " --out " + out.string(), dir);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(npy::as_float32(npy::read(out), out)[0], 1.125f * 0x1p-16f);
+  fs::remove(out);
+  EXPECT_EQ(run_cli("mma --datapath sm90-fp8 --input-format e4m3" + ab + " --out " + out.string(), dir).rc, 3);
+  EXPECT_EQ(run_cli("mma --datapath sm90-fp8 --a-format e4m3" + ab + " --out " + out.string(), dir).rc, 2);
+  EXPECT_EQ(run_cli("mma --datapath sm90-fp8 --a-format e4m3 --b-format bf16" + ab + " --out " + out.string(), dir).rc, 2);
+  EXPECT_FALSE(fs::exists(out));
+  std::vector<std::uint32_t> t(8, 0u), u(8, 0u);
+  t[0] = 0x7F800001u;  // a signalling NaN whose payload lies below the tf32 cut
+  u[0] = 0x3F800000u;
+  npy::write(dir / "t.npy", npy::DType::f4, {1, 8}, t.data());
+  npy::write(dir / "u.npy", npy::DType::f4, {8, 1}, u.data());
+  const Cli n = run_cli("mma --datapath sm90-tf32 --input-format fp32 --a " + (dir / "t.npy").string() + " --b " +
+                            (dir / "u.npy").string() + " --out " + out.string(),
+                        dir);
+  ASSERT_EQ(n.rc, 0) << n.out;
+  const npy::Array d = npy::read(out);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, d.bytes.data(), 4);
+  EXPECT_EQ(bits, 0x7F800000u);
   fs::remove_all(dir);
 }
 

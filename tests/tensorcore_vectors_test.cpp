@@ -1,6 +1,7 @@
 // Real-hardware MMA vectors (tests/data/tensorcore_vectors/README.md: Khattak–Mikaitis, H200/H100/B200,
-// 5000 dot products per file) through the golden T-FDPA rows. No tolerance: every line must match bit
-// for bit. The files are vendored in the repository; a missing or unreadable file fails the test.
+// 5000 dot products per file; tests/data/tensorcore_corners/README.md: fp4sim's own H200 corner cases)
+// through the golden T-FDPA rows. No tolerance: every line must match bit for bit. The files are vendored
+// in the repository; a missing or unreadable file fails the test.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -19,6 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path vectors_dir() { return fs::path(FP4SIM_SOURCE_DIR) / "tests" / "data" / "tensorcore_vectors"; }
+fs::path corners_dir() { return fs::path(FP4SIM_SOURCE_DIR) / "tests" / "data" / "tensorcore_corners" / "H200"; }
 
 // The lines of a .txt.gz (zlib), 5000 per vector file; an unreadable file fails the calling test.
 std::vector<std::string> read_gz_lines(const fs::path& path) {
@@ -226,6 +228,154 @@ TEST(TensorcoreVectorsSharpness, NeighbouringModelsMiss) {
   EXPECT_EQ(count(late_c), 4805);
   EXPECT_EQ(count(normalised), 4839);
   EXPECT_EQ(count(rne), 3295);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// fp4sim's H200 corner cases (tests/data/tensorcore_corners): one folder per instruction, A and B formats
+// given separately (wgmma e4m3 x e5m2), tf32 tokens the raw registers (read as the rows' fp32 input).
+
+struct CornerSet {
+  const char* folder;
+  const char* datapath;
+  const char* a_input;
+  const char* b_input;
+  std::size_t lines;
+};
+
+struct CornerLines {
+  std::vector<std::vector<std::uint32_t>> a, b;  // codes of the inputs
+  std::vector<std::uint32_t> c, d;
+};
+
+// The lines of one corner folder; element tokens go through input_codes from their exact double
+// (widen_binary32, as `fp4sim mma` reads a float32 .npy), which also proves them exact in the format.
+CornerLines read_corners(const CornerSet& set, const Format& a_format, const Format& b_format) {
+  CornerLines out;
+  const fs::path dir = corners_dir() / set.folder;
+  const auto a_lines = read_gz_lines(dir / "a.txt.gz");
+  const auto b_lines = read_gz_lines(dir / "b.txt.gz");
+  const auto c_lines = read_gz_lines(dir / "c.txt.gz");
+  const auto d_lines = read_gz_lines(dir / "d.txt.gz");
+  EXPECT_EQ(a_lines.size(), set.lines);
+  if (a_lines.size() != set.lines || b_lines.size() != set.lines || c_lines.size() != set.lines ||
+      d_lines.size() != set.lines) {
+    ADD_FAILURE() << set.folder << ": expected " << set.lines << " lines in each of a, b, c, d";
+    return out;
+  }
+  auto codes = [](const Format& f, const std::string& line) {
+    std::vector<double> values;
+    for (auto w : parse_hex_words(line)) values.push_back(widen_binary32(w));
+    InputCodes ic = input_codes(f, values);
+    EXPECT_FALSE(ic.first_unrepresentable.has_value()) << "'" << line << "'";
+    return ic.codes;
+  };
+  for (std::size_t i = 0; i < set.lines; ++i) {
+    out.a.push_back(codes(a_format, a_lines[i]));
+    out.b.push_back(codes(b_format, b_lines[i]));
+    out.c.push_back(parse_binary_word(c_lines[i]));
+    out.d.push_back(parse_binary_word(d_lines[i]));
+  }
+  return out;
+}
+
+Format input_format(const Datapath& dp, const char* name) {
+  const auto spec = find_input(dp, name);
+  EXPECT_TRUE(spec.has_value()) << dp.name << " does not take " << name;
+  return spec ? spec->format : formats::fp32;
+}
+
+int corner_matches(const CornerLines& x, const Datapath& dp, const Format& a_format, const Format& b_format,
+                   int report = 0) {
+  int matches = 0, reported = 0;
+  for (std::size_t i = 0; i < x.d.size(); ++i) {
+    const std::uint32_t got = tfdpa_dot(dp, a_format, x.a[i], b_format, x.b[i], x.c[i]);
+    if (got == x.d[i]) {
+      ++matches;
+    } else if (reported++ < report) {
+      ADD_FAILURE() << dp.name << " line " << i << ": measured 0x" << std::hex << x.d[i] << " got 0x" << got << std::dec;
+    }
+  }
+  return matches;
+}
+
+std::string corner_name(const ::testing::TestParamInfo<CornerSet>& info) { return info.param.folder; }
+
+class TensorcoreCorners : public ::testing::TestWithParam<CornerSet> {};
+
+TEST_P(TensorcoreCorners, EveryLineMatchesBitForBit) {
+  const CornerSet& set = GetParam();
+  const Datapath* dp = find_datapath(set.datapath);
+  ASSERT_NE(dp, nullptr);
+  const Format fa = input_format(*dp, set.a_input), fb = input_format(*dp, set.b_input);
+  const CornerLines x = read_corners(set, fa, fb);
+  ASSERT_EQ(x.d.size(), set.lines);
+  const int matches = corner_matches(x, *dp, fa, fb, 5);
+  std::printf("  H200 %s with %s: %d/%zu\n", set.folder, set.datapath, matches, set.lines);
+  EXPECT_EQ(static_cast<std::size_t>(matches), set.lines);
+}
+
+const CornerSet kCorners[] = {
+    {"mma_sync_bf16_f32", "sm90-bf16", "bf16", "bf16", 2502},
+    {"mma_sync_f16_f32", "sm90-bf16", "fp16", "fp16", 1001},
+    {"mma_sync_f16_f16", "sm90-f16acc", "fp16", "fp16", 4904},
+    {"mma_sync_tf32_f32", "sm90-tf32", "fp32", "fp32", 3182},
+    {"wgmma_bf16_f32", "sm90-bf16", "bf16", "bf16", 2502},
+    {"wgmma_f16_f32", "sm90-bf16", "fp16", "fp16", 1001},
+    {"wgmma_f16_f16", "sm90-f16acc", "fp16", "fp16", 4904},
+    {"wgmma_tf32_f32", "sm90-tf32", "fp32", "fp32", 3182},
+    {"wgmma_e4m3_e4m3_f32", "sm90-fp8", "e4m3", "e4m3", 2397},
+    {"wgmma_e4m3_e5m2_f32", "sm90-fp8", "e4m3", "e5m2", 2397},
+    {"wgmma_e5m2_e4m3_f32", "sm90-fp8", "e5m2", "e4m3", 2397},
+    {"wgmma_e5m2_e5m2_f32", "sm90-fp8", "e5m2", "e5m2", 2397},
+    {"wgmma_e4m3_e4m3_f16", "sm90-fp8-f16acc", "e4m3", "e4m3", 5381},
+    {"wgmma_e4m3_e5m2_f16", "sm90-fp8-f16acc", "e4m3", "e5m2", 5381},
+    {"wgmma_e5m2_e5m2_f16", "sm90-fp8-f16acc", "e5m2", "e5m2", 5381},
+    {"wgmma_e5m2_e4m3_f16", "sm90-fp8-f16acc", "e5m2", "e4m3", 5381},
+};
+
+INSTANTIATE_TEST_SUITE_P(H200, TensorcoreCorners, ::testing::ValuesIn(kCorners), corner_name);
+
+// Each rule the corner files decided (docs/datapaths.md §7.4) must be needed: the row with the one
+// field flipped back misses exactly this many lines.
+TEST(TensorcoreCornersSharpness, EachDecidedRuleIsNeeded) {
+  auto misses = [](const CornerSet& set, auto change) {
+    Datapath dp = *find_datapath(set.datapath);
+    const Format fa = input_format(dp, set.a_input), fb = input_format(dp, set.b_input);
+    CornerLines x = read_corners(set, fa, fb);
+    change(dp, x);
+    return static_cast<int>(set.lines) - corner_matches(x, dp, fa, fb);
+  };
+  auto signed_zero = [](Datapath& dp, CornerLines&) { dp.fused.zero_result = ZeroResult::signed_underflow; };
+  auto c_leading_bit = [](Datapath& dp, CornerLines&) { dp.fused.c_at_accumulator_emin = false; };
+  // The old reader: every NaN canonicalised to 0x7FC00000 before the tf32 truncation.
+  auto canonical_nan = [](Datapath&, CornerLines& x) {
+    for (auto* v : {&x.a, &x.b})
+      for (auto& line : *v)
+        for (auto& w : line)
+          if ((w & 0x7F800000u) == 0x7F800000u && (w & 0x7FFFFFu)) w = 0x7FC00000u;
+  };
+  const CornerSet& bf16 = kCorners[0];
+  const CornerSet& f16acc = kCorners[2];
+  const CornerSet& tf32 = kCorners[3];
+  const CornerSet& fp8_f16 = kCorners[14];
+  EXPECT_EQ(misses(bf16, signed_zero), 201);
+  EXPECT_EQ(misses(f16acc, signed_zero), 206);
+  EXPECT_EQ(misses(f16acc, c_leading_bit), 81);
+  // The fp16 accumulator's E_max floor is -21 (Khattak–Mikaitis), not none (MMA-Sim) nor a neighbour.
+  EXPECT_EQ(misses(f16acc, [](Datapath& dp, CornerLines&) { dp.fused.e_floor = kNoExponent; }), 157);
+  EXPECT_EQ(misses(f16acc, [](Datapath& dp, CornerLines&) { dp.fused.e_floor = -22; }), 78);
+  EXPECT_EQ(misses(f16acc, [](Datapath& dp, CornerLines&) { dp.fused.e_floor = -20; }), 63);
+  EXPECT_EQ(misses(tf32, signed_zero), 185);
+  EXPECT_EQ(misses(tf32, canonical_nan), 55);
+  EXPECT_EQ(misses(tf32, [](Datapath& dp, CornerLines&) { dp.fused.tf32_truncate_inputs = false; }), 555);
+  // sm90-fp8-f16acc: G = 32, F = 13 and RNE are each needed; so are the two Hopper rules.
+  EXPECT_EQ(misses(fp8_f16, signed_zero), 165);
+  EXPECT_EQ(misses(fp8_f16, c_leading_bit), 177);
+  EXPECT_EQ(misses(fp8_f16, [](Datapath& dp, CornerLines&) { dp.fused.frac_bits = 12; }), 324);
+  EXPECT_EQ(misses(fp8_f16, [](Datapath& dp, CornerLines&) { dp.fused.frac_bits = 14; }), 193);
+  EXPECT_EQ(misses(fp8_f16, [](Datapath& dp, CornerLines&) { dp.fused.frac_bits = 25; }), 1084);
+  EXPECT_EQ(misses(fp8_f16, [](Datapath& dp, CornerLines&) { dp.fused.group = 16; }), 483);
+  EXPECT_EQ(misses(fp8_f16, [](Datapath& dp, CornerLines&) { dp.fused.out_rounding = OutputRounding::rz; }), 1980);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # One GPU session on the H200 (issue 5): build, GPU tests, tensor-core probes, crosscheck, benchmarks.
 # Runs in the repository root on the device machine; logs and raw results go to $OUT (at most 8 files).
 #
-#   tools/gpu_session.sh [steps]      steps: any of build tests probes crosscheck bench (default: all)
+#   tools/gpu_session.sh [steps]      steps: any of build tests probes corners crosscheck bench (default: all
+#                                      but corners)
 #
 # emu/ is built for sm_90a (tools/probes/nvcc_sm90a.sh as CMAKE_CUDA_COMPILER_LAUNCHER turns CMake's sm_90
 # target into sm_90a) so that bf16-tc runs on the wgmma kernel (emu/gemm_wgmma.cu); configure build-gpu here
@@ -81,6 +82,15 @@ step_probes() {
   say "tensor-core probes"
   timeout 300 "$PROBE" "$OUT" "${PROBE_CASES:-1000000}" 2>&1 | tee -a "$log"
 }
+step_corners() {
+  # The corner-case measurements vendored in tests/data/tensorcore_corners (its README), as one archive.
+  say "tensor-core corner cases"
+  nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/corner_probe.cu -o /tmp/corner_probe \
+    >>"$log" 2>&1 || { say "corner_probe did not build"; return; }
+  rm -rf /tmp/corners && mkdir -p /tmp/corners
+  timeout 300 /tmp/corner_probe /tmp/corners 2>&1 | tee -a "$log"
+  tar czf "$OUT/corners.tgz" -C /tmp/corners .
+}
 step_crosscheck() {
   say "crosscheck"
   timeout "${XC_TIMEOUT:-480}" "$BIN/fp4sim" crosscheck --elements "${XC_ELEMENTS:-1e8}" --gemms "${XC_GEMMS:-10000}" \
@@ -95,7 +105,7 @@ step_bench() {
 }
 for step in $steps; do
   case "$step" in
-    tests | probes | crosscheck | bench) "step_$step" ;;
+    tests | probes | corners | crosscheck | bench) "step_$step" ;;
   esac
 done
 say "session end"

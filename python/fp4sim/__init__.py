@@ -428,9 +428,10 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
 
 
 @in_python_terms
-def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
+def mma(a, b, c=None, *, datapath: str, input_format: str = "", a_format: str = "", b_format: str = "") -> _np.ndarray:
     """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
-    for inputs exactly representable in ``input_format`` (``fp4sim mma``).
+    for inputs exactly representable in ``input_format`` (``fp4sim mma``); ``a_format`` and ``b_format``
+    give A and B their own formats (e4m3 x e5m2 on ``sm90-fp8``), each defaulting to ``input_format``.
 
     >>> fp4sim.mma(np.full((2, 16), 0.5), np.full((16, 3), 1.5), np.ones((2, 3)), datapath="sm90-bf16",
     ...            input_format="bf16")
@@ -438,7 +439,7 @@ def mma(a, b, c=None, *, datapath: str, input_format: str) -> _np.ndarray:
            [13., 13., 13.]], dtype=float32)
     """
     cc = None if c is None else _float64(c, "c")
-    return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format)
+    return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format, a_format, b_format)
 
 
 @in_python_terms

@@ -31,7 +31,7 @@ void run_mma(const MmaOptions& o) {
   const MmaOperand c_operand{{o.c, ac.shape}, c};
   const MmaOperands x = mma_operands(o.call, r, {{o.a, aa.shape}, a}, {{o.b, ab.shape}, b},
                                      o.c.empty() ? nullptr : &c_operand);
-  const std::vector<std::uint32_t> d = mma(*r.row, r.input.format, x.a, x.b, x.c, x.m, x.n, x.k);
+  const std::vector<std::uint32_t> d = mma(*r.row, r.a.format, x.a, r.b.format, x.b, x.c, x.m, x.n, x.k);
   npy::write(o.out, npy::DType::f4, {x.m, x.n}, d.data());
 }
 
@@ -42,8 +42,10 @@ void setup_mma(CLI::App& app) {
   app.add_option("--datapath", o->call.datapath, "tensor-core datapath row:" + datapath_help())
       ->type_name("NAME")
       ->required();
-  app.add_option("--input-format", o->call.input_format, "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2)")
-      ->required();
+  app.add_option("--input-format", o->call.input_format,
+                 "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2); required unless both of the next two");
+  app.add_option("--a-format", o->call.a_format, "format of A alone (default --input-format)");
+  app.add_option("--b-format", o->call.b_format, "format of B alone (e.g. e5m2 beside an e4m3 A; default --input-format)");
   app.add_option("--a", o->a, "A [M, K] (.npy float32/float64, values exact in the input format)")
       ->required();
   app.add_option("--b", o->b, "B [K, N] (.npy)")->required();

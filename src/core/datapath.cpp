@@ -41,6 +41,14 @@ constexpr FusedParams tc(int group, int frac_bits, int e_floor, Format out = for
   return p;
 }
 
+// What the H200 measured beyond the published models (docs/datapaths.md §7.4): no result is -0 (O9),
+// and an fp16 accumulator's subnormal C aligns at -14.
+constexpr FusedParams hopper(FusedParams p) {
+  p.zero_result = ZeroResult::positive;
+  p.c_at_accumulator_emin = true;
+  return p;
+}
+
 constexpr FusedParams tf32_tc(int group, int frac_bits, int e_floor) {
   FusedParams p = tc(group, frac_bits, e_floor);
   p.tf32_truncate_inputs = true;
@@ -85,6 +93,10 @@ std::string_view kind_name(DatapathKind k) {
   return "?";
 }
 
+std::string zero_result_text(ZeroResult z) {
+  return z == ZeroResult::positive ? "positive" : "signed-underflow";
+}
+
 std::string exponent_text(int e) { return e == kNoExponent ? std::string("none") : std::to_string(e); }
 
 std::string alpha_text(AlphaSource a) {
@@ -101,7 +113,8 @@ std::string alpha_text(AlphaSource a) {
 // The rows. Parameters: docs/datapaths.md §6.2 (MMA-Sim nv_ptx.py/arithmetic.py; Khattak–Mikaitis
 // models/*TC.m). Open points (§6.3) are decided here, one place, as SoftFloat keeps its choices in
 // specialize.h: O3 floor = K–M min_exp_limit; O8 zeros take no part in E_max; O4 exact zero is +0;
-// O5 overflow -> Inf (measured on H200, docs/design.md).
+// O5 overflow -> Inf (measured on H200, docs/design.md); O9 no -0 and O11 C at the accumulator's emin on
+// the Hopper rows (`hopper()`, measured on H200, docs/datapaths.md §7.4).
 namespace datapaths {
 
 constinit const Datapath exact{
@@ -157,14 +170,15 @@ constinit const Datapath sm90_bf16{
     .name = "sm90-bf16",
     .summary = "H100/H200 mma.sync m16n8k16 / wgmma k16 bf16|f16 -> f32: T-FDPA G=16, F=25, RZ",
     .source = "MMA-Sim nv_ptx.py (Hopper); Khattak–Mikaitis H100TC.m/H200TC.m; 5000/5000 H200/H100 vectors",
-    .fused = tc(16, 25, -133),
+    .fused = hopper(tc(16, 25, -133)),
     .inputs = kF16In};
 
 constinit const Datapath sm90_f16acc{
     .name = "sm90-f16acc",
     .summary = "H100/H200 m16n8k16 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
-    .source = "Khattak–Mikaitis H100TC.m (frmode rne, min_exp_limit -21); H200/H100 d_*_fp16 vectors",
-    .fused = tc(16, 25, -21, formats::fp16, OutputRounding::rne),
+    .source = "Khattak–Mikaitis H100TC.m (frmode rne, min_exp_limit -21); H200/H100 d_*_fp16 vectors; H200 corners "
+              "(tests/data/tensorcore_corners: E_floor -21, no -0, C at -14)",
+    .fused = hopper(tc(16, 25, -21, formats::fp16, OutputRounding::rne)),
     .inputs = kF16AccIn,
     .nan_bits = kF16Nan};
 
@@ -172,7 +186,7 @@ constinit const Datapath sm90_tf32{
     .name = "sm90-tf32",
     .summary = "H100/H200 wgmma/wmma k8 tf32 -> f32: T-FDPA G=8, F=25, RZ",
     .source = "MMA-Sim nv_ptx.py; Khattak–Mikaitis H100TC.m (TF32 fma 8); H200/H100 tf32 vectors",
-    .fused = tf32_tc(8, 25, -133),
+    .fused = hopper(tf32_tc(8, 25, -133)),
     .inputs = kTf32In};
 
 constinit const Datapath sm90_fp8{
@@ -180,8 +194,17 @@ constinit const Datapath sm90_fp8{
     .summary = "H100/H200 wgmma k32 e4m3|e5m2 -> f32: T-FDPA G=32, F=13, RZ to e8m13",
     .source = "MMA-Sim nv_ptx.py (Hopper wgmma fp8); Khattak–Mikaitis H100TC.m (neab -10); DeepSeek-V3 §3.5.2; "
               "H200/H100 WGMMA C=0 vectors",
-    .fused = tc(32, 13, -133, formats::e8m13),
+    .fused = hopper(tc(32, 13, -133, formats::e8m13)),
     .inputs = kFp8In};
+
+constinit const Datapath sm90_fp8_f16acc{
+    .name = "sm90-fp8-f16acc",
+    .summary = "H100/H200 wgmma k32 e4m3|e5m2 -> f16 accumulator: T-FDPA G=32, F=13, RNE to fp16",
+    .source = "H200 measurements (tests/data/tensorcore_corners, 21,524 wgmma cases, all four e4m3/e5m2 pairings: G, F, "
+              "RNE, no -0, C at -14); E_floor -21 as sm90-f16acc (it cannot cut an FP8 product: all >= 2^-32)",
+    .fused = hopper(tc(32, 13, -21, formats::fp16, OutputRounding::rne)),
+    .inputs = kFp8In,
+    .nan_bits = kF16Nan};
 
 constinit const Datapath sm100_f16{
     .name = "sm100-f16",
@@ -237,7 +260,7 @@ constinit const Datapath ue5m3_native{
 }  // namespace datapaths
 
 namespace {
-constexpr const Datapath* kTable[] = {&datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80, &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32, &datapaths::sm90_fp8, &datapaths::sm100_f16, &datapaths::sm100_f16acc, &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native};
+constexpr const Datapath* kTable[] = {&datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80, &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32, &datapaths::sm90_fp8, &datapaths::sm90_fp8_f16acc, &datapaths::sm100_f16, &datapaths::sm100_f16acc, &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native};
 }  // namespace
 
 std::span<const Datapath* const> datapath_presets() { return kTable; }
@@ -314,6 +337,8 @@ std::string describe_parameters(const Datapath& dp) {
     s += " out=" + format_name(p.out) + (p.out == formats::e8m13 ? "(fp32 low 10 bits 0)" : "");
     s += std::string(" ") + (p.out_rounding == OutputRounding::rz ? "RZ" : "RNE");
     s += std::string(" overflow=") + (p.overflow_to_inf ? "Inf" : "max-finite");
+    s += std::string(" zero=") + zero_result_text(p.zero_result);
+    if (p.c_at_accumulator_emin) s += " C-at-accumulator-emin";
     if (p.tf32_truncate_inputs) s += " tf32-truncate-inputs";
     if (p.scale_sign_ignored) s += " scale-sign-ignored";
     s += " inputs=";
@@ -364,6 +389,8 @@ std::string describe_parameters_json(const Datapath& dp) {
     str("out", format_name(p.out));
     str("out_rounding", p.out_rounding == OutputRounding::rz ? "rz" : "rne");
     str("overflow", p.overflow_to_inf ? "inf" : "max-finite");
+    str("zero_result", zero_result_text(p.zero_result));
+    s += std::string(", \"c_at_accumulator_emin\": ") + (p.c_at_accumulator_emin ? "true" : "false");
     s += std::string(", \"tf32_truncate_inputs\": ") + (p.tf32_truncate_inputs ? "true" : "false");
     s += std::string(", \"scale_sign_ignored\": ") + (p.scale_sign_ignored ? "true" : "false");
     s += ", \"inputs\": [";
@@ -455,6 +482,11 @@ Addend c_addend(const FusedParams& p, const Unpacked& c) {
   t.sig = c.sig;
   t.frac = c.frac;
   t.exp = c.exp;
+  const int acc_emin = p.out.min_normal_exponent();
+  if (p.c_at_accumulator_emin && t.exp < acc_emin) {
+    t.frac += acc_emin - t.exp;  // the same value, read with the accumulator's subnormal exponent
+    t.exp = acc_emin;
+  }
   return t;
 }
 
@@ -488,7 +520,9 @@ std::uint32_t round_output(const FusedParams& p, bool negative, int exp_lsb, u12
   o.rounding = p.out_rounding == OutputRounding::rz ? Rounding::rtz : Rounding::rne;
   o.saturate = !p.overflow_to_inf;
   const Encoded e = round_pack(f, o, negative, exp_lsb, static_cast<std::uint64_t>(mag));
-  return widen_to_fp32(f, e.code);
+  const std::uint32_t out = widen_to_fp32(f, e.code);
+  if (p.zero_result == ZeroResult::positive && (out & 0x7FFFFFFFu) == 0) return 0u;  // O9: underflow to +0
+  return out;
 }
 
 namespace {
@@ -607,13 +641,20 @@ std::uint32_t tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std::s
 
 std::uint32_t tfdpa_dot(const Datapath& dp, const Format& input, std::span<const std::uint32_t> a,
                         std::span<const std::uint32_t> b, std::uint32_t c_bits) {
+  return tfdpa_dot(dp, input, a, input, b, c_bits);
+}
+
+std::uint32_t tfdpa_dot(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
+                        const Format& b_format, std::span<const std::uint32_t> b, std::uint32_t c_bits) {
   const FusedParams& p = dp.fused;
-  const bool truncate = p.tf32_truncate_inputs && input == formats::fp32;
-  auto load = [&](std::uint32_t code) { return unpack(input, truncate ? code & ~0x1FFFu : code); };
+  auto load = [&](const Format& f, std::uint32_t code) {
+    const bool truncate = p.tf32_truncate_inputs && f == formats::fp32;
+    return unpack(f, truncate ? code & ~0x1FFFu : code);
+  };
   std::vector<Unpacked> ua(a.size()), ub(b.size());
   for (std::size_t k = 0; k < a.size(); ++k) {
-    ua[k] = load(a[k]);
-    ub[k] = load(b[k]);
+    ua[k] = load(a_format, a[k]);
+    ub[k] = load(b_format, b[k]);
   }
   // K in ascending order, G products per fused step, the running result fed back as C.
   std::uint32_t c = c_bits;
@@ -698,56 +739,6 @@ std::uint32_t fp32_to_bf16_rne(std::uint32_t bits) {
   const Encoded e = encode(formats::bf16, std::bit_cast<float>(bits), EncodeOptions{Rounding::rne, false});
   if ((e.code & 0x7FFF) > 0x7F80) return 0x7FC00000u;  // NaN
   return e.code << 16;
-}
-
-}  // namespace fp4sim
-
-namespace fp4sim {
-
-std::vector<std::uint32_t> mma(const Datapath& dp, const Format& input, std::span<const std::uint32_t> a,
-                               std::span<const std::uint32_t> b, std::span<const std::uint32_t> c, std::size_t m,
-                               std::size_t n, std::size_t k) {
-  std::vector<std::uint32_t> d(m * n);
-  const auto rows = static_cast<std::int64_t>(m);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t i = 0; i < rows; ++i) {
-    std::vector<std::uint32_t> column(k);
-    for (std::size_t j = 0; j < n; ++j) {
-      for (std::size_t t = 0; t < k; ++t) column[t] = b[t * n + j];
-      const std::uint32_t c0 = c.empty() ? 0u : c[static_cast<std::size_t>(i) * n + j];
-      d[static_cast<std::size_t>(i) * n + j] =
-          tfdpa_dot(dp, input, a.subspan(static_cast<std::size_t>(i) * k, k), column, c0);
-    }
-  }
-  return d;
-}
-
-InputCodes input_codes(const Format& input, std::span<const double> values) {
-  InputCodes out;
-  out.codes.resize(values.size());
-  const bool binary32 = input == formats::fp32;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const double v = values[i];
-    std::uint32_t code = 0;
-    bool ok = true;
-    if (binary32) {
-      const auto f = static_cast<float>(v);
-      ok = static_cast<double>(f) == v || std::isnan(v);
-      code = std::isnan(v) ? 0x7FC00000u : std::bit_cast<std::uint32_t>(f);
-    } else {
-      const Encoded e = encode(input, v, EncodeOptions{Rounding::rne, false});
-      code = e.code;
-      ok = (e.flags & (flag::inexact | flag::invalid | flag::overflow)) == 0;
-      if (std::isnan(v)) ok = input.has_nan();
-      if (std::isinf(v)) ok = input.has_inf();
-    }
-    if (!ok) {
-      out.first_unrepresentable = i;
-      return out;
-    }
-    out.codes[i] = code;
-  }
-  return out;
 }
 
 }  // namespace fp4sim

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <tuple>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
@@ -15,13 +16,24 @@ MmaCall::Resolved MmaCall::resolve() const {
     throw UsageError("--datapath " + datapath + " is a block-scaled GEMM datapath; mma takes a tensor-core row "
                      "(block-scaled instructions are `fp4sim gemm --datapath sm100-mxf4nvf4`)");
   }
-  const auto input = find_input(*r.row, input_format);
-  if (!input) {
-    std::string accepted;
-    for (const auto& in : r.row->inputs) accepted += (accepted.empty() ? "" : ", ") + std::string(in.name);
-    throw UsageError("--input-format " + input_format + ": " + datapath + " takes " + accepted);
+  auto operand_input = [&](const std::string& own, const std::string& flag) {
+    const std::string& name = own.empty() ? input_format : own;
+    if (name.empty()) throw UsageError("mma: --input-format, or " + flag + " for each operand, is required");
+    const auto input = find_input(*r.row, name);
+    if (!input) {
+      std::string accepted;
+      for (const auto& in : r.row->inputs) accepted += (accepted.empty() ? "" : ", ") + std::string(in.name);
+      throw UsageError((own.empty() ? "--input-format" : flag) + " " + name + ": " + datapath + " takes " + accepted);
+    }
+    return *input;
+  };
+  r.a = operand_input(a_format, "--a-format");
+  r.b = operand_input(b_format, "--b-format");
+  if (r.a.instruction_k != r.b.instruction_k) {
+    throw UsageError("mma: A's " + std::string(r.a.name) + " and B's " + std::string(r.b.name) +
+                     " are not one instruction on " + datapath + " (K " + std::to_string(r.a.instruction_k) +
+                     " and " + std::to_string(r.b.instruction_k) + ")");
   }
-  r.input = *input;
   return r;
 }
 
@@ -38,17 +50,17 @@ MmaOperands mma_operands(const MmaCall& call, const MmaCall::Resolved& resolved,
     throw DataError("mma: A " + a.array.source + " is " + shape_text(a.array.shape) + " but B " + b.array.source +
                     " is " + shape_text(b.array.shape) + ": B must be [K, N]");
   }
-  const auto instruction_k = static_cast<std::size_t>(resolved.input.instruction_k);
+  const auto instruction_k = static_cast<std::size_t>(resolved.a.instruction_k);
   if (out.k == 0 || out.k % instruction_k != 0) {
     throw DataError("mma: K = " + std::to_string(out.k) + " is not a multiple of the instruction's K = " +
-                    std::to_string(instruction_k) + " for " + call.input_format + " on " + call.datapath);
+                    std::to_string(instruction_k) + " for " + std::string(resolved.a.name) + " on " + call.datapath);
   }
-  for (const auto& [operand, codes] : {std::pair{&a, &out.a}, std::pair{&b, &out.b}}) {
-    InputCodes ic = input_codes(resolved.input.format, operand->values);
+  for (const auto& [operand, input, codes] : {std::tuple{&a, &resolved.a, &out.a}, std::tuple{&b, &resolved.b, &out.b}}) {
+    InputCodes ic = input_codes(input->format, operand->values);
     if (ic.first_unrepresentable) {
       throw DataError(operand->array.source + ": element " +
                       position_text(operand->array.shape, *ic.first_unrepresentable) +
-                      " is not exactly representable in " + call.input_format);
+                      " is not exactly representable in " + std::string(input->name));
     }
     *codes = std::move(ic.codes);
   }

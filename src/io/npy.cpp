@@ -10,6 +10,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/output_file.hpp"
 
@@ -220,9 +221,9 @@ std::vector<double> as_float64(const Array& a, const std::filesystem::path& path
     if (!out.empty()) std::memcpy(out.data(), a.bytes.data(), a.bytes.size());  // as in as_float32
   } else {
     for (std::size_t i = 0; i < out.size(); ++i) {
-      float f;
-      std::memcpy(&f, a.bytes.data() + 4 * i, 4);
-      out[i] = f;
+      std::uint32_t bits;
+      std::memcpy(&bits, a.bytes.data() + 4 * i, 4);
+      out[i] = widen_binary32(bits);  // a NaN keeps its pattern for a tf32 row (O10)
     }
   }
   return out;

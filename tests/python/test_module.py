@@ -132,6 +132,16 @@ def test_mma_matches_the_cli(tmp_path):
         "--c", tmp_path / "c.npy", "--out", tmp_path / "d.npy")
     ours = fp4sim.mma(a, b, c, datapath="sm90-bf16", input_format="bf16")
     np.testing.assert_array_equal(ours.view(np.uint32), np.load(tmp_path / "d.npy").view(np.uint32))
+    # A and B in their own formats (wgmma e4m3 x e5m2): 1.125 is e4m3 only, 2^-16 e5m2 only.
+    a8, b8 = np.zeros((1, 32), np.float32), np.zeros((32, 1), np.float32)
+    a8[0, 0], b8[0, 0] = 1.125, 2.0**-16
+    np.save(tmp_path / "a8.npy", a8)
+    np.save(tmp_path / "b8.npy", b8)
+    cli("mma", "--datapath", "sm90-fp8", "--a-format", "e4m3", "--b-format", "e5m2", "--a", tmp_path / "a8.npy",
+        "--b", tmp_path / "b8.npy", "--out", tmp_path / "d8.npy")
+    mixed = fp4sim.mma(a8, b8, datapath="sm90-fp8", a_format="e4m3", b_format="e5m2")
+    np.testing.assert_array_equal(mixed.view(np.uint32), np.load(tmp_path / "d8.npy").view(np.uint32))
+    assert mixed[0, 0] == np.float32(1.125 * 2.0**-16)
 
 
 @needs_cli

@@ -43,6 +43,12 @@ enum class AddendRounding : std::uint8_t {
 
 enum class OutputRounding : std::uint8_t { rz, rne };
 
+// The sign of a result that is zero (O9). An exact zero sum is +0 under both (O4).
+enum class ZeroResult : std::uint8_t {
+  signed_underflow,  // IEEE: a nonzero sum that rounds to zero keeps its sign (-2^-150 under RZ -> -0)
+  positive,          // every zero result is +0 (H200: mma.sync and wgmma never return -0)
+};
+
 // The sentinel for "no lower bound on the alignment exponent" and "zeros take no part in E_max".
 inline constexpr int kNoExponent = std::numeric_limits<int>::min() / 4;
 
@@ -60,8 +66,11 @@ struct FusedParams {
   int zero_exponent = kNoExponent;   // kNoExponent: zero operands and a zero C take no part in E_max
                                      //   (K–M, old MMA-Sim; O8). Otherwise a zero operand has this
                                      //   exponent (MMA-Sim HEAD: -126) and raises E_max like any other.
+  bool c_at_accumulator_emin = false; // C is read in the accumulator format `out`: a subnormal C aligns at
+                                     //   out's emin (fp16: -14, H200), not at its leading bit
   Format out = formats::fp32;        // fp32, fp16 (f16 accumulator) or e8m13 (Hopper FP8)
   OutputRounding out_rounding = OutputRounding::rz;
+  ZeroResult zero_result = ZeroResult::signed_underflow;
   bool overflow_to_inf = true;       // >= 2^(emax+1) after truncation -> Inf even under RZ (O5, measured)
   bool tf32_truncate_inputs = false; // fp32 inputs lose their low 13 bits before the multiply (PTX wgmma)
   // GST-FDPA (block-scaled instructions)
@@ -106,7 +115,7 @@ struct Datapath {
 // table of them in --list-datapaths order.
 namespace datapaths {
 extern const Datapath exact, fp32_seq, probe_matched, sm70, sm80, sm80_tf32, sm90_bf16, sm90_f16acc, sm90_tf32,
-    sm90_fp8, sm100_f16, sm100_f16acc, sm100_tf32, sm100_f8f6f4, sm100_mxf4nvf4, ue5m3_native;
+    sm90_fp8, sm90_fp8_f16acc, sm100_f16, sm100_f16acc, sm100_tf32, sm100_f8f6f4, sm100_mxf4nvf4, ue5m3_native;
 }  // namespace datapaths
 std::span<const Datapath* const> datapath_presets();
 const Datapath* find_datapath(std::string_view name);
@@ -185,21 +194,30 @@ std::uint32_t round_output(const FusedParams& p, bool negative, int exp_lsb, u12
 // or 0 * Inf gives the row's canonical NaN; otherwise an Inf propagates with its sign.
 std::uint32_t tfdpa_dot(const Datapath& dp, const Format& input, std::span<const std::uint32_t> a,
                         std::span<const std::uint32_t> b, std::uint32_t c_bits);
+// The same with A and B in different formats (wgmma e4m3 x e5m2, Blackwell's f8f6f4 mixes).
+std::uint32_t tfdpa_dot(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
+                        const Format& b_format, std::span<const std::uint32_t> b, std::uint32_t c_bits);
 
 // D = A·B + C over matrices (row-major A [M,K], B [K,N], C and D [M,N]) as FP32 bits, one tfdpa_dot
-// per element (OpenMP across rows). `c` empty means C = +0. A T-FDPA row only; codes of `input`.
-std::vector<std::uint32_t> mma(const Datapath& dp, const Format& input, std::span<const std::uint32_t> a,
-                               std::span<const std::uint32_t> b, std::span<const std::uint32_t> c, std::size_t m,
-                               std::size_t n, std::size_t k);
+// per element (OpenMP across rows). `c` empty means C = +0. A T-FDPA row only; A codes of `a_format`,
+// B codes of `b_format`.
+std::vector<std::uint32_t> mma(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
+                               const Format& b_format, std::span<const std::uint32_t> b,
+                               std::span<const std::uint32_t> c, std::size_t m, std::size_t n, std::size_t k);
 
 // The code of each value in `input`, or the index of the first value `input` cannot hold exactly
 // (NaN/Inf only where the format has them). Codes are the format's own (tf32: 19-bit codes; fp32:
-// binary32 bit patterns, which tf32 rows truncate to 10 fraction bits).
+// binary32 bit patterns, which tf32 rows truncate to 10 fraction bits). A binary32 NaN keeps its sign
+// and payload (the double's top 23 payload bits, as an exact widening put them there), so a tf32 row
+// truncates it like any other pattern; a double NaN whose payload binary32 cannot hold is refused.
 struct InputCodes {
   std::vector<std::uint32_t> codes;
   std::optional<std::size_t> first_unrepresentable;
 };
 InputCodes input_codes(const Format& input, std::span<const double> values);
+// binary32 bits -> double, exact; a NaN keeps sign, payload and signalling bit (payload << 29), which a
+// hardware float -> double conversion would quiet. input_codes(fp32) gives the same bits back.
+double widen_binary32(std::uint32_t bits);
 
 // One fused step with specials, on unpacked operands (tfdpa_dot's group body).
 std::uint32_t tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std::span<const Unpacked> b,

@@ -1,6 +1,6 @@
 // The arguments of a raw tensor-core multiply-accumulate (`fp4sim mma`, `fp4sim.mma`) as the front ends
-// receive them, and the one place they are checked: the row and input format by name, then the operand
-// values (each exact in the input format; C a binary32 value, fp16 for an f16-accumulate row).
+// receive them, and the one place they are checked: the row and the input formats by name, then the
+// operand values (each exact in its input format; C a binary32 value, fp16 for an f16-accumulate row).
 #pragma once
 
 #include <cstdint>
@@ -16,11 +16,12 @@ namespace fp4sim {
 
 struct MmaCall {
   std::string datapath;      // a T-FDPA row
-  std::string input_format;  // one of the row's input names (bf16, fp16, tf32, fp32, e4m3, ...)
+  std::string input_format;  // one of the row's input names (bf16, fp16, tf32, fp32, e4m3, ...) for A and B
+  std::string a_format, b_format;  // A's and B's own input names (wgmma e4m3 x e5m2); empty: input_format
 
   struct Resolved {
     const Datapath* row = nullptr;
-    InputSpec input;
+    InputSpec a, b;  // same instruction K
   };
   Resolved resolve() const;  // UsageError
 };
