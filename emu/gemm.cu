@@ -13,7 +13,6 @@
 // bf16-tc and probe-matched run on the wgmma kernels of emu/gemm_wgmma.cu and emu/gemm_probe_wgmma.cu (same
 // chains, same bits) when the build has sm_90a code and the device loads it; this mma.sync kernel is the
 // fallback.
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -513,15 +512,6 @@ Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_code
 
 // ---- host API ----
 
-std::string_view gemm_path_name(GemmPath path) {
-  switch (path) {
-    case GemmPath::bf16_tc: return "bf16-tc";
-    case GemmPath::probe_matched: return "probe-matched";
-    case GemmPath::exact: return "exact";
-  }
-  return "?";
-}
-
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b) {
   if (rule == AlphaRule::one || !a.tensor_scaled || !b.tensor_scaled) return 1.0f;
   const volatile float amax = a.tensor_amax * b.tensor_amax;
@@ -536,7 +526,8 @@ float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o, std::span<float> c) {
   if (a.cols != b.cols || c.size() < a.rows * b.rows) return Status::invalid_argument;
   if (a.element != formats::e2m1 || b.element != formats::e2m1) return Status::unsupported_format;
-  if (o.path == GemmPath::probe_matched && a.cols % 64 != 0) return Status::invalid_argument;
+  const GemmKernel& kernel = gemm_kernel(o.path);
+  if (!kernel.takes_k(a.cols)) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;
   detail::DeviceBuffer ac, as, bc, bs, dc;
   if (!detail::upload<std::uint8_t>(ac, a.codes) || !detail::upload<std::uint8_t>(as, a.scales) ||
@@ -548,7 +539,7 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
     st = detail::launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
                                    bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
   } else {
-    const std::size_t kp = (a.cols + 15) / 16 * 16;
+    const std::size_t kp = kernel.workspace_cols(a.cols);
     detail::DeviceBuffer ea, eb;
     if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return detail::cuda_failed();
     st = detail::launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp,
@@ -558,7 +549,7 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
                                       nullptr);
     if (st == Status::success)
       st = detail::launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows,
-                                    kp, o.path == GemmPath::probe_matched ? 64 : 0, o.snap, {o.alpha}, nullptr);
+                                    kp, kernel.group_k, o.snap, {o.alpha}, nullptr);
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)

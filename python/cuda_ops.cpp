@@ -6,10 +6,10 @@
 #include <string>
 
 #include "device.hpp"
-#include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm.hpp"
 #include "fp4sim/core/gemm_call.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/emu/gpu.hpp"
 #include "operand.hpp"
 
@@ -84,23 +84,22 @@ void dequantize(std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scal
         "dequantize");
 }
 
-// The GPU kernel behind a golden datapath (the pairs emu/crosscheck.cpp checks).
-gpu::GemmPath gpu_path(const GemmOptions& o) {
-  if (o.what_if == nullptr) {
-    if (o.datapath == &datapaths::sm90_bf16) return gpu::GemmPath::bf16_tc;
-    if (o.datapath == &datapaths::exact) return gpu::GemmPath::exact;
-    if (o.datapath == &datapaths::probe_matched && o.inner == datapaths::probe_matched.inner)
-      return gpu::GemmPath::probe_matched;
+// The GPU kernel behind a golden datapath (the table's row, the pairs emu/crosscheck.cpp checks).
+const gpu::GemmKernel& kernel_for(const GemmOptions& o) {
+  if (const gpu::GemmKernel* kernel = gpu::gemm_kernel_for(o)) return *kernel;
+  std::string served;
+  for (const gpu::GemmKernel& kernel : gpu::gemm_kernels()) {
+    served += (served.empty() ? "" : ", ") + std::string(kernel.golden->name);
+    if (kernel.name != kernel.golden->name) served += " (" + std::string(kernel.name) + ")";
   }
-  throw UsageError("datapath " + std::string(o.datapath->name) +
-                   ": the GPU has kernels for probe-matched, sm90-bf16 (bf16-tc) and exact only");
+  throw UsageError("datapath " + std::string(o.datapath->name) + ": the GPU has kernels for " + served + " only");
 }
 
 // C [M, N] = A·Bᵀ of quantized operands A [M, K] (operand <gemm>.a) and B [N, K] (<gemm>.b) through
 // `datapath` (a golden datapath the GPU has a kernel for), then + bias [N] (float32, or 0 for none) in
 // binary32; C float32, or BF16 (RNE) when bf16_out. alpha: a device float (workspace, set here); ea, eb:
-// BF16 workspaces [M, kp] and [N, kp] with kp = K rounded up to 16 (unused by exact: pass 0). Every kernel
-// reads alpha from the device and adds the bias in its epilogue.
+// the kernel's BF16 workspaces [M, Kp] and [N, Kp], Kp = GemmKernel::workspace_cols(K) (0 when it needs
+// none: pass 0). Every kernel reads alpha from the device and adds the bias in its epilogue.
 void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
           std::uintptr_t b_codes, std::uintptr_t b_scales, std::uintptr_t b_scalars, std::size_t n, std::size_t k,
           const std::string& recipe, const nb::dict& overrides, const std::string& gemm_name,
@@ -113,9 +112,10 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
   call.snap = snap;
   const GemmCall::Resolved r = call.resolve();
   const GemmOptions o = gemm_options(r.recipe, r.request);
-  const gpu::GemmPath path = gpu_path(o);
-  if (path == gpu::GemmPath::probe_matched && k % 64 != 0) {
-    throw DataError("gemm: probe-matched needs K % 64 == 0, K is " + std::to_string(k));
+  const gpu::GemmKernel& kernel = kernel_for(o);
+  if (!kernel.takes_k(k)) {
+    throw DataError("gemm: " + std::string(kernel.name) + " needs K % " + std::to_string(kernel.k_multiple) +
+                    " == 0, K is " + std::to_string(k));
   }
   const QuantizedTensor qa = described({r.recipe, r.a}, m, k), qb = described({r.recipe, r.b}, n, k);
   const float element_max = decode_to_float(r.recipe.element, r.recipe.element.max_finite_code());
@@ -125,13 +125,13 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
   check(detail::launch_gemm_alpha(alpha_rule_for(*o.datapath, r.recipe), ptr<const float>(a_scalars), qa.target,
                                   ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
         "gemm (alpha)");
-  if (path == gpu::GemmPath::exact) {
+  if (kernel.path == gpu::GemmPath::exact) {
     check(detail::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
                                     ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<void>(c),
                                     epilogue, s),
           "gemm (exact)");
   } else {
-    const std::size_t kp = (k + 15) / 16 * 16;
+    const std::size_t kp = kernel.workspace_cols(k);
     check(detail::launch_encode_bf16(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales),
                                      ptr<std::uint16_t>(ea), kp, s),
           "gemm (encode A)");
@@ -139,7 +139,7 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
                                      ptr<std::uint16_t>(eb), kp, s),
           "gemm (encode B)");
     check(detail::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<void>(c), m, n, kp,
-                                   path == gpu::GemmPath::probe_matched ? 64 : 0, o.snap, epilogue, s),
+                                   kernel.group_k, o.snap, epilogue, s),
           "gemm");
   }
 }

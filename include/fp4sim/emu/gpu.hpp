@@ -13,6 +13,7 @@
 #include "fp4sim/core/format.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 
 namespace fp4sim::gpu {
 
@@ -59,18 +60,8 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
 // Decoded values in q's dequantize order (dequantize(q) of the golden model); out.size() >= rows * cols.
 Status dequantize(const QuantizedTensor& q, std::span<float> out);
 
-// ---- GEMM paths (emu/gemm.cu): C [M, N] = A [M, K] . B [N, K]^T from two quantized operands ----
-enum class GemmPath : std::uint8_t {
-  bf16_tc,        // encoded-domain operands (q * s, exact in BF16) through bf16 tensor cores (wgmma m64n256k16
-                  // on an sm_90a build, else mma.sync.m16n8k16: the same bits), FP32 accumulation chained in
-                  // ascending k (16 per step) from +0, then RN(acc * alpha)
-  probe_matched,  // 64-groups of 4 chained k16 mma steps from +0, add.rz.f32 of the group partials from +0,
-                  // optional snap RNE(C * 1024) / 1024, then RN(C * alpha); needs K % 64 == 0
-  exact,          // exact block-scaled sum on CUDA cores (integer superaccumulator), times alpha exactly,
-                  // one RNE to FP32: RN32(alpha * sum)
-};
-std::string_view gemm_path_name(GemmPath path);
-
+// ---- GEMM (emu/gemm.cu): C [M, N] = A [M, K] . B [N, K]^T from two quantized operands, through a kernel of
+// gemm_kernels.hpp ----
 struct GemmOptions {
   GemmPath path = GemmPath::bf16_tc;
   float alpha = 1.0f;  // the recipe's alpha, formed by the caller (gemm_alpha below)
@@ -82,7 +73,8 @@ struct GemmOptions {
 // 1 when either operand carries no tensor scale.
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b);
 
-// c.size() >= a.rows * b.rows; a.cols == b.cols; both E2M1 with the same block shape along K.
+// c.size() >= a.rows * b.rows; a.cols == b.cols, a multiple of the kernel's k_multiple; both E2M1 with the
+// same block shape along K.
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);
 
 // ---- Benchmarks (emu/bench.cu): device-resident data, CUDA-event timing, median of `reps` ----
