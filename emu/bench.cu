@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "device.hpp"
-#include "device_buffer.hpp"
+#include "fp4sim/emu/device.hpp"
+#include "fp4sim/emu/device_buffer.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
@@ -86,7 +86,7 @@ Status time_median(int reps, F&& call, double& ms) {
 
 Status bench_copy(std::size_t size, int reps, BenchFigures& out) {
   if (!device_available()) return Status::no_device;
-  detail::DeviceBuffer a, b;
+  DeviceBuffer a, b;
   if (!a.allocate(size) || !b.allocate(size)) return Status::cuda_error;
   fill_float<<<1024, 256>>>(a.as<float>(), size / 4, 1);
   out.bytes = 2.0 * static_cast<double>(size);
@@ -106,9 +106,9 @@ Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_a
   request.spec = spec;
   if (held_amax) request.amax_ref = 100.0f;
   request.random.seed = 7;
-  detail::QuantizePlan plan;
-  if (const Status s = detail::make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
-  detail::DeviceBuffer x, codes, scales, amax;
+  QuantizePlan plan;
+  if (const Status s = make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
+  DeviceBuffer x, codes, scales, amax;
   const std::size_t n = rows * cols;
   if (!x.allocate(n * 4) || !codes.allocate(rows * plan.code_cols) || !scales.allocate(plan.scale_rows * plan.scale_cols) ||
       !amax.allocate(4))
@@ -118,19 +118,19 @@ Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_a
   const bool two_pass = !(plan.tensor_scaled && plan.amax_ref);
   out.bytes = static_cast<double>(n) * 4.0 + static_cast<double>(rows * plan.code_cols) +
               static_cast<double>(plan.scale_rows * plan.scale_cols) + (two_pass ? static_cast<double>(n) * 4.0 : 0.0);
-  const detail::TensorScalars fixed = detail::tensor_scalars(plan, 100.0f);
+  const TensorScalars fixed = tensor_scalars(plan, 100.0f);
   return time_median(
       reps,
       [&] {
         if (two_pass) {
           // The amax pass stays on the device; the scalars for the timed quantize are the held ones
           // (the host round trip of 4 bytes is not what is being measured).
-          if (const Status s = detail::launch_amax(plan, x.as<float>(), amax.as<float>(),
+          if (const Status s = launch_amax(plan, x.as<float>(), amax.as<float>(),
                                                    nullptr);
               s != Status::success)
             return s;
         }
-        return detail::launch_quantize(plan, fixed, x.as<const float>(), nullptr,
+        return launch_quantize(plan, fixed, x.as<const float>(), nullptr,
                                        codes.as<std::uint8_t>(), scales.as<std::uint8_t>(),
                                        nullptr);
       },
@@ -140,7 +140,7 @@ Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_a
 Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, int reps, BenchFigures& ours,
                   BenchFigures& cublas) {
   if (!device_available()) return Status::no_device;
-  detail::DeviceBuffer a, b, c, c2;
+  DeviceBuffer a, b, c, c2;
   if (!a.allocate(m * k * 2) || !b.allocate(n * k * 2) || !c.allocate(m * n * 4) || !c2.allocate(m * n * 4))
     return Status::cuda_error;
   fill_bf16<<<4096, 256>>>(a.as<std::uint16_t>(), m * k, 11);
@@ -176,7 +176,7 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
   // Every tile configuration of the path is timed and printed (wgmma kernels first); reported: the best. Each
   // wgmma kernel is also compared bit for bit with the mma.sync kernel of its path on these operands.
   double best = 1e30;
-  const bool wgmma = detail::wgmma_available();
+  const bool wgmma = wgmma_available();
   const std::vector<int> variants = path == GemmPath::probe_matched ? (wgmma ? std::vector<int>{5, 6, 7, 8, 3} : std::vector<int>{3})
                                     : wgmma                         ? std::vector<int>{4, 0, 1, 2}
                                                                     : std::vector<int>{0, 1, 2};
@@ -185,7 +185,7 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
     st = time_median(
         reps,
         [&] {
-          return detail::launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(),
+          return launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(),
                                                   b.as<const std::uint16_t>(), c.as<float>(), m,
                                                   n, k, nullptr);
         },
@@ -207,15 +207,15 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
     const int reference = path == GemmPath::probe_matched ? 3 : 1;
     for (int v : variants) {
       if (v < 4) continue;
-      detail::DeviceBuffer flag;
+      DeviceBuffer flag;
       if (!flag.allocate(sizeof(unsigned long long))) return Status::cuda_error;
       cudaMemset(flag.as<void>(), 0, sizeof(unsigned long long));
       cudaMemset(c.as<void>(), 0xFF, m * n * 4);
       cudaMemset(c2.as<void>(), 0xFF, m * n * 4);
-      if (detail::launch_gemm_bf16_variant(reference, a.as<const std::uint16_t>(),
+      if (launch_gemm_bf16_variant(reference, a.as<const std::uint16_t>(),
                                            b.as<const std::uint16_t>(), c.as<float>(), m, n, k,
                                            nullptr) != Status::success ||
-          detail::launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(),
+          launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(),
                                            c2.as<float>(), m, n, k, nullptr) != Status::success)
         return Status::cuda_error;
       count_diff<<<4096, 256>>>(c.as<const std::uint32_t>(), c2.as<const std::uint32_t>(), m * n,

@@ -21,13 +21,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "device.hpp"
-#include "device_buffer.hpp"
 #include "epilogue.cuh"
+#include "fp4sim/emu/device_buffer.hpp"
 #include "fp4sim/emu/gpu.hpp"
+#include "kernels.hpp"
 
 namespace fp4sim::gpu {
-namespace detail {
 namespace {
 
 constexpr int kBK = 32;
@@ -508,7 +507,6 @@ Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_code
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-}  // namespace detail
 
 // ---- host API ----
 
@@ -529,31 +527,31 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
   const GemmKernel& kernel = gemm_kernel(o.path);
   if (!kernel.takes_k(a.cols)) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;
-  detail::DeviceBuffer ac, as, bc, bs, dc;
-  if (!detail::upload<std::uint8_t>(ac, a.codes) || !detail::upload<std::uint8_t>(as, a.scales) ||
-      !detail::upload<std::uint8_t>(bc, b.codes) || !detail::upload<std::uint8_t>(bs, b.scales) ||
+  DeviceBuffer ac, as, bc, bs, dc;
+  if (!upload<std::uint8_t>(ac, a.codes) || !upload<std::uint8_t>(as, a.scales) ||
+      !upload<std::uint8_t>(bc, b.codes) || !upload<std::uint8_t>(bs, b.scales) ||
       !dc.allocate(a.rows * b.rows * sizeof(float)))
-    return detail::cuda_failed();
+    return cuda_failed();
   Status st;
   if (o.path == GemmPath::exact) {
-    st = detail::launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
+    st = launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
                                    bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
   } else {
     const std::size_t kp = kernel.workspace_cols(a.cols);
-    detail::DeviceBuffer ea, eb;
-    if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return detail::cuda_failed();
-    st = detail::launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp,
+    DeviceBuffer ea, eb;
+    if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return cuda_failed();
+    st = launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp,
                                     nullptr);
     if (st == Status::success)
-      st = detail::launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp,
+      st = launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp,
                                       nullptr);
     if (st == Status::success)
-      st = detail::launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows,
+      st = launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows,
                                     kp, kernel.group_k, o.snap, {o.alpha}, nullptr);
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
-    return detail::cuda_failed();
+    return cuda_failed();
   return Status::success;
 }
 

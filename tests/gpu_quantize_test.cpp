@@ -12,13 +12,13 @@
 #include <tuple>
 #include <vector>
 
-#include "emu.hpp"
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/gemm.hpp"
 #include "fp4sim/emu/gpu.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/emu/element_convert.hpp"
 #include "fp4sim/emu/gemm_kernels.hpp"
 
 namespace fp4sim {
@@ -67,7 +67,7 @@ TEST(EmuHost, StochasticE2m1IntegerPathEqualsGolden) {
   std::printf("EmuHost: %llu (value, r, k, mode) cases checked\n", static_cast<unsigned long long>(checked));
 }
 
-// The quantize kernels' branch-free E2M1 RNE against the threshold form of emu/emu.hpp (itself judged against
+// The quantize kernels' branch-free E2M1 RNE against the threshold form of fp4sim/emu/element_convert.hpp (itself judged against
 // the golden encoder by tests/gpu_convert_test.cpp): every 61st binary32 plus every pattern within 2^16 of
 // each E2M1 midpoint and value, both signs; all 2^32 with FP4SIM_EXHAUSTIVE=1 (run on 2026-11-30: 0 of 2^32).
 TEST(EmuHost, E2m1RneFastEqualsThresholds) {

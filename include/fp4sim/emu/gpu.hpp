@@ -1,8 +1,9 @@
 // The host API of the CUDA kernels in emu/ (built when FP4SIM_CUDA is ON; link fp4sim_emu).
 //
 // Every call returns a Status, as cutlass::Status does: nothing here exits, throws or prints. The
-// kernels are independent GPU code (emu/emu.hpp), judged against the golden encoder by
-// tests/gpu_convert_test.cpp. This header needs no CUDA headers.
+// kernels are independent GPU code (fp4sim/emu/element_convert.hpp), judged against the golden encoder by
+// tests/gpu_convert_test.cpp. The same kernels on device memory the caller owns: fp4sim/emu/device.hpp.
+// This header needs no CUDA headers.
 #pragma once
 
 #include <cstdint>
