@@ -78,20 +78,4 @@ float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor
 // same block shape along K.
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);
 
-// ---- Benchmarks (emu/bench.cu): device-resident data, CUDA-event timing, median of `reps` ----
-struct BenchFigures {
-  double ms = 0.0;       // median time of one call
-  double bytes = 0.0;    // bytes moved per call (read + written), as counted by the caller's model
-  double flops = 0.0;    // 2*M*N*K for GEMMs
-};
-// cudaMemcpy device-to-device of `bytes` bytes (bytes counts read + written = 2 * size).
-Status bench_copy(std::size_t size, int reps, BenchFigures& out);
-// Quantize of a rows x cols tensor of random normal-ish floats; held amax (one pass) or current (two).
-Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_amax, std::size_t rows,
-                      std::size_t cols, int reps, BenchFigures& out);
-// The bf16-tc / probe-matched GEMM kernel on BF16 operands of M x N x K (random data), and cuBLAS's BF16
-// GEMM (cublasGemmEx, FP32 compute) on the same operands.
-Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, int reps, BenchFigures& ours,
-                  BenchFigures& cublas);
-
 }  // namespace fp4sim::gpu
