@@ -1,6 +1,7 @@
 // GPU element conversion binary32 -> small-format codes: kernels and the fp4sim::gpu host API.
 //
-// The per-element arithmetic is fp4sim/emu/element_convert.hpp (independent of the golden encoder); this file launches it.
+// The per-element arithmetic is fp4sim/emu/element_convert.hpp (independent of the golden encoder); this file
+// launches it.
 // Each thread converts four consecutive elements: one 16-byte load, one 4-byte store, coalesced across
 // the warp, in a grid-stride loop. The rounding mode and the format's shape are template arguments.
 #include <cuda_runtime.h>

@@ -7,8 +7,9 @@
 // RHT wgrad operands), current and held tensor amax, binary32 and (every third case) BF16 inputs. Compared: every code byte, every scale byte,
 // tensor_amax, G and Gd bits; dequantized values bit for bit (any NaN equals any NaN).
 // GEMM: random shapes (most small, a few up to --max-gemm), operands quantized by the golden model, then
-// each kernel of the table (fp4sim/emu/gemm_kernels.hpp) against its golden datapath: bf16-tc vs sm90-bf16 chained over the whole K from +0
-// in ascending k (the kernel's order), probe-matched vs probe-matched (inner sm90-bf16), exact vs exact.
+// each kernel of the table (fp4sim/emu/gemm_kernels.hpp) against its golden datapath: bf16-tc vs sm90-bf16
+// chained over the whole K from +0 in ascending k (the kernel's order), probe-matched vs probe-matched (inner
+// sm90-bf16), exact vs exact.
 // Writes one line per case with mismatch counts and the largest difference in ulps.
 #include "fp4sim/emu/crosscheck.hpp"
 
@@ -301,7 +302,9 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
       try {
         cg = gemm(qa, qb, go);
       } catch (const DataError& e) {
-        if (o.verbose) std::fprintf(log, "gemm %s %s: golden refuses (%s), skipped\n", recipe.name.c_str(), std::string(kernel.name).c_str(), e.what());
+        if (o.verbose)
+          std::fprintf(log, "gemm %s %s: golden refuses (%s), skipped\n", recipe.name.c_str(),
+                       std::string(kernel.name).c_str(), e.what());
         continue;
       }
       pc.tally.golden_s += seconds_since(t0);

@@ -507,7 +507,6 @@ Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_code
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-
 // ---- host API ----
 
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b) {
@@ -528,26 +527,23 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
   if (!kernel.takes_k(a.cols)) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;
   DeviceBuffer ac, as, bc, bs, dc;
-  if (!upload<std::uint8_t>(ac, a.codes) || !upload<std::uint8_t>(as, a.scales) ||
-      !upload<std::uint8_t>(bc, b.codes) || !upload<std::uint8_t>(bs, b.scales) ||
-      !dc.allocate(a.rows * b.rows * sizeof(float)))
+  if (!upload<std::uint8_t>(ac, a.codes) || !upload<std::uint8_t>(as, a.scales) || !upload<std::uint8_t>(bc, b.codes) ||
+      !upload<std::uint8_t>(bs, b.scales) || !dc.allocate(a.rows * b.rows * sizeof(float)))
     return cuda_failed();
   Status st;
   if (o.path == GemmPath::exact) {
     st = launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
-                                   bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
+                           bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
   } else {
     const std::size_t kp = kernel.workspace_cols(a.cols);
     DeviceBuffer ea, eb;
     if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return cuda_failed();
-    st = launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp,
-                                    nullptr);
+    st = launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp, nullptr);
     if (st == Status::success)
-      st = launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp,
-                                      nullptr);
+      st = launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp, nullptr);
     if (st == Status::success)
-      st = launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows,
-                                    kp, kernel.group_k, o.snap, {o.alpha}, nullptr);
+      st = launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows, kp,
+                            kernel.group_k, o.snap, {o.alpha}, nullptr);
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)

@@ -716,7 +716,6 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-
 // ---- host-memory API ----
 
 
@@ -755,7 +754,7 @@ Status quantize_host(const Recipe& recipe, const QuantizeRequest& request, std::
   }
   const TensorScalars sc = tensor_scalars(plan, amax);
   if (const Status s = launch_quantize(plan, sc, dx.as<const T>(), bits, dcodes.as<std::uint8_t>(),
-                                               dscales.as<std::uint8_t>(), nullptr);
+                                       dscales.as<std::uint8_t>(), nullptr);
       s != Status::success)
     return s;
   if (cudaMemcpy(q.codes.data(), dcodes.as<std::uint8_t>(), q.codes.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
@@ -790,8 +789,8 @@ Status dequantize(const QuantizedTensor& q, std::span<float> out) {
   if (!upload<std::uint8_t>(dcodes, q.codes) || !upload<std::uint8_t>(dscales, q.scales) ||
       !dout.allocate(q.rows * q.cols * 4))
     return cuda_failed();
-  if (const Status s = launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(),
-                                                 dout.as<float>(), nullptr);
+  if (const Status s =
+          launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(), dout.as<float>(), nullptr);
       s != Status::success)
     return s;
   if (cudaMemcpy(out.data(), dout.as<float>(), q.rows * q.cols * 4, cudaMemcpyDeviceToHost) != cudaSuccess)

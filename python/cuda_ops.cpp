@@ -66,9 +66,8 @@ void quantize(std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, c
   if (!held_used) check(gpu::launch_amax(plan, input, s, stream_of(stream)), "quantize (amax)");
   check(gpu::launch_tensor_scalars(plan, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
         "quantize (tensor scalars)");
-  check(gpu::launch_quantize(plan, static_cast<const float*>(s), input,
-                                ptr<const std::uint32_t>(rbits), ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales),
-                                stream_of(stream)),
+  check(gpu::launch_quantize(plan, static_cast<const float*>(s), input, ptr<const std::uint32_t>(rbits),
+                             ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales), stream_of(stream)),
         "quantize");
 }
 
@@ -77,10 +76,10 @@ void dequantize(std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scal
                 const std::string& recipe, const nb::dict& overrides, const std::string& role, std::uintptr_t out,
                 std::uintptr_t stream) {
   const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, 0, std::nullopt, false);
-  check(gpu::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes),
-                                  ptr<const std::uint8_t>(scales), ptr<const float>(scalars), ptr<float>(out),
-                                  stream_of(stream)),
-        "dequantize");
+  check(
+      gpu::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes), ptr<const std::uint8_t>(scales),
+                             ptr<const float>(scalars), ptr<float>(out), stream_of(stream)),
+      "dequantize");
 }
 
 // The GPU kernel behind a golden datapath (the table's row, the pairs emu/crosscheck.cpp checks).
@@ -122,23 +121,23 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
   const gpu::Epilogue epilogue{1.0f, d_alpha, ptr<const float>(bias), bf16_out};
   void* s = stream_of(stream);
   check(gpu::launch_gemm_alpha(alpha_rule_for(*o.datapath, r.recipe), ptr<const float>(a_scalars), qa.target,
-                                  ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
+                               ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
         "gemm (alpha)");
   if (kernel.path == gpu::GemmPath::exact) {
     check(gpu::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
-                                    ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<void>(c),
-                                    epilogue, s),
+                                 ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<void>(c),
+                                 epilogue, s),
           "gemm (exact)");
   } else {
     const std::size_t kp = kernel.workspace_cols(k);
     check(gpu::launch_encode_bf16(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales),
-                                     ptr<std::uint16_t>(ea), kp, s),
+                                  ptr<std::uint16_t>(ea), kp, s),
           "gemm (encode A)");
     check(gpu::launch_encode_bf16(qb, ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales),
-                                     ptr<std::uint16_t>(eb), kp, s),
+                                  ptr<std::uint16_t>(eb), kp, s),
           "gemm (encode B)");
     check(gpu::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<void>(c), m, n, kp,
-                                   kernel.group_k, o.snap, epilogue, s),
+                                kernel.group_k, o.snap, epilogue, s),
           "gemm");
   }
 }

@@ -144,14 +144,11 @@ Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_a
         if (two_pass) {
           // The amax pass stays on the device; the scalars for the timed quantize are the held ones
           // (the host round trip of 4 bytes is not what is being measured).
-          if (const Status s = launch_amax(plan, x.as<float>(), amax.as<float>(),
-                                                   nullptr);
-              s != Status::success)
+          if (const Status s = launch_amax(plan, x.as<float>(), amax.as<float>(), nullptr); s != Status::success)
             return s;
         }
-        return launch_quantize(plan, fixed, x.as<const float>(), nullptr,
-                                       codes.as<std::uint8_t>(), scales.as<std::uint8_t>(),
-                                       nullptr);
+        return launch_quantize(plan, fixed, x.as<const float>(), nullptr, codes.as<std::uint8_t>(),
+                               scales.as<std::uint8_t>(), nullptr);
       },
       out.ms);
 }
@@ -206,9 +203,8 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
     st = time_median(
         reps,
         [&] {
-          return launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(),
-                                                  b.as<const std::uint16_t>(), c.as<float>(), m,
-                                                  n, k, nullptr);
+          return launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(), c.as<float>(), m,
+                                          n, k, nullptr);
         },
         t);
     if (st != Status::success) return st;
@@ -233,11 +229,10 @@ Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, in
       cudaMemset(flag.as<void>(), 0, sizeof(unsigned long long));
       cudaMemset(c.as<void>(), 0xFF, m * n * 4);
       cudaMemset(c2.as<void>(), 0xFF, m * n * 4);
-      if (launch_gemm_bf16_variant(reference, a.as<const std::uint16_t>(),
-                                           b.as<const std::uint16_t>(), c.as<float>(), m, n, k,
-                                           nullptr) != Status::success ||
-          launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(),
-                                           c2.as<float>(), m, n, k, nullptr) != Status::success)
+      if (launch_gemm_bf16_variant(reference, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(), c.as<float>(),
+                                   m, n, k, nullptr) != Status::success ||
+          launch_gemm_bf16_variant(v, a.as<const std::uint16_t>(), b.as<const std::uint16_t>(), c2.as<float>(), m, n,
+                                   k, nullptr) != Status::success)
         return Status::cuda_error;
       count_diff<<<4096, 256>>>(c.as<const std::uint32_t>(), c2.as<const std::uint32_t>(), m * n,
                                 flag.as<unsigned long long>());
