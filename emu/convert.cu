@@ -1,6 +1,7 @@
 // GPU element conversion binary32 -> small-format codes: kernels and the fp4sim::gpu host API.
 //
-// The per-element arithmetic is emu/emu.hpp (independent of the golden encoder); this file launches it.
+// The per-element arithmetic is fp4sim/emu/element_convert.hpp (independent of the golden encoder); this file
+// launches it.
 // Each thread converts four consecutive elements: one 16-byte load, one 4-byte store, coalesced across
 // the warp, in a grid-stride loop. The rounding mode and the format's shape are template arguments.
 #include <cuda_runtime.h>
@@ -8,8 +9,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "device_buffer.hpp"
-#include "emu.hpp"
+#include "fp4sim/emu/device_buffer.hpp"
+#include "fp4sim/emu/element_convert.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::gpu {
@@ -131,8 +132,8 @@ Status convert(const Format& format, const EncodeOptions& options, std::span<con
   const std::size_t n = in.size();
   if (n == 0) return Status::success;
 
-  detail::DeviceBuffer d_in, d_out;
-  if (!detail::upload(d_in, in) || !d_out.allocate(n)) return detail::cuda_failed();
+  DeviceBuffer d_in, d_out;
+  if (!upload(d_in, in) || !d_out.allocate(n)) return cuda_failed();
   auto* din = d_in.as<float>();
   auto* dout = d_out.as<std::uint8_t>();
 

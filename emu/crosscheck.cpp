@@ -7,8 +7,9 @@
 // RHT wgrad operands), current and held tensor amax, binary32 and (every third case) BF16 inputs. Compared: every code byte, every scale byte,
 // tensor_amax, G and Gd bits; dequantized values bit for bit (any NaN equals any NaN).
 // GEMM: random shapes (most small, a few up to --max-gemm), operands quantized by the golden model, then
-// each path on the GPU against its golden datapath: bf16-tc vs sm90-bf16 chained over the whole K from +0
-// in ascending k (the kernel's order), probe-matched vs probe-matched (inner sm90-bf16), exact vs exact.
+// each kernel of the table (fp4sim/emu/gemm_kernels.hpp) against its golden datapath: bf16-tc vs sm90-bf16
+// chained over the whole K from +0 in ascending k (the kernel's order), probe-matched vs probe-matched (inner
+// sm90-bf16), exact vs exact.
 // Writes one line per case with mismatch counts and the largest difference in ulps.
 #include "fp4sim/emu/crosscheck.hpp"
 
@@ -20,6 +21,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fp4sim/core/datapath.hpp"
@@ -28,6 +30,7 @@
 #include "fp4sim/core/primitives.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim::crosscheck {
@@ -237,10 +240,9 @@ void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std:
   }
 }
 
+// A GEMM kernel and the tally of its cases against its golden datapath.
 struct PathCheck {
-  std::string name;
-  gpu::GemmPath path;
-  const Datapath* golden;
+  const gpu::GemmKernel* kernel;
   Tally tally;
 };
 
@@ -286,12 +288,12 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
     const QuantizedTensor qb = quantize(recipe, rb, xb, n, k);
     const bool snap = rng() % 4 != 0;  // probe-matched: the recipe's snap mostly, --no-snap too
     for (PathCheck& pc : checks) {
-      if (pc.golden == nullptr) continue;
-      if (pc.path == gpu::GemmPath::probe_matched && k % 64 != 0) continue;
+      const gpu::GemmKernel& kernel = *pc.kernel;
+      if (!kernel.takes_k(k)) continue;
       GemmOptions go;
-      go.datapath = pc.golden;
+      go.datapath = kernel.golden;
       go.snap = snap;
-      const AlphaRule rule = alpha_rule_for(*pc.golden, recipe);
+      const AlphaRule rule = alpha_rule_for(*kernel.golden, recipe);
       go.alpha = gemm_alpha(rule, qa.tensor_amax, qa.target, qb.tensor_amax, qb.target, 6.0f);
       if (!qa.tensor_scaled || !qb.tensor_scaled) go.alpha = 1.0f;
       std::vector<float> cg;
@@ -300,12 +302,14 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
       try {
         cg = gemm(qa, qb, go);
       } catch (const DataError& e) {
-        if (o.verbose) std::fprintf(log, "gemm %s %s: golden refuses (%s), skipped\n", recipe.name.c_str(), pc.name.c_str(), e.what());
+        if (o.verbose)
+          std::fprintf(log, "gemm %s %s: golden refuses (%s), skipped\n", recipe.name.c_str(),
+                       std::string(kernel.name).c_str(), e.what());
         continue;
       }
       pc.tally.golden_s += seconds_since(t0);
       gpu::GemmOptions gopt;
-      gopt.path = pc.path;
+      gopt.path = kernel.path;
       gopt.alpha = go.alpha;
       gopt.snap = snap;
       std::vector<float> cd(m * n);
@@ -330,8 +334,8 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
       pc.tally.max_ulps = std::max(pc.tally.max_ulps, worst);
       if (bad || o.verbose || g < large) {
         std::fprintf(log, "gemm %-14s %-12s %4zux%4zux%-4zu%s: %llu mismatching outputs, max %llu ulps (%.1f s)%s",
-                     pc.name.c_str(), recipe.name.c_str(), m, n, k,
-                     pc.path == gpu::GemmPath::probe_matched && !snap ? " no-snap" : "", static_cast<unsigned long long>(bad),
+                     std::string(kernel.name).c_str(), recipe.name.c_str(), m, n, k,
+                     kernel.golden->snap && !snap ? " no-snap" : "", static_cast<unsigned long long>(bad),
                     static_cast<unsigned long long>(worst), seconds_since(case_start),
                     st != gpu::Status::success ? (" (GPU status " + std::string(gpu::status_name(st)) + ")").c_str() : "");
         if (bad && st == gpu::Status::success)
@@ -363,7 +367,7 @@ std::uint64_t run(const Options& o, std::FILE* log) {
       recipes.push_back(*r);
     }
   }
-  auto wants = [&](const char* p) { return std::find(o.paths.begin(), o.paths.end(), p) != o.paths.end(); };
+  auto wants = [&](std::string_view p) { return std::find(o.paths.begin(), o.paths.end(), p) != o.paths.end(); };
   std::mt19937_64 rng(o.seed);
   std::uint64_t total_bad = 0;
   std::fprintf(log, "%-12s %-14s %8s %14s %12s %10s %10s %10s\n", "recipe", "path", "cases", "elements", "mismatches",
@@ -392,10 +396,9 @@ std::uint64_t run(const Options& o, std::FILE* log) {
   }
   const int per_recipe = std::max(1, o.gemms / static_cast<int>(recipes.size()));
   std::vector<PathCheck> checks;
-  if (wants("bf16-tc")) checks.push_back({"bf16-tc", gpu::GemmPath::bf16_tc, &datapaths::sm90_bf16, {}});
-  if (wants("probe-matched"))
-    checks.push_back({"probe-matched", gpu::GemmPath::probe_matched, &datapaths::probe_matched, {}});
-  if (wants("exact")) checks.push_back({"exact", gpu::GemmPath::exact, &datapaths::exact, {}});
+  for (const gpu::GemmKernel& kernel : gpu::gemm_kernels()) {
+    if (wants(kernel.name)) checks.push_back({&kernel, {}});
+  }
   if (!checks.empty() && o.gemms > 0) {
     const std::uint64_t all_gemms = per_recipe * recipes.size() + o.shapes.size();
     for (std::size_t i = 0; i < recipes.size(); ++i) {
@@ -415,7 +418,7 @@ std::uint64_t run(const Options& o, std::FILE* log) {
       check_gemms(log, recipes[0], 0, 0, o, rng, checks, {per_recipe * recipes.size(), all_gemms}, fixed);
     }
     if (o.progress) o.progress(all_gemms, all_gemms, "done");
-    for (const PathCheck& pc : checks) line("all", pc.name, pc.tally);
+    for (const PathCheck& pc : checks) line("all", std::string(pc.kernel->name), pc.tally);
   }
   std::fprintf(log, "\nsummary\n");
   for (const auto& s : summary) std::fprintf(log, "%s\n", s.c_str());

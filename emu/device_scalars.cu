@@ -8,9 +8,9 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "device.hpp"
+#include "fp4sim/emu/device.hpp"
 
-namespace fp4sim::gpu::detail {
+namespace fp4sim::gpu {
 namespace {
 
 __global__ void tensor_scalars_kernel(const float* measured, const float* held, float* out, int tensor_scaled,
@@ -67,4 +67,4 @@ Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_
   return launched();
 }
 
-}  // namespace fp4sim::gpu::detail
+}  // namespace fp4sim::gpu

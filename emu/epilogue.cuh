@@ -1,4 +1,4 @@
-// The per-output epilogue every GEMM kernel of emu/ ends with (Epilogue, emu/device.hpp): RN(C·alpha), the
+// The per-output epilogue every GEMM kernel of emu/ ends with (Epilogue, fp4sim/emu/device.hpp): RN(C·alpha), the
 // optional bias added in binary32, and the store as binary32 or BF16.
 #pragma once
 
@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "device.hpp"
+#include "fp4sim/emu/device.hpp"
 
-namespace fp4sim::gpu::detail {
+namespace fp4sim::gpu {
 
 __device__ __forceinline__ float epilogue_alpha(const Epilogue& e) {
   return e.alpha_device != nullptr ? *e.alpha_device : e.alpha;
@@ -58,4 +58,4 @@ __device__ __forceinline__ void epilogue_pair(const Epilogue& e, float alpha, vo
   }
 }
 
-}  // namespace fp4sim::gpu::detail
+}  // namespace fp4sim::gpu

@@ -13,7 +13,6 @@
 // bf16-tc and probe-matched run on the wgmma kernels of emu/gemm_wgmma.cu and emu/gemm_probe_wgmma.cu (same
 // chains, same bits) when the build has sm_90a code and the device loads it; this mma.sync kernel is the
 // fallback.
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -22,13 +21,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "device.hpp"
-#include "device_buffer.hpp"
 #include "epilogue.cuh"
+#include "fp4sim/emu/device_buffer.hpp"
 #include "fp4sim/emu/gpu.hpp"
+#include "kernels.hpp"
 
 namespace fp4sim::gpu {
-namespace detail {
 namespace {
 
 constexpr int kBK = 32;
@@ -509,18 +507,7 @@ Status launch_gemm_exact(const QuantizedTensor& qa, const std::uint8_t* d_a_code
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-}  // namespace detail
-
 // ---- host API ----
-
-std::string_view gemm_path_name(GemmPath path) {
-  switch (path) {
-    case GemmPath::bf16_tc: return "bf16-tc";
-    case GemmPath::probe_matched: return "probe-matched";
-    case GemmPath::exact: return "exact";
-  }
-  return "?";
-}
 
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b) {
   if (rule == AlphaRule::one || !a.tensor_scaled || !b.tensor_scaled) return 1.0f;
@@ -536,33 +523,31 @@ float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o, std::span<float> c) {
   if (a.cols != b.cols || c.size() < a.rows * b.rows) return Status::invalid_argument;
   if (a.element != formats::e2m1 || b.element != formats::e2m1) return Status::unsupported_format;
-  if (o.path == GemmPath::probe_matched && a.cols % 64 != 0) return Status::invalid_argument;
+  const GemmKernel& kernel = gemm_kernel(o.path);
+  if (!kernel.takes_k(a.cols)) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;
-  detail::DeviceBuffer ac, as, bc, bs, dc;
-  if (!detail::upload<std::uint8_t>(ac, a.codes) || !detail::upload<std::uint8_t>(as, a.scales) ||
-      !detail::upload<std::uint8_t>(bc, b.codes) || !detail::upload<std::uint8_t>(bs, b.scales) ||
-      !dc.allocate(a.rows * b.rows * sizeof(float)))
-    return detail::cuda_failed();
+  DeviceBuffer ac, as, bc, bs, dc;
+  if (!upload<std::uint8_t>(ac, a.codes) || !upload<std::uint8_t>(as, a.scales) || !upload<std::uint8_t>(bc, b.codes) ||
+      !upload<std::uint8_t>(bs, b.scales) || !dc.allocate(a.rows * b.rows * sizeof(float)))
+    return cuda_failed();
   Status st;
   if (o.path == GemmPath::exact) {
-    st = detail::launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
-                                   bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
+    st = launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
+                           bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
   } else {
-    const std::size_t kp = (a.cols + 15) / 16 * 16;
-    detail::DeviceBuffer ea, eb;
-    if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return detail::cuda_failed();
-    st = detail::launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp,
-                                    nullptr);
+    const std::size_t kp = kernel.workspace_cols(a.cols);
+    DeviceBuffer ea, eb;
+    if (!ea.allocate(a.rows * kp * 2) || !eb.allocate(b.rows * kp * 2)) return cuda_failed();
+    st = launch_encode_bf16(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), ea.as<std::uint16_t>(), kp, nullptr);
     if (st == Status::success)
-      st = detail::launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp,
-                                      nullptr);
+      st = launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp, nullptr);
     if (st == Status::success)
-      st = detail::launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows,
-                                    kp, o.path == GemmPath::probe_matched ? 64 : 0, o.snap, {o.alpha}, nullptr);
+      st = launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows, kp,
+                            kernel.group_k, o.snap, {o.alpha}, nullptr);
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
-    return detail::cuda_failed();
+    return cuda_failed();
   return Status::success;
 }
 

@@ -28,11 +28,11 @@
 
 #include <cstdint>
 
-#include "device.hpp"
 #include "epilogue.cuh"
+#include "kernels.hpp"
 #include "wgmma.cuh"
 
-namespace fp4sim::gpu::detail {
+namespace fp4sim::gpu {
 namespace {
 
 using namespace wgmma;
@@ -178,4 +178,4 @@ int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std:
   }
 }
 
-}  // namespace fp4sim::gpu::detail
+}  // namespace fp4sim::gpu

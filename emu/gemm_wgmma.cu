@@ -20,12 +20,12 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "device.hpp"
-#include "device_buffer.hpp"
 #include "epilogue.cuh"
+#include "fp4sim/emu/device_buffer.hpp"
+#include "kernels.hpp"
 #include "wgmma.cuh"
 
-namespace fp4sim::gpu::detail {
+namespace fp4sim::gpu {
 namespace {
 
 using namespace wgmma;
@@ -174,4 +174,4 @@ int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, vo
   return cudaGetLastError();
 }
 
-}  // namespace fp4sim::gpu::detail
+}  // namespace fp4sim::gpu

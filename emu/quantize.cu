@@ -28,15 +28,14 @@
 #include <cstring>
 #include <vector>
 
-#include "device.hpp"
-#include "device_buffer.hpp"
-#include "emu.hpp"
 #include "fp4sim/core/codec.hpp"
-#include "fp4sim/emu/gpu.hpp"
 #include "fp4sim/core/random.hpp"
+#include "fp4sim/emu/device_buffer.hpp"
+#include "fp4sim/emu/element_convert.hpp"
+#include "fp4sim/emu/gpu.hpp"
+#include "kernels.hpp"
 
 namespace fp4sim::gpu {
-namespace detail {
 namespace {
 
 constexpr int kThreads = 256;
@@ -140,7 +139,7 @@ __device__ __forceinline__ std::uint32_t e2m1_stochastic(float y, std::uint32_t 
   return (lower + (up ? 1u : 0u)) | sign;
 }
 
-// Stochastic rounding in integers only (emu::f32_to_e2m1_sr, emu/emu.hpp): the same decision as
+// Stochastic rounding in integers only (emu::f32_to_e2m1_sr, fp4sim/emu/element_convert.hpp): the same decision as
 // e2m1_stochastic for r < 2^k, used with Philox bits (masked to k); explicit bits keep e2m1_stochastic.
 template <ElementRound R>
 __device__ __forceinline__ std::uint32_t e2m1_stochastic_int(std::uint32_t bits, std::uint32_t r, int k) {
@@ -717,8 +716,6 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-}  // namespace detail
-
 // ---- host-memory API ----
 
 
@@ -729,9 +726,9 @@ template <class T>
 Status quantize_host(const Recipe& recipe, const QuantizeRequest& request, std::span<const T> x, std::size_t rows,
                      std::size_t cols, QuantizedTensor& q) {
   if (x.size() != rows * cols) return Status::invalid_argument;
-  detail::QuantizePlan plan;
-  if (const Status s = detail::make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
-  const bool stochastic = plan.rounding != detail::ElementRound::rne;
+  QuantizePlan plan;
+  if (const Status s = make_plan(recipe, request, rows, cols, plan); s != Status::success) return s;
+  const bool stochastic = plan.rounding != ElementRound::rne;
   if (stochastic && !request.random.explicit_bits.empty() && request.random.explicit_bits.size() != x.size()) {
     return Status::invalid_argument;
   }
@@ -739,30 +736,30 @@ Status quantize_host(const Recipe& recipe, const QuantizeRequest& request, std::
 
   q = blank_quantized(recipe, request, rows, cols);
 
-  detail::DeviceBuffer dx, dcodes, dscales, damax, dbits;
-  if (!detail::upload(dx, x) || !dcodes.allocate(q.codes.size()) || !dscales.allocate(q.scales.size()) ||
+  DeviceBuffer dx, dcodes, dscales, damax, dbits;
+  if (!upload(dx, x) || !dcodes.allocate(q.codes.size()) || !dscales.allocate(q.scales.size()) ||
       !damax.allocate(sizeof(float)))
-    return detail::cuda_failed();
+    return cuda_failed();
   const std::uint32_t* bits = nullptr;
   if (stochastic && !request.random.explicit_bits.empty()) {
-    if (!detail::upload(dbits, request.random.explicit_bits)) return detail::cuda_failed();
+    if (!upload(dbits, request.random.explicit_bits)) return cuda_failed();
     bits = dbits.as<std::uint32_t>();
   }
   float amax = 0.0f;
   if (!(plan.tensor_scaled && plan.amax_ref)) {  // a held amax needs no pass over the tensor
-    if (const Status s = detail::launch_amax(plan, dx.as<const T>(), damax.as<float>(), nullptr); s != Status::success)
+    if (const Status s = launch_amax(plan, dx.as<const T>(), damax.as<float>(), nullptr); s != Status::success)
       return s;
     if (cudaMemcpy(&amax, damax.as<float>(), sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
-      return detail::cuda_failed();
+      return cuda_failed();
   }
-  const detail::TensorScalars sc = detail::tensor_scalars(plan, amax);
-  if (const Status s = detail::launch_quantize(plan, sc, dx.as<const T>(), bits, dcodes.as<std::uint8_t>(),
-                                               dscales.as<std::uint8_t>(), nullptr);
+  const TensorScalars sc = tensor_scalars(plan, amax);
+  if (const Status s = launch_quantize(plan, sc, dx.as<const T>(), bits, dcodes.as<std::uint8_t>(),
+                                       dscales.as<std::uint8_t>(), nullptr);
       s != Status::success)
     return s;
   if (cudaMemcpy(q.codes.data(), dcodes.as<std::uint8_t>(), q.codes.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
       cudaMemcpy(q.scales.data(), dscales.as<std::uint8_t>(), q.scales.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
-    return detail::cuda_failed();
+    return cuda_failed();
   q.tensor_amax = sc.tensor_amax;
   q.tensor_scaled = plan.tensor_scaled;
   q.global_encode_scale = sc.encode;
@@ -788,16 +785,16 @@ Status dequantize(const QuantizedTensor& q, std::span<float> out) {
   if (out.size() < q.rows * q.cols) return Status::invalid_argument;
   if (q.element != formats::e2m1) return Status::unsupported_format;
   if (!device_available()) return Status::no_device;
-  detail::DeviceBuffer dcodes, dscales, dout;
-  if (!detail::upload<std::uint8_t>(dcodes, q.codes) || !detail::upload<std::uint8_t>(dscales, q.scales) ||
+  DeviceBuffer dcodes, dscales, dout;
+  if (!upload<std::uint8_t>(dcodes, q.codes) || !upload<std::uint8_t>(dscales, q.scales) ||
       !dout.allocate(q.rows * q.cols * 4))
-    return detail::cuda_failed();
-  if (const Status s = detail::launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(),
-                                                 dout.as<float>(), nullptr);
+    return cuda_failed();
+  if (const Status s =
+          launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(), dout.as<float>(), nullptr);
       s != Status::success)
     return s;
   if (cudaMemcpy(out.data(), dout.as<float>(), q.rows * q.cols * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
-    return detail::cuda_failed();
+    return cuda_failed();
   return Status::success;
 }
 

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-#include "device.hpp"
+#include "fp4sim/emu/device.hpp"
 
-namespace fp4sim::gpu::detail {
+namespace fp4sim::gpu {
 namespace {
 
 constexpr int kTile = 64, kRowsPerPass = 8;
@@ -56,4 +56,4 @@ Status launch_transpose(const void* d_in, void* d_out, std::size_t rows, std::si
   return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
-}  // namespace fp4sim::gpu::detail
+}  // namespace fp4sim::gpu

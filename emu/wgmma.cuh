@@ -16,7 +16,7 @@
 #define FP4SIM_WGMMA_BODY 1
 #endif
 
-namespace fp4sim::gpu::detail::wgmma {
+namespace fp4sim::gpu::wgmma {
 
 #if defined(FP4SIM_WGMMA_BODY)
 __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
@@ -205,4 +205,4 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn();
 // A 2-D tensor map over a row-major [rows, k] BF16 matrix, boxes of 64 (k) x box_rows, 128-byte swizzle.
 bool make_map(CUtensorMap& map, const std::uint16_t* ptr, std::uint64_t rows, std::uint64_t k, std::uint32_t box_rows);
 
-}  // namespace fp4sim::gpu::detail::wgmma
+}  // namespace fp4sim::gpu::wgmma

@@ -32,6 +32,7 @@
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/quantize_call.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/verify/verify_call.hpp"
 #include "operand.hpp"
 #if defined(FP4SIM_PYTHON_CUDA)
@@ -445,6 +446,23 @@ NB_MODULE(_fp4sim, m) {
     for (const Datapath* d : datapath_presets()) names.emplace_back(d->name);
     return names;
   });
+  m.def(
+      "gpu_kernels",
+      [] {
+        nb::list rows;
+        for (const gpu::GemmKernel& k : gpu::gemm_kernels()) {
+          nb::dict row;
+          row["name"] = std::string(k.name);
+          row["datapath"] = std::string(k.golden->name);
+          row["k_multiple"] = k.k_multiple;
+          row["workspace_k_align"] = k.workspace_k_align;
+          rows.append(row);
+        }
+        return rows;
+      },
+      "The GEMM kernels of the GPU build (the table of fp4sim/emu/gemm_kernels.hpp, present in every build): "
+      "name, the golden datapath it equals, the K multiple it needs, and the K alignment of its two BF16 "
+      "workspaces (0: none).");
   m.def(
       "_binary32",
       [](const DoubleIn& x, const std::string& what) {

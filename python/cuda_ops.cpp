@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <string>
 
-#include "device.hpp"
-#include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm.hpp"
 #include "fp4sim/core/gemm_call.hpp"
+#include "fp4sim/emu/device.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/emu/gpu.hpp"
 #include "operand.hpp"
 
@@ -20,7 +20,6 @@ namespace fp4sim::python {
 namespace {
 
 using gpu::Status;
-namespace detail = gpu::detail;
 
 template <class T>
 T* ptr(std::uintptr_t address) {
@@ -58,18 +57,17 @@ void quantize(std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, c
               const std::string& role, std::uint64_t seed, std::uintptr_t held, std::uintptr_t rbits,
               std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::uintptr_t stream) {
   const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, seed, std::nullopt, rbits != 0);
-  detail::QuantizePlan plan;
-  check(detail::make_plan(r.recipe, r.request, rows, cols, plan), "quantize");
+  gpu::QuantizePlan plan;
+  check(gpu::make_plan(r.recipe, r.request, rows, cols, plan), "quantize");
   float* s = ptr<float>(scalars);
   const bool held_used = plan.tensor_scaled && held != 0;
-  const detail::QuantizeInput input =
-      bf16 ? detail::QuantizeInput(ptr<const std::uint16_t>(x)) : detail::QuantizeInput(ptr<const float>(x));
-  if (!held_used) check(detail::launch_amax(plan, input, s, stream_of(stream)), "quantize (amax)");
-  check(detail::launch_tensor_scalars(plan, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
+  const gpu::QuantizeInput input =
+      bf16 ? gpu::QuantizeInput(ptr<const std::uint16_t>(x)) : gpu::QuantizeInput(ptr<const float>(x));
+  if (!held_used) check(gpu::launch_amax(plan, input, s, stream_of(stream)), "quantize (amax)");
+  check(gpu::launch_tensor_scalars(plan, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
         "quantize (tensor scalars)");
-  check(detail::launch_quantize(plan, static_cast<const float*>(s), input,
-                                ptr<const std::uint32_t>(rbits), ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales),
-                                stream_of(stream)),
+  check(gpu::launch_quantize(plan, static_cast<const float*>(s), input, ptr<const std::uint32_t>(rbits),
+                             ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales), stream_of(stream)),
         "quantize");
 }
 
@@ -78,29 +76,28 @@ void dequantize(std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scal
                 const std::string& recipe, const nb::dict& overrides, const std::string& role, std::uintptr_t out,
                 std::uintptr_t stream) {
   const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, 0, std::nullopt, false);
-  check(detail::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes),
-                                  ptr<const std::uint8_t>(scales), ptr<const float>(scalars), ptr<float>(out),
-                                  stream_of(stream)),
-        "dequantize");
+  check(
+      gpu::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes), ptr<const std::uint8_t>(scales),
+                             ptr<const float>(scalars), ptr<float>(out), stream_of(stream)),
+      "dequantize");
 }
 
-// The GPU kernel behind a golden datapath (the pairs emu/crosscheck.cpp checks).
-gpu::GemmPath gpu_path(const GemmOptions& o) {
-  if (o.what_if == nullptr) {
-    if (o.datapath == &datapaths::sm90_bf16) return gpu::GemmPath::bf16_tc;
-    if (o.datapath == &datapaths::exact) return gpu::GemmPath::exact;
-    if (o.datapath == &datapaths::probe_matched && o.inner == datapaths::probe_matched.inner)
-      return gpu::GemmPath::probe_matched;
+// The GPU kernel behind a golden datapath (the table's row, the pairs emu/crosscheck.cpp checks).
+const gpu::GemmKernel& kernel_for(const GemmOptions& o) {
+  if (const gpu::GemmKernel* kernel = gpu::gemm_kernel_for(o)) return *kernel;
+  std::string served;
+  for (const gpu::GemmKernel& kernel : gpu::gemm_kernels()) {
+    served += (served.empty() ? "" : ", ") + std::string(kernel.golden->name);
+    if (kernel.name != kernel.golden->name) served += " (" + std::string(kernel.name) + ")";
   }
-  throw UsageError("datapath " + std::string(o.datapath->name) +
-                   ": the GPU has kernels for probe-matched, sm90-bf16 (bf16-tc) and exact only");
+  throw UsageError("datapath " + std::string(o.datapath->name) + ": the GPU has kernels for " + served + " only");
 }
 
 // C [M, N] = A·Bᵀ of quantized operands A [M, K] (operand <gemm>.a) and B [N, K] (<gemm>.b) through
 // `datapath` (a golden datapath the GPU has a kernel for), then + bias [N] (float32, or 0 for none) in
 // binary32; C float32, or BF16 (RNE) when bf16_out. alpha: a device float (workspace, set here); ea, eb:
-// BF16 workspaces [M, kp] and [N, kp] with kp = K rounded up to 16 (unused by exact: pass 0). Every kernel
-// reads alpha from the device and adds the bias in its epilogue.
+// the kernel's BF16 workspaces [M, Kp] and [N, Kp], Kp = GemmKernel::workspace_cols(K) (0 when it needs
+// none: pass 0). Every kernel reads alpha from the device and adds the bias in its epilogue.
 void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
           std::uintptr_t b_codes, std::uintptr_t b_scales, std::uintptr_t b_scalars, std::size_t n, std::size_t k,
           const std::string& recipe, const nb::dict& overrides, const std::string& gemm_name,
@@ -113,33 +110,34 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
   call.snap = snap;
   const GemmCall::Resolved r = call.resolve();
   const GemmOptions o = gemm_options(r.recipe, r.request);
-  const gpu::GemmPath path = gpu_path(o);
-  if (path == gpu::GemmPath::probe_matched && k % 64 != 0) {
-    throw DataError("gemm: probe-matched needs K % 64 == 0, K is " + std::to_string(k));
+  const gpu::GemmKernel& kernel = kernel_for(o);
+  if (!kernel.takes_k(k)) {
+    throw DataError("gemm: " + std::string(kernel.name) + " needs K % " + std::to_string(kernel.k_multiple) +
+                    " == 0, K is " + std::to_string(k));
   }
   const QuantizedTensor qa = described({r.recipe, r.a}, m, k), qb = described({r.recipe, r.b}, n, k);
   const float element_max = decode_to_float(r.recipe.element, r.recipe.element.max_finite_code());
   auto* d_alpha = ptr<float>(alpha);
-  const detail::Epilogue epilogue{1.0f, d_alpha, ptr<const float>(bias), bf16_out};
+  const gpu::Epilogue epilogue{1.0f, d_alpha, ptr<const float>(bias), bf16_out};
   void* s = stream_of(stream);
-  check(detail::launch_gemm_alpha(alpha_rule_for(*o.datapath, r.recipe), ptr<const float>(a_scalars), qa.target,
-                                  ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
+  check(gpu::launch_gemm_alpha(alpha_rule_for(*o.datapath, r.recipe), ptr<const float>(a_scalars), qa.target,
+                               ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
         "gemm (alpha)");
-  if (path == gpu::GemmPath::exact) {
-    check(detail::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
-                                    ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<void>(c),
-                                    epilogue, s),
+  if (kernel.path == gpu::GemmPath::exact) {
+    check(gpu::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
+                                 ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<void>(c),
+                                 epilogue, s),
           "gemm (exact)");
   } else {
-    const std::size_t kp = (k + 15) / 16 * 16;
-    check(detail::launch_encode_bf16(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales),
-                                     ptr<std::uint16_t>(ea), kp, s),
+    const std::size_t kp = kernel.workspace_cols(k);
+    check(gpu::launch_encode_bf16(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales),
+                                  ptr<std::uint16_t>(ea), kp, s),
           "gemm (encode A)");
-    check(detail::launch_encode_bf16(qb, ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales),
-                                     ptr<std::uint16_t>(eb), kp, s),
+    check(gpu::launch_encode_bf16(qb, ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales),
+                                  ptr<std::uint16_t>(eb), kp, s),
           "gemm (encode B)");
-    check(detail::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<void>(c), m, n, kp,
-                                   path == gpu::GemmPath::probe_matched ? 64 : 0, o.snap, epilogue, s),
+    check(gpu::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<void>(c), m, n, kp,
+                                kernel.group_k, o.snap, epilogue, s),
           "gemm");
   }
 }
@@ -147,7 +145,7 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
 // out [cols, rows] = the transpose of x [rows, cols] (2- or 4-byte elements).
 void transpose(std::uintptr_t x, std::size_t rows, std::size_t cols, int element_bytes, std::uintptr_t out,
                std::uintptr_t stream) {
-  check(detail::launch_transpose(ptr<const void>(x), ptr<void>(out), rows, cols, element_bytes, stream_of(stream)),
+  check(gpu::launch_transpose(ptr<const void>(x), ptr<void>(out), rows, cols, element_bytes, stream_of(stream)),
         "transpose");
 }
 
@@ -159,7 +157,7 @@ void register_cuda_ops(nb::module_& m) {
       [] {
         // Also settles, outside any stream capture, the one-time probe of the wgmma kernels.
         const bool ok = gpu::device_available();
-        if (ok) (void)gpu::detail::wgmma_available();
+        if (ok) (void)gpu::wgmma_available();
         return ok;
       },
       "Whether a CUDA device can run this build's kernels.");

@@ -5,7 +5,7 @@
 // Three kinds of test:
 //  * Device.*: the kernels on the GPU. Without a usable CUDA device they GTEST_SKIP (ctest reports them
 //    skipped, never passed).
-//  * HostEmulation.*: the same per-element functions (emu/emu.hpp), compiled for the host, against the
+//  * HostEmulation.*: the same per-element functions (fp4sim/emu/element_convert.hpp), compiled for the host, against the
 //    golden encoder on the same inputs. This is the GPU's algorithm (not the golden code compiled twice),
 //    so it is checked in CI on machines without a GPU; Device.* then checks what nvcc made of it.
 //  * Api.*: status codes that need no device.
@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "emu.hpp"
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/format.hpp"
+#include "fp4sim/emu/element_convert.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim {

@@ -3,6 +3,7 @@
 // `fp4sim crosscheck` is the large-scale version of the same comparison.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -11,13 +12,14 @@
 #include <tuple>
 #include <vector>
 
-#include "emu.hpp"
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/gemm.hpp"
 #include "fp4sim/emu/gpu.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/emu/element_convert.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 
 namespace fp4sim {
 namespace {
@@ -65,7 +67,7 @@ TEST(EmuHost, StochasticE2m1IntegerPathEqualsGolden) {
   std::printf("EmuHost: %llu (value, r, k, mode) cases checked\n", static_cast<unsigned long long>(checked));
 }
 
-// The quantize kernels' branch-free E2M1 RNE against the threshold form of emu/emu.hpp (itself judged against
+// The quantize kernels' branch-free E2M1 RNE against the threshold form of fp4sim/emu/element_convert.hpp (itself judged against
 // the golden encoder by tests/gpu_convert_test.cpp): every 61st binary32 plus every pattern within 2^16 of
 // each E2M1 midpoint and value, both signs; all 2^32 with FP4SIM_EXHAUSTIVE=1 (run on 2026-11-30: 0 of 2^32).
 TEST(EmuHost, E2m1RneFastEqualsThresholds) {
@@ -208,6 +210,33 @@ TEST(Device, Bf16TcGemmEqualsSm90Bf16Chain) {
   ASSERT_EQ(gpu::gemm(qa, qb, o, c), gpu::Status::success);
   for (std::size_t i = 0; i < c.size(); ++i)
     EXPECT_EQ(std::bit_cast<std::uint32_t>(c[i]), std::bit_cast<std::uint32_t>(ref[i])) << i;
+}
+
+// The kernel table (fp4sim/emu/gemm_kernels.hpp): each row's K rule and groups are its golden row's, and the
+// golden options of exactly that row map to it; another datapath, another inner row or a what-if F has no
+// kernel. Needs no device.
+TEST(KernelTable, EachRowIsItsGoldenDatapath) {
+  const Recipe r = *find_recipe("ue5m3");
+  for (const gpu::GemmKernel& k : gpu::gemm_kernels()) {
+    EXPECT_EQ(&gpu::gemm_kernel(k.path), &k);
+    EXPECT_EQ(gpu::find_gemm_kernel(k.name), &k);
+    EXPECT_EQ(k.group_k, k.golden->group_k) << k.name;
+    EXPECT_EQ(k.k_multiple, std::max(1, k.golden->group_k)) << k.name;
+    GemmRequest request;
+    request.datapath = k.golden;
+    EXPECT_EQ(gpu::gemm_kernel_for(gemm_options(r, request)), &k) << k.name;
+  }
+  GemmRequest other;
+  other.datapath = &datapaths::fp32_seq;
+  EXPECT_EQ(gpu::gemm_kernel_for(gemm_options(r, other)), nullptr);
+  GemmRequest inner;
+  inner.datapath = &datapaths::probe_matched;
+  inner.inner = &datapaths::sm80;
+  EXPECT_EQ(gpu::gemm_kernel_for(gemm_options(r, inner)), nullptr);
+  GemmRequest what_if;
+  what_if.datapath = &datapaths::sm90_bf16;
+  what_if.frac_bits = 24;
+  EXPECT_EQ(gpu::gemm_kernel_for(gemm_options(r, what_if)), nullptr);
 }
 
 // A preset whose settings only the CPU model implements (nvfp4-4over6) is refused by the plan, before any

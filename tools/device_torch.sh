@@ -27,18 +27,6 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee -a "$log"
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "device", torch.cuda.is_available())' 2>&1 | tee -a "$log"
 
-# cuBLAS (linked by emu/, for the benchmarks' comparison): the toolkit's, else the copy in torch's CUDA wheels.
-cuda_extra=()
-toolkit="$(dirname "$(dirname "$(command -v nvcc)")")"
-if ! ls "$toolkit"/lib64/libcublas.so* "$toolkit"/targets/*/lib/libcublas.so* >/dev/null 2>&1; then
-  wheel="$(python3 -c 'import glob, os, nvidia; print(next(iter(sorted(os.path.dirname(os.path.dirname(p)) for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libcublas.so.*")))), ""))' 2>/dev/null)"
-  if [ -n "$wheel" ]; then
-    say "no cuBLAS in $toolkit: using $wheel"
-    cuda_extra+=(--config-settings=cmake.define.CUDA_cublas_LIBRARY="$(ls "$wheel"/lib/libcublas.so.* | head -1)")
-    [ -f "$toolkit/include/cublas_v2.h" ] || cuda_extra+=(--config-settings=cmake.define.CMAKE_CUDA_FLAGS="-I$wheel/include")
-  fi
-fi
-
 say "pip install (FP4SIM_CUDA=ON, sm_90a, Boost from .boost)"
 start=$(date +%s)
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" PIP_BREAK_SYSTEM_PACKAGES=1
@@ -47,7 +35,7 @@ python3 -m pip install --no-build-isolation --no-deps --no-index -v \
     --config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER="$root/tools/probes/nvcc_sm90a.sh" \
     --config-settings=cmake.define.Boost_INCLUDE_DIR="$root/.boost" \
     --config-settings=cmake.define.Boost_NO_SYSTEM_PATHS=ON --config-settings=cmake.define.Boost_NO_BOOST_CMAKE=ON \
-    --config-settings=build-dir="$root/build-torch" ${cuda_extra[@]+"${cuda_extra[@]}"} . >"$OUT/pip_install.log" 2>&1
+    --config-settings=build-dir="$root/build-torch" . >"$OUT/pip_install.log" 2>&1
 status=$?
 say "pip install: exit $status after $(( $(date +%s) - start )) s"
 if [ $status -ne 0 ]; then

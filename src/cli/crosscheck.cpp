@@ -43,7 +43,9 @@ void setup_crosscheck(CLI::App& app) {
   auto cli = std::make_shared<CrosscheckCliOptions>();
   crosscheck::Options* o = &cli->run;
   app.add_option("--recipe", o->recipes, "presets to check (default: all)");
-  app.add_option("--paths", o->paths, "quantize dequantize bf16-tc probe-matched exact (default: all)");
+  std::string known;
+  for (const std::string& path : crosscheck::all_paths()) known += (known.empty() ? "" : " ") + path;
+  app.add_option("--paths", o->paths, known + " (default: all)");
   app.add_option("--elements", o->elements, "quantize elements per preset (default 1e8)");
   app.add_option("--gemms", o->gemms, "random GEMMs in total (default 10000)");
   app.add_option("--large-gemms", o->large_gemms, "how many of them are large (default 4)");

@@ -120,6 +120,17 @@ def test_gemm_matches_the_cli(tmp_path, recipe, datapath, k):
     np.testing.assert_array_equal(ours.view(np.uint32), np.load(tmp_path / "c.npy").view(np.uint32))
 
 
+def test_gpu_kernel_table_is_in_every_build():
+    """The binding hands out emu's kernel table even without the CUDA kernels (fp4sim.torch picks the same
+    datapath on CPU tensors as on CUDA tensors from it): each kernel equals a golden datapath row."""
+    rows = {row["name"]: row for row in fp4sim._fp4sim.gpu_kernels()}
+    assert {name: row["datapath"] for name, row in rows.items()} == {
+        "bf16-tc": "sm90-bf16", "probe-matched": "probe-matched", "exact": "exact"}
+    assert all(row["datapath"] in fp4sim._fp4sim.datapaths() for row in rows.values())
+    assert [rows[n]["k_multiple"] for n in ("bf16-tc", "probe-matched", "exact")] == [1, 64, 1]
+    assert [rows[n]["workspace_k_align"] for n in ("bf16-tc", "probe-matched", "exact")] == [16, 16, 0]
+
+
 @needs_cli
 def test_mma_matches_the_cli(tmp_path):
     rng = np.random.default_rng(4)

@@ -9,12 +9,20 @@
 #include <vector>
 
 #include "fp4sim/core/progress.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 
 namespace fp4sim::crosscheck {
 
+// What can be checked: quantize, dequantize and every GEMM kernel of the table, by name.
+inline std::vector<std::string> all_paths() {
+  std::vector<std::string> paths{"quantize", "dequantize"};
+  for (const gpu::GemmKernel& kernel : gpu::gemm_kernels()) paths.emplace_back(kernel.name);
+  return paths;
+}
+
 struct Options {
   std::vector<std::string> recipes;  // preset names; empty or {"all"}: every preset
-  std::vector<std::string> paths{"quantize", "dequantize", "bf16-tc", "probe-matched", "exact"};
+  std::vector<std::string> paths = all_paths();
   double elements = 1e8;             // quantize elements per preset (at least)
   int gemms = 10000;                 // GEMMs in total, spread over the presets
   int max_gemm = 1024;               // largest M = N of the few large GEMMs (K up to 4 * max_gemm)

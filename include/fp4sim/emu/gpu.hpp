@@ -1,8 +1,9 @@
 // The host API of the CUDA kernels in emu/ (built when FP4SIM_CUDA is ON; link fp4sim_emu).
 //
 // Every call returns a Status, as cutlass::Status does: nothing here exits, throws or prints. The
-// kernels are independent GPU code (emu/emu.hpp), judged against the golden encoder by
-// tests/gpu_convert_test.cpp. This header needs no CUDA headers.
+// kernels are independent GPU code (fp4sim/emu/element_convert.hpp), judged against the golden encoder by
+// tests/gpu_convert_test.cpp. The same kernels on device memory the caller owns: fp4sim/emu/device.hpp.
+// This header needs no CUDA headers.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "fp4sim/core/format.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 
 namespace fp4sim::gpu {
 
@@ -59,18 +61,8 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
 // Decoded values in q's dequantize order (dequantize(q) of the golden model); out.size() >= rows * cols.
 Status dequantize(const QuantizedTensor& q, std::span<float> out);
 
-// ---- GEMM paths (emu/gemm.cu): C [M, N] = A [M, K] . B [N, K]^T from two quantized operands ----
-enum class GemmPath : std::uint8_t {
-  bf16_tc,        // encoded-domain operands (q * s, exact in BF16) through bf16 tensor cores (wgmma m64n256k16
-                  // on an sm_90a build, else mma.sync.m16n8k16: the same bits), FP32 accumulation chained in
-                  // ascending k (16 per step) from +0, then RN(acc * alpha)
-  probe_matched,  // 64-groups of 4 chained k16 mma steps from +0, add.rz.f32 of the group partials from +0,
-                  // optional snap RNE(C * 1024) / 1024, then RN(C * alpha); needs K % 64 == 0
-  exact,          // exact block-scaled sum on CUDA cores (integer superaccumulator), times alpha exactly,
-                  // one RNE to FP32: RN32(alpha * sum)
-};
-std::string_view gemm_path_name(GemmPath path);
-
+// ---- GEMM (emu/gemm.cu): C [M, N] = A [M, K] . B [N, K]^T from two quantized operands, through a kernel of
+// gemm_kernels.hpp ----
 struct GemmOptions {
   GemmPath path = GemmPath::bf16_tc;
   float alpha = 1.0f;  // the recipe's alpha, formed by the caller (gemm_alpha below)
@@ -82,23 +74,8 @@ struct GemmOptions {
 // 1 when either operand carries no tensor scale.
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b);
 
-// c.size() >= a.rows * b.rows; a.cols == b.cols; both E2M1 with the same block shape along K.
+// c.size() >= a.rows * b.rows; a.cols == b.cols, a multiple of the kernel's k_multiple; both E2M1 with the
+// same block shape along K.
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);
-
-// ---- Benchmarks (emu/bench.cu): device-resident data, CUDA-event timing, median of `reps` ----
-struct BenchFigures {
-  double ms = 0.0;       // median time of one call
-  double bytes = 0.0;    // bytes moved per call (read + written), as counted by the caller's model
-  double flops = 0.0;    // 2*M*N*K for GEMMs
-};
-// cudaMemcpy device-to-device of `bytes` bytes (bytes counts read + written = 2 * size).
-Status bench_copy(std::size_t size, int reps, BenchFigures& out);
-// Quantize of a rows x cols tensor of random normal-ish floats; held amax (one pass) or current (two).
-Status bench_quantize(const Recipe& recipe, const OperandSpec& spec, bool held_amax, std::size_t rows,
-                      std::size_t cols, int reps, BenchFigures& out);
-// The bf16-tc / probe-matched GEMM kernel on BF16 operands of M x N x K (random data), and cuBLAS's BF16
-// GEMM (cublasGemmEx, FP32 compute) on the same operands.
-Status bench_gemm(GemmPath path, std::size_t m, std::size_t n, std::size_t k, int reps, BenchFigures& ours,
-                  BenchFigures& cublas);
 
 }  // namespace fp4sim::gpu

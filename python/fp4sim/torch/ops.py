@@ -26,8 +26,11 @@ from torch import Tensor
 
 from .. import _fp4sim
 
-# The golden datapaths the GPU has a kernel for (sm90-bf16: the bf16-tc kernel).
-GPU_DATAPATHS = ("probe-matched", "sm90-bf16", "exact")
+# The GPU's GEMM kernels by the golden datapath each one equals (the binding's kernel table, present in every
+# build): name, datapath, k_multiple, workspace_k_align.
+GPU_KERNELS = {row["datapath"]: dict(row) for row in _fp4sim.gpu_kernels()}
+# The datapath of the general-purpose kernel, bf16-tc (the sm90-bf16 chain).
+_BF16_TC_DATAPATH = next(d for d, row in GPU_KERNELS.items() if row["name"] == "bf16-tc")
 
 
 def _has_cuda_build() -> bool:
@@ -62,7 +65,7 @@ def default_datapath(recipe: str, overrides: str = "") -> str:
     """The recipe's datapath when the GPU has a kernel for it (probe-matched for ue5m3*), else sm90-bf16
     (the bf16-tc kernel): the same choice on CPU and GPU, so both compute the same thing."""
     dp = operand_info(recipe, overrides, "activation")["datapath"]
-    return dp if dp in GPU_DATAPATHS else "sm90-bf16"
+    return dp if dp in GPU_KERNELS else _BF16_TC_DATAPATH
 
 
 def _grid(recipe: str, overrides: str, role: str, rows: int, cols: int) -> Tuple[Tuple[int, int], Tuple[int, int]]:
@@ -192,10 +195,12 @@ def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scal
     c = torch.empty((m, n), dtype=torch.bfloat16 if out_dtype == "bf16" else torch.float32, device=dev)
     if bias is not None:
         bias = _bias(bias, n).to(dev)
-    exact = datapath == "exact"
-    kp = (k + 15) // 16 * 16
-    ea = None if exact else torch.empty((m, kp), dtype=torch.int16, device=dev)
-    eb = None if exact else torch.empty((n, kp), dtype=torch.int16, device=dev)
+    # The kernel's BF16 workspaces, [M, Kp] and [N, Kp] with Kp = K rounded up to its alignment; none for a
+    # kernel that reads codes and scales itself, or a datapath without a kernel (cuda_gemm refuses it).
+    align = GPU_KERNELS.get(datapath, {}).get("workspace_k_align", 0)
+    kp = -(-k // align) * align if align else 0
+    ea = torch.empty((m, kp), dtype=torch.int16, device=dev) if align else None
+    eb = torch.empty((n, kp), dtype=torch.int16, device=dev) if align else None
     with torch.cuda.device(dev):
         _fp4sim.cuda_gemm(a_codes.data_ptr(), a_scales.data_ptr(), a_scalars.data_ptr(), m, b_codes.data_ptr(),
                           b_scales.data_ptr(), b_scalars.data_ptr(), n, k, recipe, _overrides(overrides), gemm,

@@ -1,4 +1,5 @@
-// Device memory owned by one object, for the host-memory API of emu/ and its benchmarks (CUDA code only).
+// Device memory owned by one object, for the host-memory API of emu/ and the benchmarks (CUDA code only:
+// includes cuda_runtime.h).
 // One rule for every buffer: zero bytes allocate 16, so a buffer is always a valid, aligned pointer a
 // kernel may load a vector from; the destructor frees without checking (a failed free cannot be reported
 // usefully from a destructor, and the Status of the call was already decided).
@@ -11,7 +12,7 @@
 
 #include "fp4sim/emu/gpu.hpp"
 
-namespace fp4sim::gpu::detail {
+namespace fp4sim::gpu {
 
 class DeviceBuffer {
  public:
@@ -45,4 +46,4 @@ inline Status cuda_failed() {
   return Status::cuda_error;
 }
 
-}  // namespace fp4sim::gpu::detail
+}  // namespace fp4sim::gpu

@@ -1,4 +1,6 @@
-// Element conversion binary32 -> small-format code as the GPU kernels compute it (emu/convert.cu).
+// Element conversion binary32 -> small-format code as the GPU kernels compute it (emu/convert.cu, and the
+// quantize kernels of emu/quantize.cu). Host and device code alike, so that tests/gpu_*_test.cpp (and a
+// user's own kernels) run the very functions the kernels run.
 //
 // This is the GPU's own arithmetic, written independently of the golden encoder (`round_pack`) and of
 // the CPU fast path (`Float32Encoder`): those two are what it is judged against

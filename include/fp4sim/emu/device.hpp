@@ -1,17 +1,31 @@
-// Device-pointer layer of the emu/ kernels: what fp4sim::gpu's host-memory API (include/fp4sim/emu/gpu.hpp)
-// and the benchmarks (emu/bench.cu) launch. Pointers are device memory from cudaMalloc. No CUDA headers
-// here, so host-only translation units can include it.
+// The device-pointer API of the emu/ kernels (link fp4sim::emu): launches on memory the caller owns, for
+// callers whose tensors live on the GPU (fp4sim.torch through python/cuda_ops.cpp, the benchmarks of
+// tools/probes/gpu_bench.cu). The host-memory API (fp4sim/emu/gpu.hpp) is these launches between copies.
+//
+// For every call:
+//  * d_* pointers are device memory of the current device (cudaMalloc, or a framework's allocator), row-major;
+//  * `stream` is a cudaStream_t (nullptr: the legacy default stream). A launch only queues work: it never
+//    allocates, copies to the host or synchronises (wgmma_available's first call aside), so a sequence of
+//    launches can be captured in a CUDA graph, and the tensor scalars can stay on the device throughout;
+//  * the Status says whether the work was queued: unsupported_format / unsupported_options before anything
+//    runs, invalid_argument for a shape or alignment the kernel does not take, cuda_error when the launch
+//    failed (a fault inside the kernel shows at the caller's next synchronisation).
+// Which GEMM kernel serves which golden datapath, its K rule and its workspaces: fp4sim/emu/gemm_kernels.hpp.
+// No CUDA headers here, so host-only translation units can include it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
-#include "emu.hpp"
-#include "fp4sim/emu/gpu.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/emu/element_convert.hpp"
+#include "fp4sim/emu/gpu.hpp"
 
-namespace fp4sim::gpu::detail {
+namespace fp4sim::gpu {
+
+// ---- Quantize (emu/quantize.cu, emu/device_scalars.cu) ----
 
 // Which element rounding a quantize kernel instantiates.
 enum class ElementRound : std::uint8_t { rne, sr_fast, sr_fast_f32, sr_fastest };
@@ -59,22 +73,6 @@ enum DeviceScalar : int { kTensorAmax = 0, kEncode = 1, kDecode = 2, kBlockMulti
 Status launch_tensor_scalars(const QuantizePlan& plan, const float* d_measured, const float* d_held, float* d_scalars,
                              void* stream);
 
-// gemm_alpha (src/core/gemm.cpp) on the device into *d_alpha, from two operands' device scalars.
-Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_a, const float* d_scalars_b,
-                         float target_b, float element_max, float* d_alpha, void* stream);
-
-// What a GEMM kernel does with each accumulated output (emu/epilogue.cuh): RN(C·alpha) with alpha = `alpha`,
-// or *alpha_device when set (fp4sim.torch keeps alpha in device memory, written by launch_gemm_alpha, so that
-// nothing waits for the host); then, with a bias [N], RN(· + bias[col]) in binary32, as torch adds a Linear's
-// bias to a float32 output; stored as binary32, or rounded to nearest even BF16 when bf16_out (C then holds
-// [M, N] uint16 bit patterns).
-struct Epilogue {
-  float alpha = 1.0f;
-  const float* alpha_device = nullptr;
-  const float* bias = nullptr;
-  bool bf16_out = false;
-};
-
 // The tensor a quantizer reads, row-major [rows, cols] in device memory: binary32 elements, or bfloat16 bit
 // patterns, widened exactly to binary32 as they are loaded (a BF16 activation or gradient is quantized where
 // it lies, without a binary32 copy; the result is that of its binary32 widening).
@@ -107,15 +105,34 @@ Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, 
 Status launch_transpose(const void* d_in, void* d_out, std::size_t rows, std::size_t cols, int element_bytes,
                         void* stream);
 
+// ---- GEMM (emu/gemm.cu, emu/gemm_wgmma.cu, emu/gemm_probe_wgmma.cu) ----
+
+// gemm_alpha (src/core/gemm.cpp) on the device into *d_alpha, from two operands' device scalars.
+Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_a, const float* d_scalars_b,
+                         float target_b, float element_max, float* d_alpha, void* stream);
+
+// What a GEMM kernel does with each accumulated output (emu/epilogue.cuh): RN(C·alpha) with alpha = `alpha`,
+// or *alpha_device when set (fp4sim.torch keeps alpha in device memory, written by launch_gemm_alpha, so that
+// nothing waits for the host); then, with a bias [N], RN(· + bias[col]) in binary32, as torch adds a Linear's
+// bias to a float32 output; stored as binary32, or rounded to nearest even BF16 when bf16_out (C then holds
+// [M, N] uint16 bit patterns).
+struct Epilogue {
+  float alpha = 1.0f;
+  const float* alpha_device = nullptr;
+  const float* bias = nullptr;
+  bool bf16_out = false;
+};
+
 // Encoded-domain operand: out[r, k] = BF16(element value * block scale value) (exact for the presets),
-// as uint16 bit patterns, [rows, k_padded] with zeros in k >= cols. Needs k_padded % 16 == 0 and d_out
+// as uint16 bit patterns, [rows, k_padded] with zeros in k >= cols: the BF16 workspace of a kernel with
+// workspace_k_align != 0, k_padded = GemmKernel::workspace_cols(cols). Needs k_padded % 16 == 0 and d_out
 // 16-byte aligned.
 Status launch_encode_bf16(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
                           std::uint16_t* d_out, std::size_t k_padded, void* stream);
 
 // C [M, N] (row-major) = epilogue(A [M, Kp] . B [N, Kp]^T) with BF16 operands (uint16 bits) through
 // the wgmma kernels (when wgmma_available()) or mma.sync.m16n8k16, FP32 accumulation chained in
-// ascending k from +0.
+// ascending k from +0. group_k is the kernel row's (gemm_kernels.hpp):
 //   group_k == 0: bf16-tc: C = epilogue(acc)
 //   group_k == 64: probe-matched: group partials (4 chained k16 steps from +0) summed with add.rz from +0,
 //   optional snap RNE(C*1024)/1024, then the epilogue.
@@ -123,42 +140,20 @@ Status launch_gemm_bf16(const std::uint16_t* d_a, const std::uint16_t* d_b, void
                         std::size_t n, std::size_t k_padded, int group_k, bool snap, Epilogue epilogue,
                         void* stream);
 
-// Whether the wgmma kernel (emu/gemm_wgmma.cu) can run: emu/ was built for sm_90a, the device loaded that
-// image and the driver has cuTensorMapEncodeTiled. Decided once, by a one-thread kernel.
-bool wgmma_available();
-// The wgmma bf16-tc kernel (128 x 256 x 64 tiles, TMA, 4 stages): C = RN(acc * alpha), acc a chain of k16
-// steps in ascending k from +0. Returns the CUDA error of the launch (cudaSuccess = 0); needs kp % 16 == 0.
-int launch_gemm_wgmma_raw(const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, int m, int n, int kp,
-                          Epilogue epilogue, void* stream);
-
-// The wgmma probe-matched kernel (emu/gemm_probe_wgmma.cu; TMA, producer + 2 consumer warpgroups, 64-deep
-// k tiles = the datapath's groups, 5 stages). config 0: 2 consumers, 128 x 192 tiles; 1: 3 consumers,
-// 192 x 128 tiles; both with the consumers issuing in turn; 2 and 3: the same with free issue.
-// Needs kp % 64 == 0; returns the CUDA error of the launch.
-int launch_gemm_probe_wgmma_raw(int config, const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c, int m,
-                                int n, int kp, bool snap, Epilogue epilogue, void* stream);
-
-// Benchmarks: a fixed tile configuration (0: 128x128, 1: 128x256, 2: 256x128, 3: probe-matched 128x128,
-// 4: wgmma 128x256, 5-8: wgmma probe-matched configs 0-3; 4-8 when wgmma_available()). The probe-matched
-// variants snap.
-Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c,
-                                std::size_t m, std::size_t n, std::size_t kp, void* stream);
-
 // Exact block-scaled GEMM on CUDA cores: C = RN(RN_exact(sum) * alpha), from codes and scales.
 Status launch_gemm_exact(const QuantizedTensor& a, const std::uint8_t* d_a_codes, const std::uint8_t* d_a_scales,
                          const QuantizedTensor& b, const std::uint8_t* d_b_codes, const std::uint8_t* d_b_scales,
                          void* d_c, Epilogue epilogue, void* stream);
 
-// A quantized tensor as the kernels that read it take it: device codes and scales, its shape and block
-// grid, and the decoded value of every element and scale code (host arithmetic, exact).
-struct PackedOperand {
-  const std::uint8_t* codes = nullptr;
-  const std::uint8_t* scales = nullptr;
-  std::uint64_t rows = 0, cols = 0, code_cols = 0, scale_cols = 0;
-  std::int32_t block_rows = 1, block_cols = 16;
-  float element[16];
-  float scale[256];
-};
-PackedOperand packed_operand(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales);
+// Whether the wgmma kernels (emu/gemm_wgmma.cu, emu/gemm_probe_wgmma.cu) can run: emu/ was built for
+// sm_90a, the device loaded that image and the driver has cuTensorMapEncodeTiled. Decided once, by a
+// one-thread kernel and a copy back: call it before capturing launches in a CUDA graph.
+bool wgmma_available();
 
-}  // namespace fp4sim::gpu::detail
+// For benchmarks and A/B runs: launch_gemm_bf16 through one fixed tile configuration (0: 128x128, 1: 128x256,
+// 2: 256x128, 3: probe-matched 128x128, 4: wgmma 128x256, 5-8: wgmma probe-matched configs 0-3 of
+// emu/gemm_probe_wgmma.cu; 4-8 only when wgmma_available()), alpha 1. The probe-matched variants snap.
+Status launch_gemm_bf16_variant(int variant, const std::uint16_t* d_a, const std::uint16_t* d_b, void* d_c,
+                                std::size_t m, std::size_t n, std::size_t kp, void* stream);
+
+}  // namespace fp4sim::gpu
