@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The fresh-machine check: what a new user (and CI) does, short of a new machine. Clones the committed
-# repository into a temporary folder with nothing beside it (no design-input folder, no build trees, no out/),
-# makes a Python virtual environment there that sees none of this machine's pip packages (so only the
-# pins of requirements.txt, installed by tools/setup.sh, are there), and runs the README's two set-up
-# commands in the clone, each on its own, printing the time of each. Debian packages cannot be taken
-# away here; tools/setup.sh installs any that are missing, as it would on a new machine.
+# repository into a temporary folder with nothing beside it (no design-input folder, no build trees, no
+# out/, no .venv/) and runs the README's two set-up commands in the clone, each on its own, printing the
+# time of each. tools/setup.sh makes the clone's own virtual environment with only the pins of
+# requirements.txt. Debian packages cannot be taken away here; tools/setup.sh installs any that are
+# missing, as it would on a new machine.
 #
 # Usage: tools/fresh_check.sh [main|test|both]     (default both; the clone is removed afterwards unless
 #                                                 FP4SIM_KEEP_CLONE=1)
+#   FP4SIM_LOAD=1   keep every core busy meanwhile with stress-ng (Debian package stress-ng), as on a
+#                   loaded CI machine
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,11 +33,13 @@ if git grep -n -e "\.\./$design_input" -- . >/dev/null; then
   exit 1
 fi
 
-# A virtual environment without this machine's site-packages: its python3 comes first on PATH, so
-# setup.sh, CMake and the tests all use it.
-python3 -m venv "$scratch/venv"
-export PATH="$scratch/venv/bin:$PATH"
-export VIRTUAL_ENV="$scratch/venv"
+if [ "${FP4SIM_LOAD:-0}" = 1 ]; then
+  command -v stress-ng >/dev/null || { echo "fresh_check.sh: FP4SIM_LOAD=1 needs stress-ng (apt-get install stress-ng)" >&2; exit 2; }
+  stress-ng --cpu "$(nproc)" --timeout 0 --quiet &
+  load=$!
+  trap 'kill $load; cleanup' EXIT
+  echo "load: stress-ng --cpu $(nproc) (pid $load)"
+fi
 
 results=()
 run() {
@@ -55,6 +59,6 @@ if [ "$which" != main ]; then
   # The test command on its own: a build tree of its own, as if run_main.sh had never run.
   run "tools/test.sh" env FP4SIM_BUILD_DIR="$scratch/fp4sim/build-test" tools/test.sh || status=1
 fi
-echo "== fresh_check.sh summary ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
+echo "== fresh_check.sh summary ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load ${FP4SIM_LOAD:-0})"
 printf '  %s\n' "${results[@]}"
 exit "$status"
