@@ -263,7 +263,8 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     """Element-wise encode (``fp4sim convert``), as ``x.astype(dtype)`` does in ml_dtypes.
 
     ``format`` is fp4sim's name (``"e2m1"``, ``"E2M1"``), ml_dtypes'/NumPy's (``"float4_e2m1fn"``,
-    ``"bfloat16"``) or the dtype itself (``ml_dtypes.float8_e4m3fn``). ``x``: float32 (read in place and
+    ``"bfloat16"``), MLIR's (``"f4E2M1FN"``), PyTorch's (``"torch.float8_e4m3fn"``) or the dtype itself
+    (``ml_dtypes.float8_e4m3fn``), each meaning what it means there (docs/semantics.md §0.1). ``x``: float32 (read in place and
     encoded by the fast binary32 encoder), float16 or bfloat16 (widened exactly), or float64 (each value
     rounded once); any shape; a scalar gives a scalar. The result has x's shape and, where ml_dtypes or
     NumPy has the format (e2m1, e2m3, e3m2, e4m3, e5m2, ue5m3fn, e8m0, bf16, fp16, fp32), that dtype —
