@@ -229,3 +229,14 @@ def test_e2m1fn_is_the_ocp_format_and_refused_names_say_why():
         fp4sim.convert(x, "torch.float4_e2m1fn_x2")
     with pytest.raises(fp4sim.UsageError, match=r"^format: 'e1m2' has a 1-bit exponent.*write 'e1m2fin'"):
         fp4sim.convert(x, "e1m2")
+
+
+@pytest.mark.parametrize("recipe,dtype", [("mxfp4", ml_dtypes.float8_e8m0fnu), ("nvfp4", ml_dtypes.float8_e4m3fn)])
+def test_scales_as_ml_dtypes_hold_the_decoded_scales(recipe, dtype):
+    x = np.random.default_rng(5).standard_normal((8, 64)).astype(np.float32) * 1e3
+    q = fp4sim.quantize(x, recipe)
+    typed = q.scales_as_ml_dtypes()
+    assert typed.dtype == dtype and np.shares_memory(typed, q.scales)
+    np.testing.assert_array_equal(typed.astype(np.float32), fp4sim.decode(q.scales, q.scale_format))
+    with pytest.raises(ValueError, match="no dtype for ue5m3 scales"):
+        fp4sim.quantize(x, "ue5m3").scales_as_ml_dtypes()
