@@ -77,7 +77,7 @@ def known_names() -> list:
 
 def as_codes(codes: np.ndarray) -> np.ndarray:
     """An ml_dtypes/NumPy float array of a format viewed as its unsigned integer codes (no copy)."""
-    if codes.dtype.name in _ALIASES:
+    if codes.dtype.name in _ALIASES or codes.dtype.kind == "V":  # ml_dtypes' floats are kind V
         return codes.view(f"u{codes.dtype.itemsize}")
     return codes
 

@@ -222,6 +222,7 @@ def test_e2m1fn_is_the_ocp_format_and_refused_names_say_why():
     for name in ("e2m1fn", "E2M1FN", "f4E2M1FN", "FLOAT4_E2M1FN"):
         np.testing.assert_array_equal(codes(fp4sim.convert(x, name)), expected)
     assert _dtypes.format_name(ml_dtypes.float8_e4m3) == "e4m3b7"  # IEEE-style E4M3, not OCP's E4M3FN
+    np.testing.assert_array_equal(fp4sim.decode(np.array([1.5, -240, np.inf], ml_dtypes.float8_e4m3)), [1.5, -240, np.inf])
     for name in ("float8_e4m3fnuz", "f8E5M2FNUZ", ml_dtypes.float8_e4m3b11fnuz):
         with pytest.raises(fp4sim.UsageError, match=r"no -0 and one NaN at the negative-zero code 0x80"):
             fp4sim.convert(x, name)
