@@ -76,6 +76,16 @@ def test_convert_keeps_2d_shape_and_reads_float64(tmp_path):
     assert codes.tolist() == [[0x38, 0xC0, 0x7E], [0x7E, 0x01, 0x80]]
 
 
+def test_convert_e2m1fn_is_ml_dtypes_float4_e2m1fn(tmp_path):
+    # ml_dtypes' float4_e2m1fn (MLIR f4E2M1FN): no NaN, max 6, so 6 and 100 are both the code 0x7.
+    x = np.array([6.0, 100.0, 5.0, -7.0], dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for name in ("e2m1fn", "f4E2M1FN", "float4_e2m1fn"):
+        r = run("convert", "--format", name, "--in", tmp_path / "x.npy", "--out", tmp_path / "c.npy")
+        assert r.returncode == 0, r.stderr
+        assert np.load(tmp_path / "c.npy").tolist() == [0x7, 0x7, 0x6, 0xF], name
+
+
 @pytest.mark.parametrize("fmt,dtype", [("bf16", np.uint16), ("fp16", np.uint16), ("fp32", np.uint32), ("e8m0", np.uint8)])
 def test_code_dtype_follows_the_format_width(tmp_path, x32, fmt, dtype):
     x = np.array([1.0, 2.0, 0.5], dtype=np.float32)
@@ -139,6 +149,8 @@ def test_help_and_version_exit_zero():
         ["--format", "e9m9"],
         ["--format", "fp8"],
         ["--format", "E2M1"],
+        ["--format", "e1m2"],  # the message names e1m2fin and e1m2fn
+        ["--format", "float8_e4m3fnuz"],  # an encoding fp4sim does not model, said so
         ["--format", "e2m1", "--rounding", "nearest"],
         ["--format", "e2m1", "--bogus-flag"],
         ["--format", "e2m1", "--saturate", "--no-saturate"],

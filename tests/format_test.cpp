@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "fp4sim/core/codec.hpp"
+#include "fp4sim/core/error.hpp"
 #include "fp4sim/core/format.hpp"
 
 namespace fp4sim {
@@ -90,6 +92,43 @@ TEST(FormatParse, NamesOfFormatsSpelledLikePresetsParseBack) {
     EXPECT_EQ(format_name(*f), name) << text;
     EXPECT_EQ(parse_format(format_name(*f)), f) << text;
   }
+}
+
+// ml_dtypes', MLIR's and PyTorch's names mean their formats (tests/python/test_ml_dtypes.py checks every
+// code against ml_dtypes); "e2m1fn" is ml_dtypes' float4_e2m1fn without its prefix, so the descriptor of
+// e2m1 with NaN at the all-ones code is named with its bias.
+TEST(FormatParse, EcosystemNames) {
+  for (const char* name : {"float4_e2m1fn", "f4E2M1FN", "e2m1fn"}) EXPECT_EQ(parse_format(name), formats::e2m1) << name;
+  for (const char* name : {"float8_e4m3fn", "f8E4M3FN", "torch.float8_e4m3fn"}) {
+    EXPECT_EQ(parse_format(name), formats::e4m3) << name;
+  }
+  EXPECT_EQ(parse_format("float8_e8m0fnu"), formats::e8m0);
+  EXPECT_EQ(parse_format("f6E3M2FN"), formats::e3m2);
+  const auto e4m3_ieee = parse_format("float8_e4m3");
+  ASSERT_TRUE(e4m3_ieee);
+  EXPECT_EQ(e4m3_ieee->specials, Specials::ieee);
+  EXPECT_EQ(format_name(*e4m3_ieee), "e4m3b7");
+  const Format e2m1_nan{2, 1, 1, true, Specials::fn};
+  EXPECT_EQ(format_name(e2m1_nan), "e2m1b1fn");
+  EXPECT_EQ(parse_format("e2m1b1fn"), e2m1_nan);
+}
+
+TEST(FormatParse, RefusalsSayWhatToWrite) {
+  const auto message = [](const char* text) {
+    try {
+      format_argument(text, "--format");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message("float8_e4m3fnuz").find("NaN at the negative-zero code 0x80"), std::string::npos);
+  EXPECT_NE(message("f8E4M3B11FNUZ").find("NaN at the negative-zero code 0x80"), std::string::npos);
+  EXPECT_NE(message("torch.float4_e2m1fn_x2").find("float4_e2m1fn or e2m1"), std::string::npos);
+  EXPECT_EQ(message("e1m2"), "--format: 'e1m2' has a 1-bit exponent, which leaves no room for Inf and NaN beside "
+                             "the finite numbers: write 'e1m2fin' (every code finite) or 'e1m2fn' (NaN at the "
+                             "all-ones code)");
+  EXPECT_NE(message("e9m9").find("unknown format 'e9m9'"), std::string::npos);
 }
 
 TEST(FormatDecode, SpecialCodes) {

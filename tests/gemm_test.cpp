@@ -459,8 +459,10 @@ TEST_P(FastEqualsReference, BitForBitOnRandomDotProducts) {
   ASSERT_GE(c_ref.size(), 100000u);
   // The best kernels of this CPU on every case; the other instruction sets on the first 32 rows.
   std::vector<std::string_view> isas{""};
+#if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) isas.push_back("avx2");
+#endif
   isas.push_back("portable");
   for (std::string_view isa : isas) {
     GemmReport report;

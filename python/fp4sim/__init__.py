@@ -189,6 +189,21 @@ class Quantized:
         """
         return codes_to_order(self._native.codes, self._native.rows, self._native.cols, nibbles)
 
+    def scales_as_ml_dtypes(self) -> _np.ndarray:
+        """The scales as the ml_dtypes array of their format, the same bytes without a copy: float8_e8m0fnu
+        (e8m0: MXFP4), float8_e4m3fn (ue4m3: NVFP4; its codes are E4M3FN's with the sign bit 0) or
+        float8_e5m3fnu (ue5m3fn). ``scales`` keeps the raw codes; ue5m3 has no ml_dtypes twin (ValueError).
+
+        >>> s = fp4sim.quantize(np.array([0.3, -2.6, 7.0, 1.0], np.float32), "mxfp4").scales_as_ml_dtypes()
+        >>> s.dtype.name, s.astype(np.float32)
+        ('float8_e8m0fnu', array([[1.]], dtype=float32))
+        """
+        fmt = "e4m3" if self.scale_format == "ue4m3" else self.scale_format
+        dtype = _dtypes.code_dtype(fmt)
+        if dtype is None or dtype.itemsize != 1:
+            raise ValueError(f"scales: ml_dtypes has no dtype for {self.scale_format} scales; .scales holds their codes")
+        return self.scales.view(dtype)
+
     def scales_in(self, layout: str) -> _np.ndarray:
         """The scales in a kernel's layout (rowmajor, te-rowrep, swizzled-128x4; docs/layouts.md).
 
@@ -263,7 +278,8 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     """Element-wise encode (``fp4sim convert``), as ``x.astype(dtype)`` does in ml_dtypes.
 
     ``format`` is fp4sim's name (``"e2m1"``, ``"E2M1"``), ml_dtypes'/NumPy's (``"float4_e2m1fn"``,
-    ``"bfloat16"``) or the dtype itself (``ml_dtypes.float8_e4m3fn``). ``x``: float32 (read in place and
+    ``"bfloat16"``), MLIR's (``"f4E2M1FN"``), PyTorch's (``"torch.float8_e4m3fn"``) or the dtype itself
+    (``ml_dtypes.float8_e4m3fn``), each meaning what it means there (docs/semantics.md §0.1). ``x``: float32 (read in place and
     encoded by the fast binary32 encoder), float16 or bfloat16 (widened exactly), or float64 (each value
     rounded once); any shape; a scalar gives a scalar. The result has x's shape and, where ml_dtypes or
     NumPy has the format (e2m1, e2m3, e3m2, e4m3, e5m2, ue5m3fn, e8m0, bf16, fp16, fp32), that dtype —

@@ -41,31 +41,28 @@ _BINARY16 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
 def format_name(format: Any, what: str = "format") -> str:
-    """fp4sim's name of a format given as fp4sim's name, ml_dtypes'/NumPy's dtype name, or the dtype
-    (``"e2m1"``, ``"E2M1"``, ``"float4_e2m1fn"``, ``ml_dtypes.float4_e2m1fn``, ``np.float16``)."""
+    """fp4sim's name of a format given as any name the library's parser reads (fp4sim's, ml_dtypes',
+    MLIR's or PyTorch's: ``"e2m1"``, ``"float4_e2m1fn"``, ``"f4E2M1FN"``), in any case (``"E2M1"``), or
+    as the dtype (``ml_dtypes.float4_e2m1fn``, ``np.float16``)."""
     if isinstance(format, str):
-        text = format.strip().lower()
-        return check_known(_ALIASES.get(text, text), format, what)
+        text = format.strip()
+        try:
+            return _fp4sim.canonical_format(text, what)
+        except _fp4sim.UsageError as error:
+            if text.lower() == text:
+                raise
+            try:
+                return _fp4sim.canonical_format(text.lower(), what)
+            except _fp4sim.UsageError:
+                raise error from None
     try:
         dtype = np.dtype(format)
     except TypeError:
         raise TypeError(f"{what}: expected a format name or a dtype, got {type(format).__name__}") from None
-    if dtype.name in _ALIASES:
-        return _ALIASES[dtype.name]
-    raise ValueError(f"{what}: {dtype.name} is not a format fp4sim models (known dtypes: "
-                     f"{', '.join(sorted(_ALIASES))})")
-
-
-def check_known(fmt: str, given: Any, what: str = "format") -> str:
-    """fmt when the library knows it (a preset or an eXmY descriptor), else a ValueError listing both
-    vocabularies: fp4sim's names and the ml_dtypes/NumPy ones."""
-    try:
-        _fp4sim.decode(np.zeros(1, np.uint8), fmt)
-    except _fp4sim.UsageError:
-        presets = ", ".join(f["name"] for f in _fp4sim.formats())
-        raise _fp4sim.UsageError(f"{what}: unknown format {given!r} (known: {presets}; "
-                                 f"{', '.join(known_names())}; or eXmY / ueXmY[bN][fn|fin])") from None
-    return fmt
+    if dtype.kind not in "fV":  # NumPy's floating-point dtypes, and ml_dtypes' (kind V)
+        raise ValueError(f"{what}: {dtype.name} is not a format fp4sim models (known dtypes: "
+                         f"{', '.join(sorted(_ALIASES))})")
+    return _fp4sim.canonical_format(dtype.name, what)
 
 
 def code_dtype(format: str) -> Optional[np.dtype]:
@@ -80,7 +77,7 @@ def known_names() -> list:
 
 def as_codes(codes: np.ndarray) -> np.ndarray:
     """An ml_dtypes/NumPy float array of a format viewed as its unsigned integer codes (no copy)."""
-    if codes.dtype.name in _ALIASES:
+    if codes.dtype.name in _ALIASES or codes.dtype.kind == "V":  # ml_dtypes' floats are kind V
         return codes.view(f"u{codes.dtype.itemsize}")
     return codes
 

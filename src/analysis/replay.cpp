@@ -41,8 +41,14 @@ namespace {
 // C[i0..i0+4, j0..j0+4] of A·Bᵀ: 16 dot products sharing their loads. Statistics, not bits: the
 // float64 sum order is free (omp simd); a float64 dot product of length K is accurate to ~K·2^-53
 // relative, far below any FP4 error measured against it. Compiled for AVX-512, AVX2 and baseline
-// x86-64, chosen at run time (docs/design.md: fast paths dispatch on the CPU they run on).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// x86-64, chosen at run time (docs/design.md: fast paths dispatch on the CPU they run on); compiled once
+// for the baseline of any other target (aarch64).
+#if defined(__x86_64__)
+#define FP4SIM_DOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FP4SIM_DOT_CLONES
+#endif
+FP4SIM_DOT_CLONES
 void dot_4x4(const double* a, const double* b, std::size_t k, double* out) {
   const double *a0 = a, *a1 = a + k, *a2 = a + 2 * k, *a3 = a + 3 * k;
   const double *b0 = b, *b1 = b + k, *b2 = b + 2 * k, *b3 = b + 3 * k;
@@ -61,7 +67,7 @@ void dot_4x4(const double* a, const double* b, std::size_t k, double* out) {
   for (int i = 0; i < 16; ++i) out[i] = s[i];
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+FP4SIM_DOT_CLONES
 double dot_1(const double* a, const double* b, std::size_t k) {
   double s = 0.0;
 #pragma omp simd reduction(+ : s)

@@ -259,8 +259,9 @@ constexpr std::size_t kParallelThreshold = 1 << 16;
 
 // One loop per rounding mode (the mode is a template argument, so the body is branch-free and vectorises),
 // compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. clang (14) multiversions no
-// function template: built by clang (the fuzzers, FP4SIM_FUZZ), the loop is baseline x86-64 only.
-#if defined(__clang__)
+// function template: built by clang (the fuzzers, FP4SIM_FUZZ), the loop is baseline x86-64 only; off
+// x86 (aarch64) it is compiled once, for the baseline of the target.
+#if defined(__clang__) || !(defined(__x86_64__) || defined(__i386__))
 #define FP4SIM_ENCODE_CLONES
 #else
 #define FP4SIM_ENCODE_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]

@@ -8,9 +8,15 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 
-#include <immintrin.h>
 #include <omp.h>
+// The AVX-512 and AVX2 kernels are compiled only for x86; elsewhere (aarch64: Grace) the portable kernels
+// are the only ones, chosen at compile time, and on x86 the best the CPU runs is chosen at run time.
+#if defined(__x86_64__) || defined(__i386__)
+#define FP4SIM_X86_KERNELS 1
+#include <immintrin.h>
+#endif
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/fp32.hpp"
@@ -65,6 +71,7 @@ struct TileSet {
 
 }  // namespace fp4sim::detail
 
+#ifdef FP4SIM_X86_KERNELS
 // Each instruction set region compiles its kernels for that target. clang ignores `#pragma GCC target`
 // (the fuzzers build with clang, FP4SIM_FUZZ): there the target is an attribute on every function of it.
 #if defined(__clang__)
@@ -123,6 +130,7 @@ TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx2
 #else
 #pragma GCC pop_options
 #endif
+#endif  // FP4SIM_X86_KERNELS
 
 namespace fp4sim::detail::isa_portable {
 #define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))
@@ -137,33 +145,40 @@ namespace fp4sim::detail {
 
 namespace {
 
-bool cpu_has_avx2() {
+// The kernels of an x86 instruction set when this CPU runs them; none where they were not compiled.
+std::optional<TileSet> avx2_tiles() {
+#ifdef FP4SIM_X86_KERNELS
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return isa_avx2::tiles();
+#endif
+  return std::nullopt;
 }
 
-bool cpu_has_avx512() {
+std::optional<TileSet> avx512_tiles() {
+#ifdef FP4SIM_X86_KERNELS
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd") &&
-         __builtin_cpu_supports("avx512vnni");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512vnni")) {
+    return isa_avx512::tiles();
+  }
+#endif
+  return std::nullopt;
 }
 
 // The kernels for an ISA name ("" = the best this CPU runs); an ISA the CPU lacks is a usage error.
 TileSet select_tiles(std::string_view forced) {
   if (forced == "portable") return isa_portable::tiles();
   if (forced == "avx2") {
-    if (!cpu_has_avx2()) throw UsageError("gemm: this CPU has no AVX2/FMA");
-    return isa_avx2::tiles();
+    if (auto tiles = avx2_tiles()) return *tiles;
+    throw UsageError("gemm: this CPU has no AVX2/FMA");
   }
   if (forced == "avx512") {
-    if (!cpu_has_avx512()) throw UsageError("gemm: this CPU has no AVX-512 (F, DQ, BW, VL, CD, VNNI)");
-    return isa_avx512::tiles();
+    if (auto tiles = avx512_tiles()) return *tiles;
+    throw UsageError("gemm: this CPU has no AVX-512 (F, DQ, BW, VL, CD, VNNI)");
   }
   if (!forced.empty()) throw UsageError("gemm: unknown ISA '" + std::string(forced) + "' (avx512, avx2, portable)");
-  __builtin_cpu_init();
-  if (cpu_has_avx512()) return isa_avx512::tiles();
-  if (cpu_has_avx2()) return isa_avx2::tiles();
+  if (auto tiles = avx512_tiles()) return *tiles;
+  if (auto tiles = avx2_tiles()) return *tiles;
   return isa_portable::tiles();
 }
 
@@ -387,7 +402,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     tb = std::make_unique<EncodedTable>(b, input);
   }
 
-  if (tiles.int8_panels && kb_len % 4 != 0) tiles = cpu_has_avx2() ? isa_avx2::tiles() : isa_portable::tiles();
+  if (tiles.int8_panels && kb_len % 4 != 0) tiles = avx2_tiles().value_or(isa_portable::tiles());
   if (dp.kind == DatapathKind::gst_fdpa && (group_blocks == 0 || group_blocks > kGstMaxSub)) return false;
   // Micro-blocks along K; a GST-FDPA instruction covers group_blocks of them, so K is padded with zero
   // blocks to whole instructions there (a zero sub-block contributes nothing).

@@ -169,3 +169,75 @@ def test_every_code_decodes_as_ml_dtypes_reads_it(fmt):
     nan = np.isnan(theirs)
     np.testing.assert_array_equal(np.isnan(ours), nan)
     np.testing.assert_array_equal(ours[~nan].view(np.uint32), theirs[~nan].view(np.uint32))
+
+
+# Every name ml_dtypes, MLIR (builtin float types) and PyTorch (torch.<dtype>) give a format fp4sim models,
+# beside the ml_dtypes dtype it must mean: MLIR's f8E4M3FN is ml_dtypes' float8_e4m3fn, and so on.
+ECOSYSTEM_NAMES = {
+    "float4_e2m1fn": ml_dtypes.float4_e2m1fn, "f4E2M1FN": ml_dtypes.float4_e2m1fn, "e2m1fn": ml_dtypes.float4_e2m1fn,
+    "float6_e2m3fn": ml_dtypes.float6_e2m3fn, "f6E2M3FN": ml_dtypes.float6_e2m3fn, "e2m3fn": ml_dtypes.float6_e2m3fn,
+    "float6_e3m2fn": ml_dtypes.float6_e3m2fn, "f6E3M2FN": ml_dtypes.float6_e3m2fn, "e3m2fn": ml_dtypes.float6_e3m2fn,
+    "float8_e3m4": ml_dtypes.float8_e3m4, "f8E3M4": ml_dtypes.float8_e3m4,
+    "float8_e4m3": ml_dtypes.float8_e4m3, "f8E4M3": ml_dtypes.float8_e4m3,
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+    "torch.float8_e4m3fn": ml_dtypes.float8_e4m3fn, "e4m3fn": ml_dtypes.float8_e4m3fn,
+    "float8_e5m2": ml_dtypes.float8_e5m2, "f8E5M2": ml_dtypes.float8_e5m2, "torch.float8_e5m2": ml_dtypes.float8_e5m2,
+    "float8_e5m3fnu": ml_dtypes.float8_e5m3fnu, "e5m3fnu": ml_dtypes.float8_e5m3fnu,
+    "float8_e8m0fnu": ml_dtypes.float8_e8m0fnu, "f8E8M0FNU": ml_dtypes.float8_e8m0fnu,
+    "torch.float8_e8m0fnu": ml_dtypes.float8_e8m0fnu, "e8m0fnu": ml_dtypes.float8_e8m0fnu,
+    "bfloat16": ml_dtypes.bfloat16, "torch.bfloat16": ml_dtypes.bfloat16,
+    "float16": np.float16, "f16": np.float16, "half": np.float16,
+    "float32": np.float32, "f32": np.float32, "float": np.float32,
+}
+
+
+@pytest.mark.parametrize("name", list(ECOSYSTEM_NAMES))
+def test_ecosystem_names_mean_what_ml_dtypes_means(name):
+    """Every code of the format decodes to ml_dtypes' value (NaN where it has NaN, Inf where it has Inf), so
+    the bias, the subnormals and the special encodings agree; the largest finite value is finfo's max."""
+    dtype = np.dtype(ECOSYSTEM_NAMES[name])
+    fmt = _dtypes.format_name(name)
+    info = next((f for f in fp4sim.formats() if f["name"] == fmt), None)  # a preset: its table row
+    count = 1 << min(dtype.itemsize * 8, 16)
+    if dtype.itemsize == 4:  # float32: every sign, exponent, and the edges of the mantissa
+        all_codes = np.concatenate([np.arange(0, 1 << 32, 1 << 16, dtype=np.uint64),
+                                    np.arange(0, 1 << 32, 1 << 16, dtype=np.uint64) + 0xFFFF]).astype(np.uint32)
+    else:
+        bits = ml_dtypes.finfo(dtype).bits if dtype.kind == "V" else dtype.itemsize * 8
+        all_codes = np.arange(min(count, 1 << bits), dtype=f"u{dtype.itemsize}")
+    theirs = all_codes.view(dtype).astype(np.float32)
+    ours = fp4sim.decode(all_codes, name)
+    np.testing.assert_array_equal(ours, theirs, err_msg=name)  # NaN positions compared as equal
+    largest = float(ml_dtypes.finfo(dtype).max)
+    assert float(ours[np.isfinite(ours)].max()) == largest, name
+    if info is not None:
+        assert info["max_finite"] == largest
+
+
+def test_e2m1fn_is_the_ocp_format_and_refused_names_say_why():
+    # As ml_dtypes' astype: 6 and 100 are both the code 0x7 (value 6); the CLI test checks `--format e2m1fn`.
+    x = np.array([6.0, 100.0, 5.0, 4.5], np.float32)
+    expected = codes(x.astype(ml_dtypes.float4_e2m1fn))
+    np.testing.assert_array_equal(expected, [0x7, 0x7, 0x6, 0x6])
+    for name in ("e2m1fn", "E2M1FN", "f4E2M1FN", "FLOAT4_E2M1FN"):
+        np.testing.assert_array_equal(codes(fp4sim.convert(x, name)), expected)
+    assert _dtypes.format_name(ml_dtypes.float8_e4m3) == "e4m3b7"  # IEEE-style E4M3, not OCP's E4M3FN
+    np.testing.assert_array_equal(fp4sim.decode(np.array([1.5, -240, np.inf], ml_dtypes.float8_e4m3)), [1.5, -240, np.inf])
+    for name in ("float8_e4m3fnuz", "f8E5M2FNUZ", ml_dtypes.float8_e4m3b11fnuz):
+        with pytest.raises(fp4sim.UsageError, match=r"no -0 and one NaN at the negative-zero code 0x80"):
+            fp4sim.convert(x, name)
+    with pytest.raises(fp4sim.UsageError, match=r"'torch.float4_e2m1fn_x2' is PyTorch's two e2m1 codes in one byte"):
+        fp4sim.convert(x, "torch.float4_e2m1fn_x2")
+    with pytest.raises(fp4sim.UsageError, match=r"^format: 'e1m2' has a 1-bit exponent.*write 'e1m2fin'"):
+        fp4sim.convert(x, "e1m2")
+
+
+@pytest.mark.parametrize("recipe,dtype", [("mxfp4", ml_dtypes.float8_e8m0fnu), ("nvfp4", ml_dtypes.float8_e4m3fn)])
+def test_scales_as_ml_dtypes_hold_the_decoded_scales(recipe, dtype):
+    x = np.random.default_rng(5).standard_normal((8, 64)).astype(np.float32) * 1e3
+    q = fp4sim.quantize(x, recipe)
+    typed = q.scales_as_ml_dtypes()
+    assert typed.dtype == dtype and np.shares_memory(typed, q.scales)
+    np.testing.assert_array_equal(typed.astype(np.float32), fp4sim.decode(q.scales, q.scale_format))
+    with pytest.raises(ValueError, match="no dtype for ue5m3 scales"):
+        fp4sim.quantize(x, "ue5m3").scales_as_ml_dtypes()
