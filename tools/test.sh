@@ -10,11 +10,13 @@
 #     built there); any sanitizer report fails the run;
 #  4. fuzz the input parsers (tools/fuzz.sh, docs/fuzzing.md) from that tree, each harness for
 #     $FUZZ_SECONDS (default 60), all at once. Any crash, leak, sanitizer report, hang or oversized
-#     allocation fails the run.
+#     allocation fails the run;
+#  5. cross-compile the core layers and their unit tests for aarch64 and run them under qemu-user
+#     (tools/aarch64_check.sh, which prints what it leaves out) in build-aarch64/.
 # Prints the wall-clock and CPU time (user + system, of every process the stage ran) of each stage, and,
 # when a stage fails, ends with that stage and the tests that failed in it.
 # Build directories: $FP4SIM_BUILD_DIR (default build-setup/) and $FP4SIM_ASAN_BUILD_DIR (default
-# build-asan/). For local runs only, $FP4SIM_CTEST_ARGS adds ctest arguments to step 2 (e.g. "-LE exhaustive"
+# build-asan/), build-aarch64/. For local runs only, $FP4SIM_CTEST_ARGS adds ctest arguments to step 2 (e.g. "-LE exhaustive"
 # to skip the 2^32 sweeps); CI sets nothing.
 #
 # Usage: tools/test.sh
@@ -124,4 +126,8 @@ stage_done "$stage"
 stage="fuzz (${FUZZ_SECONDS:-60} s per harness)"
 failed_tests_log=""
 FP4SIM_FUZZ_BUILD_DIR=$asan_build "$root/tools/fuzz.sh"
+stage_done "$stage"
+
+stage="aarch64 (cross-compiled, qemu-user)"
+"$root/tools/aarch64_check.sh" "$root/build-aarch64"
 stage_done "$stage"
