@@ -239,7 +239,7 @@ def formats() -> list:
 
 @in_python_terms
 def recipes() -> list:
-    """The recipe preset names (``fp4sim recipes``).
+    """The recipe preset names (``fp4sim quantize --help`` lists them under ``--recipe``, with their sources).
 
     >>> fp4sim.recipes()
     ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'nvfp4-4over6', 'mxfp4']
