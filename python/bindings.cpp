@@ -432,6 +432,7 @@ std::tuple<std::string, std::string, bool> verify_gemm_py(const FloatIn& a, cons
 
 NB_MODULE(_fp4sim, m) {
   m.doc() = "fp4sim: bit-exact emulator of FP4 (E2M1) block-scaled formats, recipes and GEMM datapaths";
+  m.attr("__version__") = FP4SIM_VERSION;  // project()'s VERSION (CMakeLists.txt), as `fp4sim --version` prints it
   nb::exception<fp4sim::UsageError>(m, "UsageError", PyExc_ValueError);
   nb::exception<fp4sim::DataError>(m, "DataError", PyExc_ValueError);
 

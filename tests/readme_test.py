@@ -7,11 +7,16 @@ to the next `$ ` line; a line holding only `...` stands for any number of lines 
 elisions), and whitespace at line ends is ignored (Markdown does not show it). A command must exit 0, or
 with the N of a trailing `# exits N` comment. A ```python block must run without error with the built
 module (skipped, saying so, when the module was not built), unless its fence names a file
-(```` ```python file=NAME ````): that block is a file the README's later commands use, written to NAME.
+(```` ```python file=NAME ````): that block is a file the README's later commands use, written to NAME. A
+fence's `requires=A,B` names the packages the block imports besides fp4sim and numpy (PyTorch, pandas); where
+one is not installed, the block is skipped, saying which.
 
-The binary is $FP4SIM_BINARY, the module's directory $FP4SIM_PYTHON_DIR (ctest sets both).
+The binary is $FP4SIM_BINARY, the module's directory $FP4SIM_PYTHON_DIR (ctest sets both); without the
+binary the console blocks are skipped, and the Python blocks run with whatever fp4sim Python imports (an
+installed wheel: tools/build_wheel.sh).
 """
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -24,13 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FP4SIM = os.environ.get("FP4SIM_BINARY")
 PYTHON_DIR = os.environ.get("FP4SIM_PYTHON_DIR", "")
 
-pytestmark = pytest.mark.skipif(
-    not FP4SIM or not os.path.exists(FP4SIM), reason="FP4SIM_BINARY does not name a built fp4sim binary"
-)
+HAVE_BINARY = bool(FP4SIM) and os.path.exists(FP4SIM)
 
 
 def readme_blocks(text):
-    """(language, section heading, body, file name or None) of every ```console and ```python block, in order."""
+    """(language, section heading, body, file name or None, required packages) of every ```console and ```python
+    block, in order."""
     blocks, heading = [], "README"
     fence = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```$", re.S | re.M)
     pos = 0
@@ -40,7 +44,9 @@ def readme_blocks(text):
         pos = m.end()
         if m.group(1) in ("console", "python"):
             file = re.search(r"\bfile=(\S+)", m.group(2))
-            blocks.append((m.group(1), heading, m.group(3), file.group(1) if file else None))
+            requires = re.search(r"\brequires=(\S+)", m.group(2))
+            blocks.append((m.group(1), heading, m.group(3), file.group(1) if file else None,
+                           requires.group(1).split(",") if requires else []))
     return blocks
 
 
@@ -99,13 +105,18 @@ def test_elision_matching():
                          ids=["%d-%s-%s" % (i, b[0], re.sub(r"\W+", "_", b[1]).strip("_"))
                               for i, b in enumerate(BLOCKS)])
 def test_readme_example(index, workdir):
-    language, heading, body, file = BLOCKS[index]
+    language, heading, body, file, requires = BLOCKS[index]
     if file is not None:
         (workdir / file).write_text(body)
         return
-    env = dict(os.environ, PATH=str(Path(FP4SIM).resolve().parent) + os.pathsep + os.environ["PATH"],
-               PYTHONDONTWRITEBYTECODE="1")
+    if language == "console" and not HAVE_BINARY:
+        pytest.skip("FP4SIM_BINARY does not name a built fp4sim binary")
+    path = [str(Path(FP4SIM).resolve().parent)] if HAVE_BINARY else []
+    env = dict(os.environ, PATH=os.pathsep.join(path + [os.environ["PATH"]]), PYTHONDONTWRITEBYTECODE="1")
     if language == "python":
+        missing = [name for name in requires if importlib.util.find_spec(name) is None]
+        if missing:
+            pytest.skip("this block needs %s, not installed" % ", ".join(missing))
         env["PYTHONPATH"] = PYTHON_DIR
         probe = subprocess.run([sys.executable, "-c", "import fp4sim"], env=env, capture_output=True, cwd=workdir)
         if probe.returncode != 0:

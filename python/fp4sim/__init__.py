@@ -60,7 +60,7 @@ __all__ = [
     "sweep",
 ]
 
-__version__ = "0.1.0"
+__version__ = _fp4sim.__version__  # CMakeLists.txt project()'s VERSION, fp4sim's one version
 
 
 class DTypeError(DataError, TypeError):
@@ -254,7 +254,7 @@ def formats() -> list:
 
 @in_python_terms
 def recipes() -> list:
-    """The recipe preset names (``fp4sim recipes``).
+    """The recipe preset names (``fp4sim quantize --help`` lists them under ``--recipe``, with their sources).
 
     >>> fp4sim.recipes()
     ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'nvfp4-4over6', 'mxfp4']
@@ -585,9 +585,10 @@ def _analysis():
     """The extension's trace analyses, or a clear error where the module was built without them."""
     if not hasattr(_fp4sim, "replay"):
         raise NotImplementedError(
-            "fp4sim.replay and fp4sim.sweep read HDF5 traces: this build of the module has no HDF5 (build it with "
-            "FP4SIM_IO=ON where HDF5, CLI11 and cereal are installed, e.g. pip install . "
-            "--config-settings=cmake.define.FP4SIM_IO=ON)")
+            "fp4sim.replay and fp4sim.sweep read HDF5 traces: this build of the module has no HDF5. Install the "
+            "wheel tools/build_wheel.sh builds (HDF5 inside), or install HDF5, CLI11 and cereal (Debian: apt-get "
+            "install libhdf5-dev libcli11-dev libcereal-dev) and run pip install . again: it builds them in "
+            "when it finds them")
     return _fp4sim
 
 

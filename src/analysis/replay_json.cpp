@@ -106,7 +106,7 @@ void write_tensor_json(stats::JsonWriter& j, const TensorEntry& e) {
 void write_json(const Result& r, std::ostream& os) {
   stats::JsonWriter j(os, false);
   j.begin_object();
-  j.field("fp4sim", "0.1.0");
+  j.field("fp4sim", FP4SIM_VERSION);
   j.key("trace").begin_object();
   j.field("path", r.trace.path).field("schema_version", r.trace.schema_version);
   j.field("model", r.trace.model).field("framework", r.trace.framework);

@@ -237,7 +237,7 @@ void write_columns(const hdf5::Group& g, const Columns<E>& cols, const std::vect
 
 void write_h5(const Result& r, const std::filesystem::path& path) {
   hdf5::File f = hdf5::File::create(path);
-  f.write_attribute("fp4sim", "0.1.0");
+  f.write_attribute("fp4sim", FP4SIM_VERSION);
   f.write_attribute("trace", r.trace.path);
   std::string recipes;
   for (const auto& n : r.recipe_names) recipes += (recipes.empty() ? "" : ",") + n;

@@ -329,7 +329,7 @@ Result merge(std::vector<Result> shares) {
 void write_json(const Result& r, std::ostream& os) {
   stats::JsonWriter j(os, false);
   j.begin_object();
-  j.field("fp4sim", "0.1.0").field("kind", "sweep").field("input", r.input).field("seed", r.seed);
+  j.field("fp4sim", FP4SIM_VERSION).field("kind", "sweep").field("input", r.input).field("seed", r.seed);
   if (r.input == "synthetic") {
     j.field("rows", static_cast<std::uint64_t>(r.rows)).field("cols", static_cast<std::uint64_t>(r.cols));
   }

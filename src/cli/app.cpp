@@ -38,7 +38,7 @@ std::string one_line(const CLI::App* top, const CLI::Error& e) {
 void build_app(CLI::App& app) {
   app.require_subcommand(1);
   app.name("fp4sim");
-  app.set_version_flag("--version", std::string("fp4sim 0.1.0"));
+  app.set_version_flag("--version", std::string("fp4sim " FP4SIM_VERSION));
   setup_formats(*app.add_subcommand("formats", "list every known number format"));
   setup_convert(*app.add_subcommand("convert", "element-wise encode a .npy array into a format"));
   setup_quantize(*app.add_subcommand("quantize", "block-quantize one tensor under a recipe (HDF5 and/or .npy out)"));

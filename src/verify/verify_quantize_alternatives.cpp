@@ -63,7 +63,10 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
                                       const ScaleStorage& storage, const QuantizedTensor& golden) {
   std::vector<Alternative> out;
   auto add = [&](std::string label, const Recipe& r, const QuantizeRequest& q) {
-    Alternative a{{std::move(label)}, quantize(r, q, input, rows, cols)};
+    // The quantizer runs before the label moves in: with the call inside the braces, GCC 12 sees the
+    // label's cleanup on the quantizer's exception path and reports it as maybe uninitialized.
+    QuantizedTensor rerun = quantize(r, q, input, rows, cols);
+    Alternative a{{std::move(label)}, std::move(rerun)};
     std::tie(a.fit.mismatched_elements, a.fit.mismatched_scales) = differences(a.q, theirs, storage);
     out.push_back(std::move(a));
   };

@@ -591,7 +591,8 @@ def test_replay_and_sweep_errors_name_the_keyword_and_the_valid_values(tmp_path)
 
 def test_replay_without_hdf5_is_one_clear_error(monkeypatch):
     monkeypatch.delattr(fp4sim._fp4sim, "replay", raising=False)
-    with pytest.raises(NotImplementedError, match="this build of the module has no HDF5"):
+    with pytest.raises(NotImplementedError, match=r"this build of the module has no HDF5\. Install the wheel .*"
+                                                  r"libhdf5-dev libcli11-dev libcereal-dev\) and run pip install \."):
         fp4sim.replay(TRACE)
 
 
@@ -626,3 +627,30 @@ def test_torch_bfloat16_is_viewed_without_a_copy():
     assert fp4sim.convert(torch.tensor(1.3, dtype=torch.bfloat16), "e4m3") == 1.25  # a scalar in, a scalar out
     with pytest.raises(fp4sim.DataError, match=r"x: cannot view through DLPack .*give a CPU tensor"):
         fp4sim.quantize(torch.randn(4, 16, requires_grad=True), "nvfp4")
+
+
+def test_one_version():
+    """fp4sim.__version__, `fp4sim --version`, the replay JSON's `fp4sim` field and the package metadata are
+    project()'s VERSION in CMakeLists.txt: pyproject.toml reads it from there (dynamic), nothing repeats it."""
+    import importlib.metadata
+    import re
+
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        cmake = f.read()
+    version = re.search(r"^project\(fp4sim VERSION ([0-9.]+)", cmake, re.M).group(1)
+    assert fp4sim.__version__ == version
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        pyproject = f.read()
+    assert re.search(r'^dynamic = \["version"\]', pyproject, re.M), "pyproject.toml states a version of its own"
+    assert re.search(r'^input = "CMakeLists.txt"$', pyproject, re.M)
+    regex = re.search(r"^regex = '(.*)'$", pyproject, re.M).group(1)
+    assert re.search(regex, cmake, re.M).group("value") == version
+    try:  # installed (pip install ., a wheel): the metadata scikit-build-core wrote
+        assert importlib.metadata.version("fp4sim") == version
+    except importlib.metadata.PackageNotFoundError:
+        pass  # the build tree's module, on PYTHONPATH
+    if BINARY:
+        assert cli("--version").stdout == f"fp4sim {version}\n"
+    if HAS_ANALYSES:
+        s = fp4sim.sweep(synthetic="normal", rows=4, cols=64, blocks=16, scale_formats="ue4m3", tensor_scales="current")
+        assert s["fp4sim"] == version
