@@ -266,7 +266,7 @@ class Replayer {
       h.rho = ratio(current, current);
       return h;
     }
-    const std::int64_t refresh = refresh_step_for(static_cast<int>(step), period);
+    const std::int64_t refresh = refresh_step_for(step, period);
     std::optional<std::int64_t> from;
     bool exact = false;
     if (o_.hold == HoldRule::window) {
@@ -797,6 +797,29 @@ class Replayer {
   std::uint64_t item_ = 0;    // the work item being done
 };
 
+// --layers: an ECMAScript regular expression searched in each layer name. A trace's names are data of
+// any length, so the match must not recurse once per character (std::regex's default depth-first
+// executor overflows the stack on a 60,000-character name): libstdc++'s breadth-first executor
+// (__polynomial) keeps one set of states per character, and the search is one anchored match of
+// "anything, the pattern, anything", one pass over the name instead of a pass from every position.
+// That executor has no back-references; a pattern using them is refused.
+class LayerFilter {
+ public:
+  explicit LayerFilter(const std::string& pattern) {
+    constexpr auto kFlags = std::regex::ECMAScript | std::regex::nosubs | std::regex_constants::__polynomial;
+    try {
+      std::regex(pattern, kFlags);  // the pattern on its own is valid: "a)(b" must not pass once wrapped
+      anywhere_ = std::regex("[\\s\\S]*(?:" + pattern + ")[\\s\\S]*", kFlags);
+    } catch (const std::regex_error& e) {
+      throw UsageError("--layers: invalid regular expression '" + pattern + "': " + e.what());
+    }
+  }
+  bool matches(const std::string& name) const { return std::regex_match(name, anywhere_); }
+
+ private:
+  std::regex anywhere_;
+};
+
 }  // namespace
 
 Result run(const std::filesystem::path& trace_path, const Options& options_in) {
@@ -813,14 +836,8 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     throw UsageError("--datapath: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
   }
   if (o.headroom_period < 1) throw UsageError("the headroom period D must be >= 1");
-  std::optional<std::regex> layer_regex;
-  if (!o.layers.empty()) {
-    try {
-      layer_regex.emplace(o.layers, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--layers: invalid regular expression '" + o.layers + "': " + e.what());
-    }
-  }
+  const std::optional<LayerFilter> layer_filter =
+      o.layers.empty() ? std::nullopt : std::optional<LayerFilter>(LayerFilter(o.layers));
 
   const trace::Reader reader(trace_path);
   const trace::TraceInfo& info = reader.info();
@@ -876,7 +893,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
   std::vector<std::pair<const trace::StepInfo*, const trace::LayerInfo*>> work;
   for (const auto* s : steps) {
     for (const auto& l : s->layers) {
-      if (layer_regex && !std::regex_search(l.name, *layer_regex)) continue;
+      if (layer_filter && !layer_filter->matches(l.name)) continue;
       work.emplace_back(s, &l);
     }
   }

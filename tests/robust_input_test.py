@@ -1,0 +1,105 @@
+"""Hostile input, round three, through the CLI (docs/cli.md "Exit codes"): what a trace holds is data of
+any size, and every option value either means what it says or is refused.
+
+* layer names: a 60,000-character name is matched by --layers without recursing once per character;
+* steps: a 64-bit @step keeps its own held amax (periodic scaling);
+
+The binary is $FP4SIM_BINARY (ctest sets it).
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FP4SIM = os.environ.get("FP4SIM_BINARY")
+TRACE = Path(__file__).resolve().parent.parent / "traces" / "trace_a.h5"
+
+pytestmark = pytest.mark.skipif(
+    not FP4SIM or not os.path.exists(FP4SIM), reason="FP4SIM_BINARY does not name a built fp4sim binary"
+)
+
+
+def run(*args, **kwargs):
+    return subprocess.run([FP4SIM, *map(str, args)], capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def one_line_error(r, code, *words):
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], (w, r.stderr)
+
+
+def small_trace(path, steps, layer="layer", scales=None):
+    """Captured steps of one small layer; x of step i scaled by scales[i]."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(11)
+    with h5py.File(path, "w") as f:
+        f.attrs["schema"] = "fp4-trace"
+        f.attrs["schema_version"] = 1
+        for i, step in enumerate(steps):
+            g = f.create_group("step_%06d" % step)
+            g.attrs["step"] = np.int64(step)
+            group = g.create_group(layer)
+            group["x"] = rng.standard_normal((16, 64), dtype=np.float32) * np.float32(scales[i] if scales else 1)
+            group["w"] = rng.standard_normal((32, 64), dtype=np.float32)
+            group["dy"] = rng.standard_normal((16, 32), dtype=np.float32)
+    return path
+
+
+# --- layer names of any length ---------------------------------------------------------------------
+
+
+LONG_NAME = "a" * 60_000
+
+
+@pytest.fixture
+def long_name_trace(tmp_path):
+    return small_trace(tmp_path / "long.h5", [1], layer=LONG_NAME)
+
+
+@pytest.mark.parametrize("pattern,selected", [(".*", True), ("a+", True), ("a+b", False), ("^a{3}", True),
+                                              ("(a|b)*c", False)])
+def test_a_long_layer_name_is_matched_without_recursion(long_name_trace, pattern, selected):
+    # std::regex's depth-first matcher recursed once per character: SIGSEGV on this name.
+    r = run("replay", long_name_trace, "--layers", pattern, "--recipes", "nvfp4", "--no-gemms", "--json", "-", "-q")
+    if selected:
+        assert r.returncode == 0, r.stderr
+        assert {e["layer"] for e in json.loads(r.stdout)["tensors"]} == {LONG_NAME}
+    else:
+        one_line_error(r, 2, "--layers", "matches no layer")
+
+
+def test_sweep_layers_takes_the_same_matcher(long_name_trace):
+    r = run("sweep", long_name_trace, "--layers", "a+", "--blocks", "32", "--scale-formats", "ue4m3",
+            "--tensor-scales", "none", "--json", "-", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tensors"]
+
+
+@pytest.mark.parametrize("pattern", ["a)(b", "(", "\\1(a)", "a{2,1}"])
+def test_a_bad_layers_pattern_is_one_line(tmp_path, pattern):
+    # "a)(b" is valid once wrapped in (?:...): the pattern is checked on its own; back-references have no
+    # linear-time matcher and are refused.
+    r = run("replay", small_trace(tmp_path / "t.h5", [1]), "--layers", pattern, "--no-gemms", "-q")
+    one_line_error(r, 2, "--layers", "invalid regular expression")
+
+
+# --- 64-bit steps ------------------------------------------------------------------------------------
+
+
+def test_a_step_past_2_to_the_32_holds_its_own_amax(tmp_path):
+    # 4294967306 = 2^32 + 10: cut to 32 bits its refresh step was 1, and step 1's amax held "exactly".
+    trace = small_trace(tmp_path / "t.h5", [1, 4294967306], scales=[1, 8])
+    r = run("replay", trace, "--recipes", "ue5m3", "--no-gemms", "--json", "-", "-q")
+    assert r.returncode == 0, r.stderr
+    late = [e for e in json.loads(r.stdout)["tensors"] if e["step"] == 4294967306]
+    assert len(late) == 3
+    for e in late:
+        assert e["held_from_step"] == 4294967306 and e["held_exact"] is False, e
+        assert e["held_amax"] == e["amax"] and e["rho"] == 1, e
