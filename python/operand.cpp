@@ -1,5 +1,7 @@
 #include "operand.hpp"
 
+#include <type_traits>
+
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/quantize_call.hpp"
@@ -15,7 +17,14 @@ namespace {
 template <class T>
 T override_value(const std::string& key, nb::handle value, const char* expected) {
   T out{};
-  if (!nb::try_cast<T>(value, out)) {
+  bool ok = false;
+  if constexpr (std::is_same_v<T, std::string>) {
+    ok = nb::isinstance<nb::str>(value);  // nb::try_cast has no cleanup list for a string's conversion
+    if (ok) out = nb::cast<std::string>(value);
+  } else {
+    ok = nb::try_cast<T>(value, out);
+  }
+  if (!ok) {
     throw UsageError("recipe override " + key + ": expected " + expected + ", got " +
                      nb::cast<std::string>(value.type().attr("__name__")));
   }

@@ -3,6 +3,8 @@ any size, and every option value either means what it says or is refused.
 
 * layer names: a 60,000-character name is matched by --layers without recursing once per character;
 * steps: a 64-bit @step keeps its own held amax (periodic scaling);
+* numbers: --slab-mib beyond what a size holds is a usage error, not a budget of nothing;
+* empty values: --steps ',' and an empty recipe override name nothing and are refused.
 
 The binary is $FP4SIM_BINARY (ctest sets it).
 """
@@ -103,3 +105,37 @@ def test_a_step_past_2_to_the_32_holds_its_own_amax(tmp_path):
     for e in late:
         assert e["held_from_step"] == 4294967306 and e["held_exact"] is False, e
         assert e["held_amax"] == e["amax"] and e["rho"] == 1, e
+
+
+# --- numbers and empty values ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slab_mib", ["2e13", "1e300", str(2**64 - 1), "inf", "nan", "0", "-1"])
+def test_slab_mib_beyond_a_size_is_a_usage_error(tmp_path, slab_mib):
+    trace = small_trace(tmp_path / "t.h5", [1])
+    for sub in (["replay", trace, "--no-gemms"], ["replay", trace], ["sweep", trace]):
+        r = run(*sub, "--slab-mib", slab_mib, "-q")
+        one_line_error(r, 2, "--slab-mib")
+
+
+def test_the_largest_slab_mib_is_taken(tmp_path):
+    r = run("replay", small_trace(tmp_path / "t.h5", [1]), "--recipes", "nvfp4", "--slab-mib", "16777216",
+            "--json", "-", "-q")
+    assert r.returncode == 0, r.stderr
+    assert all(g["rel_fro_err"] is not None for g in json.loads(r.stdout)["gemms"])
+
+
+@pytest.mark.parametrize("steps", [",", " ", " , "])
+def test_steps_naming_nothing_is_refused(tmp_path, steps):
+    r = run("replay", small_trace(tmp_path / "t.h5", [1, 2]), "--steps", steps, "--no-gemms", "-q")
+    one_line_error(r, 2, "--steps", "names no step")
+
+
+@pytest.mark.parametrize("option", ["--rht-signs", "--scale-format", "--element-format", "--tensor-scale"])
+def test_an_empty_recipe_override_is_refused(tmp_path, option):
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((2, 32), np.float32))
+    r = run("quantize", "--recipe", "nvfp4", option, "", "--in", x, "--codes", tmp_path / "c.npy",
+            "--scales", tmp_path / "s.npy")
+    one_line_error(r, 2, option)
+    assert not (tmp_path / "c.npy").exists()

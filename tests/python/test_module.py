@@ -605,3 +605,67 @@ def test_torch_bfloat16_is_viewed_without_a_copy():
     assert fp4sim.convert(torch.tensor(1.3, dtype=torch.bfloat16), "e4m3") == 1.25  # a scalar in, a scalar out
     with pytest.raises(fp4sim.DataError, match=r"x: cannot view through DLPack .*give a CPU tensor"):
         fp4sim.quantize(torch.randn(4, 16, requires_grad=True), "nvfp4")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hostile input, round three: each value means what it says or is refused, before anything is allocated
+
+
+def test_big_endian_arrays_are_converted():
+    x = tensor(4, 64, seed=21)
+    for dtype in (">f4", ">f8", ">f2"):
+        q, qn = fp4sim.quantize(x.astype(dtype), "nvfp4"), fp4sim.quantize(x.astype(dtype[1:]), "nvfp4")
+        np.testing.assert_array_equal(q.codes, qn.codes)
+        np.testing.assert_array_equal(q.scales, qn.scales)
+    np.testing.assert_array_equal(fp4sim.gemm(x.astype(">f4"), x.astype(">f4"), "mxfp4"), fp4sim.gemm(x, x, "mxfp4"))
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 64), (0, 32, 64), (0, 64)])
+def test_an_empty_batch_gives_empty_results(shape):
+    q = fp4sim.quantize(np.zeros(shape, np.float32), "nvfp4")
+    assert q.codes.shape == (*shape[:-1], 32) and q.scales.shape == (*shape[:-1], 4)
+    assert fp4sim.dequantize(q).shape == shape
+
+
+def test_dequantize_checks_the_shape_before_allocating():
+    q = fp4sim.quantize(tensor(8, 64), "nvfp4")
+    # 8 x 2^40 elements: allocated before the check this was a bare std::bad_alloc
+    with pytest.raises(fp4sim.DataError, match=r"codes: shape \[8, 32\] does not hold"):
+        fp4sim.dequantize(q.codes, q.scales, "nvfp4", shape=(8, 2**40), tensor_scale=q.tensor_amax)
+
+
+@pytest.mark.parametrize("kind,value", [("amax", -3.0), ("amax", float("nan")), ("amax", float("inf")),
+                                        ("encode", 0.0), ("decode", -1.0)])
+def test_dequantize_refuses_a_tensor_scale_no_kernel_holds(kind, value):
+    q = fp4sim.quantize(tensor(8, 64), "nvfp4", dequantize_order="portable")
+    with pytest.raises(fp4sim.DataError, match="^tensor_scale: "):
+        fp4sim.dequantize(q.codes, q.scales, "nvfp4", tensor_scale=value, tensor_scale_kind=kind,
+                          dequantize_order="portable")
+
+
+def test_recipe_overrides_of_the_wrong_type_or_empty_are_usage_errors():
+    x = tensor(4, 64)
+    with pytest.raises(fp4sim.UsageError, match="block: expected an integer, got str"):
+        fp4sim.quantize(x, "nvfp4", block="--help")
+    with pytest.raises(fp4sim.UsageError, match="rht_signs=''"):
+        fp4sim.quantize(x, "nvfp4", rht_signs="")
+
+
+@needs_analyses
+def test_replay_matches_a_long_layer_name_and_refuses_what_names_nothing(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / "long.h5"
+    name = "a" * 60_000  # std::regex's recursion overflowed the interpreter's stack on it
+    with h5py.File(path, "w") as f:
+        f.attrs["schema"], f.attrs["schema_version"] = "fp4-trace", 1
+        g = f.create_group("step_000001")
+        g.attrs["step"] = 1
+        for t, shape in (("x", (16, 64)), ("w", (32, 64)), ("dy", (16, 32))):
+            g[f"{name}/{t}"] = tensor(*shape)
+    r = fp4sim.replay(path, "nvfp4", layers=".*", gemms=False)
+    assert {e["layer"] for e in r["tensors"]} == {name}
+    with pytest.raises(fp4sim.UsageError, match="^steps: .* names no step"):
+        fp4sim.replay(path, "nvfp4", steps=[], gemms=False)
+    for slab_mib in (float("inf"), 2e13):
+        with pytest.raises(fp4sim.UsageError, match="^slab_mib must be in"):
+            fp4sim.replay(path, "nvfp4", slab_mib=slab_mib)
