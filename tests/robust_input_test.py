@@ -4,7 +4,8 @@ any size, and every option value either means what it says or is refused.
 * layer names: a 60,000-character name is matched by --layers without recursing once per character;
 * steps: a 64-bit @step keeps its own held amax (periodic scaling);
 * numbers: --slab-mib beyond what a size holds is a usage error, not a budget of nothing;
-* empty values: --steps ',' and an empty recipe override name nothing and are refused.
+* empty values: --steps ',' and an empty recipe override name nothing and are refused;
+* vectors: written case by case, a non-empty --out refused before any case, --out . and e/. are the directory.
 
 The binary is $FP4SIM_BINARY (ctest sets it).
 """
@@ -12,6 +13,7 @@ The binary is $FP4SIM_BINARY (ctest sets it).
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +141,51 @@ def test_an_empty_recipe_override_is_refused(tmp_path, option):
             "--scales", tmp_path / "s.npy")
     one_line_error(r, 2, option)
     assert not (tmp_path / "c.npy").exists()
+
+
+# --- vectors: streamed, refused before work, every documented --out form ---------------------------
+
+
+def peak_rss_mib(*args):
+    """fp4sim's peak resident memory, measured in a fresh Python process whose only child it is."""
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
+             "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    r = subprocess.run([sys.executable, "-c", probe, FP4SIM, *map(str, args)], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    code, kib = map(int, r.stdout.split())
+    assert code == 0, args
+    return kib / 1024
+
+
+def test_vectors_memory_does_not_grow_with_the_cases(tmp_path):
+    if os.environ.get("ASAN_OPTIONS") is not None:
+        pytest.skip("a sanitizer build's resident memory is not the program's")
+    few = peak_rss_mib("vectors", "--recipe", "mxfp4", "--cases", 100, "--out", tmp_path / "few")
+    many = peak_rss_mib("vectors", "--recipe", "mxfp4", "--cases", 1000, "--out", tmp_path / "many")
+    # held to the end, each case took ~26 KiB: 900 more cases were 23 MiB more
+    assert many - few < 12, (few, many)
+
+
+def test_vectors_into_a_non_empty_directory_is_refused_before_any_case(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep").write_text("mine")
+    # 50,000 cases took minutes before the refusal came
+    r = run("vectors", "--recipe", "mxfp4", "--cases", 50000, "--out", out)
+    one_line_error(r, 2, str(out), "not empty")
+    assert os.listdir(out) == ["keep"] and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+@pytest.mark.parametrize("out,cwd", [(".", "e"), ("e/.", ""), ("e/", ""), ("e/../e", "")])
+def test_vectors_out_names_the_directory_however_written(tmp_path, out, cwd):
+    (tmp_path / "e").mkdir()
+    r = run("vectors", "--recipe", "mxfp4", "--out", out, cwd=tmp_path / cwd)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "e" / "manifest.json").exists()
+    assert sorted(os.listdir(tmp_path)) == ["e"], "no temporary left beside it"
+
+
+def test_vectors_out_empty_is_refused(tmp_path):
+    r = run("vectors", "--recipe", "mxfp4", "--out", "", cwd=tmp_path)
+    one_line_error(r, 2, "--out", "empty path")
+    assert r.stdout == "" and os.listdir(tmp_path) == []
