@@ -5,7 +5,8 @@ any size, and every option value either means what it says or is refused.
 * steps: a 64-bit @step keeps its own held amax (periodic scaling);
 * numbers: --slab-mib beyond what a size holds is a usage error, not a budget of nothing;
 * empty values: --steps ',' and an empty recipe override name nothing and are refused;
-* vectors: written case by case, a non-empty --out refused before any case, --out . and e/. are the directory.
+* vectors: written case by case, a non-empty --out refused before any case, --out . and e/. are the directory;
+* standard output: a mismatch report that cannot be written is exit 3; out of memory names the options.
 
 The binary is $FP4SIM_BINARY (ctest sets it).
 """
@@ -189,3 +190,38 @@ def test_vectors_out_empty_is_refused(tmp_path):
     r = run("vectors", "--recipe", "mxfp4", "--out", "", cwd=tmp_path)
     one_line_error(r, 2, "--out", "empty path")
     assert r.stdout == "" and os.listdir(tmp_path) == []
+
+
+# --- standard output and memory messages -------------------------------------------------------------
+
+
+def test_a_mismatch_report_that_cannot_be_written_is_exit_3(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).standard_normal((4, 64), dtype=np.float32))
+    assert run("quantize", "--recipe", "nvfp4", "--in", x, "--out", tmp_path / "q.h5").returncode == 0
+    with h5py.File(tmp_path / "q.h5", "r") as f:
+        codes, scales = f["codes"][...], f["scales"][...]
+    codes[1, 3] ^= 1
+    np.save(tmp_path / "c.npy", codes)
+    np.save(tmp_path / "s.npy", scales)
+    args = ["verify", "quantize", "--recipe", "nvfp4", "--in", x, "--codes", tmp_path / "c.npy", "--scales",
+            tmp_path / "s.npy"]
+    assert run(*args).returncode == 4
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([FP4SIM, *map(str, args)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    one_line_error(r, 3, "standard output", "write failed")
+
+
+def test_out_of_memory_in_sweep_names_the_options():
+    def limit_memory():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    if subprocess.run([FP4SIM, "--version"], capture_output=True, preexec_fn=limit_memory).returncode != 0:
+        pytest.skip("the binary does not start in 1 GiB of address space (a sanitizer build)")
+    # 4 GiB a tensor, allowed by --slab-mib, refused by the machine
+    r = run("sweep", "--rows", 1048576, "--cols", 1024, "--slab-mib", "1e6", "--synthetic", "normal", "-q",
+            preexec_fn=limit_memory)
+    one_line_error(r, 3, "out of memory", "--rows x --cols")
+    assert "bad_alloc" not in r.stderr

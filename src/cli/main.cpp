@@ -68,6 +68,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fp4sim: error: %s\n", e.what());
     return 2;
   } catch (const fp4sim::cli::Mismatch& e) {
+    // The report of the mismatches went to standard output: a report that did not arrive is exit 3.
+    try {
+      finish_standard_output();
+    } catch (const std::exception& failed) {
+      std::fprintf(stderr, "fp4sim: error: %s\n", failed.what());
+      return 3;
+    }
     std::fprintf(stderr, "fp4sim: %s\n", e.what());
     return 4;
   } catch (const std::exception& e) {
