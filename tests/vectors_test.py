@@ -320,6 +320,28 @@ def test_checker_usage_errors(tmp_path, vectors):
     assert check(d, "--self-check", "--results", d).returncode == 2
 
 
+@pytest.mark.parametrize("manifest", ["{not json", "[1, 2]", '{"cases": [{"kind": "quantize"}]}'])
+def test_checker_a_corrupt_manifest_is_one_line_exit_3(tmp_path, vectors, manifest):
+    d, _ = vectors["mxfp4"]
+    broken = tmp_path / "broken"
+    shutil.copytree(d, broken)
+    (broken / "manifest.json").write_text(manifest)
+    r = check(broken, "--self-check")
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "manifest.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_checker_a_result_that_is_not_npy_is_exit_3_not_a_mismatch(tmp_path, vectors):
+    d, m = vectors["mxfp4"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    codes = first_case(m)["files"]["codes"]
+    (mine / codes).write_text("not an array")
+    r = check(d, "--results", mine)
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and codes in r.stderr and "not a .npy array" in r.stderr
+
+
 def test_checker_self_check_finds_a_broken_vector_directory(tmp_path, vectors):
     d, m = vectors["ue5m3"]
     broken = tmp_path / "broken"
