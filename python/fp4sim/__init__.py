@@ -82,6 +82,12 @@ def _as_numpy_view(x: Any, what: str) -> _np.ndarray:
     if isinstance(x, _np.ndarray):
         return x
     if hasattr(x, "__dlpack__"):
+        # PyTorch keeps a negation or conjugation lazy (a bit on the view: torch.complex(a, b).conj().imag)
+        # that DLPack does not carry: the bytes exported are the unnegated ones. Resolved first (a copy),
+        # the values read are the tensor's.
+        for lazy, resolve in (("is_neg", "resolve_neg"), ("is_conj", "resolve_conj")):
+            if callable(getattr(x, lazy, None)) and getattr(x, lazy)():
+                x = getattr(x, resolve)()
         try:
             return _np.from_dlpack(x)
         except (TypeError, RuntimeError, BufferError) as e:

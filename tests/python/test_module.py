@@ -669,3 +669,31 @@ def test_replay_matches_a_long_layer_name_and_refuses_what_names_nothing(tmp_pat
     for slab_mib in (float("inf"), 2e13):
         with pytest.raises(fp4sim.UsageError, match="^slab_mib must be in"):
             fp4sim.replay(path, "nvfp4", slab_mib=slab_mib)
+
+
+class LazilyNegated:
+    """A DLPack producer like a PyTorch view with its negative bit set: __dlpack__ exports the stored
+    (unnegated) values, is_neg() says so, resolve_neg() gives the values the view stands for."""
+
+    def __init__(self, stored):
+        self.stored = stored
+
+    def __dlpack__(self, **kwargs):
+        return self.stored.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.stored.__dlpack_device__()
+
+    def is_neg(self):
+        return True
+
+    def resolve_neg(self):
+        return -self.stored
+
+
+def test_a_lazily_negated_dlpack_view_is_read_as_its_values():
+    x = tensor(4, 64, seed=5)
+    q = fp4sim.quantize(LazilyNegated(x), "nvfp4")
+    np.testing.assert_array_equal(q.codes, fp4sim.quantize(-x, "nvfp4").codes)
+    np.testing.assert_array_equal(fp4sim.convert(LazilyNegated(x), "e2m1").view(np.uint8),
+                                  fp4sim.convert(-x, "e2m1").view(np.uint8))
