@@ -225,3 +225,11 @@ def test_out_of_memory_in_sweep_names_the_options():
             preexec_fn=limit_memory)
     one_line_error(r, 3, "out of memory", "--rows x --cols")
     assert "bad_alloc" not in r.stderr
+
+
+def test_a_figure_that_is_not_finite_has_a_documented_note():
+    r = run("sweep", "--synthetic", "normal", "--rows", 16, "--cols", 64, "--blocks", 32, "--scale-formats", "ue4m3",
+            "--tensor-scales", "periodic:50", "--rho", "1e-300", "--json", "-", "-q")
+    assert r.returncode == 0, r.stderr
+    entry = json.loads(r.stdout)["tensors"][0]
+    assert entry["held_amax"] is None and entry["held_amax_note"] == "not finite: +Infinity", entry

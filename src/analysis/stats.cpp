@@ -12,9 +12,10 @@
 
 namespace fp4sim::stats {
 
+// The notes of a figure that is itself not finite: the three documented in docs/cli.md ("JSON").
 Figure Figure::of(double v) {
-  if (std::isnan(v)) return none("nan");
-  if (std::isinf(v)) return none(v > 0 ? "inf" : "-inf");
+  if (std::isnan(v)) return none("not finite: NaN");
+  if (std::isinf(v)) return none(v > 0 ? "not finite: +Infinity" : "not finite: -Infinity");
   return {v, ""};
 }
 
