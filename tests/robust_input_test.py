@@ -233,3 +233,66 @@ def test_a_figure_that_is_not_finite_has_a_documented_note():
     assert r.returncode == 0, r.stderr
     entry = json.loads(r.stdout)["tensors"][0]
     assert entry["held_amax"] is None and entry["held_amax_note"] == "not finite: +Infinity", entry
+
+
+# --- one rule each: what was still open ---------------------------------------------------------------
+
+
+@pytest.fixture
+def x_npy(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32))
+    return path
+
+
+def test_an_empty_output_path_is_exit_2_in_every_subcommand(tmp_path, x_npy):
+    trace = small_trace(tmp_path / "t.h5", [1])
+    commands = [
+        ["convert", "--format", "e2m1", "--in", x_npy, "--out", ""],
+        ["convert", "--format", "e2m1", "--in", x_npy, "--out", tmp_path / "c.npy", "--decoded", ""],
+        ["quantize", "--recipe", "nvfp4", "--in", x_npy, "--out", ""],
+        ["gemm", "--recipe", "nvfp4", "--a", x_npy, "--b", x_npy, "--out", ""],
+        ["mma", "--datapath", "sm100-mxf4nvf4", "--input-format", "e2m1", "--a", x_npy, "--b", x_npy, "--out", ""],
+        ["replay", trace, "--no-gemms", "-q", "--json", ""],
+        ["replay", trace, "--no-gemms", "-q", "--csv", ""],
+        ["replay", trace, "--no-gemms", "-q", "--h5", ""],
+        ["sweep", trace, "-q", "--json", ""],
+        ["vectors", "--recipe", "mxfp4", "--out", ""],
+    ]
+    for args in commands:
+        r = run(*args, cwd=tmp_path)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert "empty path" in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+    assert sorted(os.listdir(tmp_path)) == ["t.h5", "x.npy"]
+
+
+def test_crosscheck_an_unknown_recipe_is_a_usage_error_on_any_machine():
+    r = run("crosscheck", "--recipe", "bogus")
+    one_line_error(r, 2, "--recipe", "bogus")
+
+
+def npy_with_header(path, header_dict_text, payload):
+    header = header_dict_text + " " * ((64 - (10 + len(header_dict_text) + 1) % 64) % 64) + "\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + payload)
+    return path
+
+
+@pytest.mark.parametrize("header,words", [
+    ("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 32), 'shape': (2, 64), }", ["'shape' twice"]),
+    ("{'descr': [('a', '<f4'), ('b', '<f4')], 'fortran_order': False, 'shape': (64,), }", ["structured dtype"]),
+])
+def test_an_npy_header_numpy_would_read_otherwise_is_refused(tmp_path, header, words):
+    path = npy_with_header(tmp_path / "odd.npy", header, b"\0" * 512)
+    r = run("convert", "--format", "e2m1", "--in", path, "--out", tmp_path / "o.npy")
+    one_line_error(r, 3, str(path), *words)
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_a_signed_step_group_is_refused_not_skipped(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    trace = small_trace(tmp_path / "t.h5", [1])
+    with h5py.File(trace, "r+") as f:
+        f.copy("step_000001", "step_-00001")
+        f["step_-00001"].attrs["step"] = -1
+    r = run("replay", trace, "--no-gemms", "-q")
+    one_line_error(r, 3, "step_-00001", "one-based")

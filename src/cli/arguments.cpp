@@ -80,6 +80,11 @@ void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::str
   app.add_option("--seed", c.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
 }
 
+CLI::Validator not_empty_path() {
+  return CLI::Validator(
+      [](const std::string& path) { return path.empty() ? std::string("an empty path names no file") : std::string(); }, "");
+}
+
 void add_example(CLI::App& app, const std::string& example) { app.footer("Example:\n  " + example); }
 
 std::string datapath_help() {

@@ -41,10 +41,8 @@ void setup_vectors(CLI::App& app) {
   app.add_option("--out", o->out,
                  "output directory: must not exist or be empty; manifest.json and the .npy files appear together "
                  "or not at all")
-      ->check(CLI::Validator(
-          [](const std::string& path) { return path.empty() ? std::string("an empty path names no directory") : std::string(); },
-          ""))
-      ->required();
+      ->required()
+      ->check(not_empty_path());
   add_example(app, "fp4sim vectors --recipe mxfp4 --out vectors-mxfp4");
   app.callback([o] { run_vectors(*o); });
 }
