@@ -296,3 +296,11 @@ def test_a_signed_step_group_is_refused_not_skipped(tmp_path):
         f["step_-00001"].attrs["step"] = -1
     r = run("replay", trace, "--no-gemms", "-q")
     one_line_error(r, 3, "step_-00001", "one-based")
+
+
+def test_control_bytes_in_an_error_message_do_not_reach_the_terminal(tmp_path):
+    # a library error quoting a value (here the --layers pattern) prints it escaped, as CLI11's own errors do
+    trace = small_trace(tmp_path / "t.h5", [1], layer="evil\x1b[2Jname")
+    r = run("replay", trace, "--layers", "zz\x1b[2J", "--no-gemms", "-q")
+    one_line_error(r, 2, "--layers", "zz\\x1B[2J")
+    assert "\x1b" not in r.stderr

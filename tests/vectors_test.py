@@ -167,6 +167,7 @@ def test_out_must_be_new_or_empty(tmp_path):
     assert (empty / "manifest.json").is_file()
     r = run("vectors", "--recipe", "ue5m3", "--out", tmp_path / "no" / "parent")
     assert r.returncode == 3 and "cannot create directory" in r.stderr
+    assert f"{tmp_path / 'no' / 'parent'}: cannot create directory" in r.stderr and ".tmp." not in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["afile", "empty", "full"]  # no temporary left anywhere
 
 

@@ -276,7 +276,7 @@ OutputDirectory::OutputDirectory(fs::path path, Existing existing)
   const bool created = existing_ == Existing::refuse ? fs::create_directory(temporary_path(), ec)
                                                      : fs::create_directories(temporary_path(), ec);
   if (!created || ec) {
-    throw DataError(temporary_path().string() + ": cannot create directory: " + ec.message());
+    throw DataError(output_.path().string() + ": cannot create directory: " + ec.message());
   }
   if (into_existing) {
     Registry& r = registry();
