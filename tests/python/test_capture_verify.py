@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 h5py = pytest.importorskip("h5py", reason="capture.verify tests need h5py")
 
 import fp4sim  # noqa: E402
-from fp4sim.capture.verify import _override_flags  # noqa: E402
+from fp4sim.capture.verify import _override_flags, main as verify_main  # noqa: E402
 from fp4sim import _fp4sim  # noqa: E402
 
 RECIPE = "mxfp4"  # round-to-nearest, no tensor scale: no seed or held amax is needed to check it
@@ -54,6 +55,13 @@ def verify(*args, **kwargs):
                           text=True, timeout=120, **kwargs)
 
 
+def verify_in_process(capsys, *args):
+    """main() as the shell runs it, without starting an interpreter: (exit status, stdout, stderr)."""
+    code = verify_main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
 def one_line(r, code, *words):
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
@@ -83,13 +91,13 @@ def test_a_recorded_trace_verifies_and_a_corrupted_c_is_a_mismatch(tmp_path):
     ([1, 2], ["not a JSON object"]),
     ("{", ["not JSON"]),
 ])
-def test_overrides_are_data_never_options(tmp_path, overrides, words):
+def test_overrides_are_data_never_options(tmp_path, capsys, overrides, words):
     # The C is corrupted too: a trace whose overrides turned into --help used to report "3 of 3 bit-exact".
     exe = fp4sim_binary()
     path = fprop_trace(tmp_path / "t.h5", overrides if isinstance(overrides, str) else json.dumps(overrides))
     with h5py.File(path, "r+") as f:
         f["step_000001/fc/call_000001/fp4/fprop/c"][0, 0] += 1.0
-    r = verify(path, "--fp4sim", exe, "--out", tmp_path / "npy")
+    r = verify_in_process(capsys, path, "--fp4sim", exe, "--out", tmp_path / "npy")
     one_line(r, 3, "@overrides", *words)
     assert "bit-exact" not in r.stdout
 
@@ -108,7 +116,7 @@ def test_a_value_starting_with_a_dash_stays_a_value():
     ("no_binary", 2, ["--fp4sim"]),
     ("empty", 3, ["no quantized operands"]),
 ])
-def test_what_cannot_be_checked_is_one_line_and_leaves_nothing(tmp_path, damage, code, words):
+def test_what_cannot_be_checked_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch, damage, code, words):
     exe = fp4sim_binary()
     path = tmp_path / "t.h5"
     if damage == "missing":
@@ -131,7 +139,8 @@ def test_what_cannot_be_checked_is_one_line_and_leaves_nothing(tmp_path, damage,
     if damage == "no_binary":
         exe = str(tmp_path / "no-such-fp4sim")
     before = sorted(os.listdir(tmp_path))
-    r = verify(path, "--fp4sim", exe, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the scratch folder goes
+    r = verify_in_process(capsys, path, "--fp4sim", exe)
     one_line(r, code, *words)
     assert "Traceback" not in r.stderr and "MISMATCH" not in r.stdout
     assert sorted(os.listdir(tmp_path)) == before, "a scratch folder was left"

@@ -205,8 +205,6 @@ def main(argv=None) -> int:
     p.add_argument("--fp4sim", default=os.environ.get("FP4SIM_BINARY", "fp4sim"), help="the fp4sim executable")
     p.add_argument("--out", default=None, help="keep the .npy files and commands here (default: a temporary folder)")
     a = p.parse_args(argv)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _stop_on)
     if shutil.which(a.fp4sim) is None:
         return _error("--fp4sim: %s is not an executable" % a.fp4sim, 2)
     try:
@@ -234,4 +232,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    for _signal in (signal.SIGTERM, signal.SIGHUP):  # the process's own: not installed by main() in a caller's
+        signal.signal(_signal, _stop_on)
     sys.exit(main())
