@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
@@ -166,7 +167,11 @@ class Replayer {
  public:
   Replayer(const trace::Reader& reader, const Options& o, Result& result)
       : reader_(reader), o_(o), result_(result), datapath_(find_datapath(o.datapath)) {
-    for (const auto& s : reader.info().steps) captured_.insert(s.step);
+    for (const auto& s : reader.info().steps) {
+      captured_.insert(s.step);
+      auto& by_name = layers_[s.step];
+      for (const auto& l : s.layers) by_name.emplace(l.name, &l);  // the first of a repeated name, as before
+    }
   }
 
   // The tensors i (x 0, w 1, dy 2) of `mine` of one (step, layer) and, with GEMM entries (then all three
@@ -240,13 +245,13 @@ class Replayer {
     return a;
   }
 
+  // By name through an index: a scan of the step's layers per call made replay quadratic in the number
+  // of layers (every call group of a v2 trace is one).
   const trace::LayerInfo* find_layer(std::int64_t step, const std::string& layer) const {
-    const trace::StepInfo* s = reader_.info().find_step(step);
-    if (!s) return nullptr;
-    for (const auto& l : s->layers) {
-      if (l.name == layer) return &l;
-    }
-    return nullptr;
+    const auto s = layers_.find(step);
+    if (s == layers_.end()) return nullptr;
+    const auto l = s->second.find(layer);
+    return l == s->second.end() ? nullptr : l->second;
   }
 
   // The hold of a tensor-scale policy (period D) at `step`; amax_at(s) gives the operand amax at a
@@ -386,7 +391,9 @@ class Replayer {
         for (auto& c : v) c.blocks = c.saturated = c.underflow = 0;
       }
       const std::size_t tasks = (recipes + 1) * chunks;
-#pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
+      // A small tensor on one thread: a parallel region per tiny layer cost more than its work.
+      const bool parallel = tasks > 1 && (recipes + 1) * nrows * t.cols >= kParallelThreshold;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
       for (std::size_t task = 0; task < tasks; ++task) {
         const std::size_t i = task / chunks, c = task % chunks;
         const std::size_t r0 = c * chunk_rows, n = std::min(nrows, r0 + chunk_rows) - std::min(nrows, r0);
@@ -791,6 +798,7 @@ class Replayer {
   const Options& o_;
   Result& result_;
   std::set<std::int64_t> captured_;
+  std::map<std::int64_t, std::unordered_map<std::string, const trace::LayerInfo*>> layers_;  // step -> name -> layer
   // amax per (step, layer, role, "" for the stored tensor or the RHT sign vector of its transposed operand)
   std::map<std::tuple<std::int64_t, std::string, int, std::string>, float> amax_;
   const Datapath* datapath_;  // the row Options::datapath names (nullptr for "recipe" and "f64")
