@@ -247,15 +247,22 @@ nb::ndarray<nb::numpy, float> dequantize_raw_py(const BytesIn& codes, const Byte
   if (r.recipe.amax_scope == AmaxScope::row) {
     throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
   }
-  QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
+  // The codes must hold rows x cols before anything of that size is allocated (shape= is a claim).
   const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "nibbles");
   check_codes_shape(order, rows, cols, shape_of(codes));
+  QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
   q.codes = codes_from_order(span_of(codes), rows, cols, order);
   const ScaleGrid grid = scale_grid(rows, cols, q.block_rows, q.block_cols);
   q.scales = scales_from_layout(span_of(scales), shape_of(scales), grid, parse_name_or_throw<ScaleLayout>(layout, "layout"));
   const bool two_level = has_tensor_scale(r.recipe);
   if (two_level) {
     if (!tensor_scale) throw UsageError("tensor_scale: recipe '" + recipe_name + "' has a tensor scale: give its value");
+    // a held amax is >= 0 and G, Gd are > 0; anything else dequantizes to negated or NaN values
+    const bool amax = kind == "amax";
+    if (!std::isfinite(*tensor_scale) || *tensor_scale < 0 || (!amax && *tensor_scale == 0)) {
+      throw DataError("tensor_scale: " + std::string(amax ? "an amax is finite and >= 0" : "G and Gd are finite and > 0") +
+                      ", got " + std::to_string(*tensor_scale));
+    }
     q.tensor_scaled = true;
     const float element_max = decode_to_float(q.element, q.element.max_finite_code());
     if (kind == "amax") {

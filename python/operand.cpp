@@ -1,5 +1,7 @@
 #include "operand.hpp"
 
+#include <type_traits>
+
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/quantize_call.hpp"
@@ -8,28 +10,55 @@ namespace nb = nanobind;
 
 namespace fp4sim::python {
 
+namespace {
+
+// One override's value as the type its field holds; another type is a UsageError naming the keyword
+// (nanobind's own failure is a bare std::bad_cast).
+template <class T>
+T override_value(const std::string& key, nb::handle value, const char* expected) {
+  T out{};
+  bool ok = false;
+  if constexpr (std::is_same_v<T, std::string>) {
+    ok = nb::isinstance<nb::str>(value);  // nb::try_cast has no cleanup list for a string's conversion
+    if (ok) out = nb::cast<std::string>(value);
+  } else {
+    ok = nb::try_cast<T>(value, out);
+  }
+  if (!ok) {
+    throw UsageError("recipe override " + key + ": expected " + expected + ", got " +
+                     nb::cast<std::string>(value.type().attr("__name__")));
+  }
+  return out;
+}
+
+}  // namespace
+
 RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
   RecipeOverrides o;
   o.recipe = recipe;
   for (auto [key, value] : d) {
     const std::string k = nb::cast<std::string>(key);
     if (value.is_none()) continue;
-    if (k == "block") o.block = nb::cast<int>(value);
-    else if (k == "two_d") o.two_d = nb::cast<bool>(value);
-    else if (k == "scale_format") o.scale_format = nb::cast<std::string>(value);
-    else if (k == "element_format") o.element_format = nb::cast<std::string>(value);
-    else if (k == "target") o.target = nb::cast<float>(value);
-    else if (k == "tensor_scale") o.tensor_scale = nb::cast<std::string>(value);
-    else if (k == "scale_rule") o.scale_rule = nb::cast<std::string>(value);
-    else if (k == "zero_scale") o.zero_scale = nb::cast<std::string>(value);
-    else if (k == "element_scaling") o.element_scaling = nb::cast<std::string>(value);
-    else if (k == "block_choice") o.block_choice = nb::cast<std::string>(value);
-    else if (k == "amax_scope") o.amax_scope = nb::cast<std::string>(value);
-    else if (k == "rht_signs") o.rht_signs = nb::cast<std::string>(value);
-    else if (k == "dequantize_order") o.dequantize_order = nb::cast<std::string>(value);
-    else if (k == "sr_bits") o.sr_bits = nb::cast<int>(value);
-    else if (k == "rht") o.rht = nb::cast<bool>(value);
-    else if (k == "rounding") o.rounding = nb::cast<std::string>(value);
+    // "" is RecipeOverrides' "not given": an empty text must be refused, not read as the preset's value
+    if (nb::isinstance<nb::str>(value) && nb::len(value) == 0) {
+      throw UsageError("recipe override " + k + "='': an empty value names nothing (None keeps the preset's)");
+    }
+    if (k == "block") o.block = override_value<int>(k, value, "an integer");
+    else if (k == "two_d") o.two_d = override_value<bool>(k, value, "a bool");
+    else if (k == "scale_format") o.scale_format = override_value<std::string>(k, value, "a string");
+    else if (k == "element_format") o.element_format = override_value<std::string>(k, value, "a string");
+    else if (k == "target") o.target = override_value<float>(k, value, "a number");
+    else if (k == "tensor_scale") o.tensor_scale = override_value<std::string>(k, value, "a string");
+    else if (k == "scale_rule") o.scale_rule = override_value<std::string>(k, value, "a string");
+    else if (k == "zero_scale") o.zero_scale = override_value<std::string>(k, value, "a string");
+    else if (k == "element_scaling") o.element_scaling = override_value<std::string>(k, value, "a string");
+    else if (k == "block_choice") o.block_choice = override_value<std::string>(k, value, "a string");
+    else if (k == "amax_scope") o.amax_scope = override_value<std::string>(k, value, "a string");
+    else if (k == "rht_signs") o.rht_signs = override_value<std::string>(k, value, "a string");
+    else if (k == "dequantize_order") o.dequantize_order = override_value<std::string>(k, value, "a string");
+    else if (k == "sr_bits") o.sr_bits = override_value<int>(k, value, "an integer");
+    else if (k == "rht") o.rht = override_value<bool>(k, value, "a bool");
+    else if (k == "rounding") o.rounding = override_value<std::string>(k, value, "a string");
     else {
       throw UsageError("unknown recipe override '" + k +
                        "' (known: block, two_d, scale_format, element_format, target, tensor_scale, scale_rule, "

@@ -141,6 +141,10 @@ TEST(PeriodicScaling, RefreshSteps) {
   EXPECT_EQ(refresh_step_for(51, 50), 51);
   EXPECT_EQ(refresh_step_for(200, 50), 151);
   EXPECT_EQ(refresh_step_for(7, 1), 7);
+  // a trace's @step is 64-bit: 4294967306 = 2^32 + 10 is not step 10
+  EXPECT_EQ(refresh_step_for(4294967306, 1), 4294967306);
+  EXPECT_EQ(refresh_step_for(4294967306, 50), 4294967301);
+  EXPECT_FALSE(is_refresh_step(4294967306, 50));
 }
 
 // Proposition 1 (paper §5.2): with held amax g and growth rho = a/g, a block is unsaturated iff

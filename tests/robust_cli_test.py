@@ -7,7 +7,7 @@
 * sizes: a .npy header is checked against the file before anything is allocated;
 * numbers: every numeric option range-checked, recipe values validated with --rht/--no-rht;
 * writes: a failed write on standard output is exit 3;
-* signals: SIGINT/SIGTERM stop the plot child, remove the temporaries and exit 130/143;
+* signals: SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGPIPE stop the plot child, remove the temporaries and exit 128 + N;
 * `replay --steps A-B` takes the captured steps inside the range;
 * memory: replay's GEMM entries follow --slab-mib (peak resident memory measured), tiles or not.
 
@@ -309,7 +309,8 @@ def alive(pid):
         return f.read().split(") ")[1][0] != "Z"
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129),
+                                      (signal.SIGQUIT, 131), (signal.SIGPIPE, 141)])
 def test_a_signal_stops_the_plot_child_and_removes_the_temporaries(tmp_path, trace, sig, code):
     plot = PlotStandIn(tmp_path)
     out = tmp_path / "out"

@@ -161,8 +161,8 @@ TEST(Vectors, WriteNamesEveryFileAndRepeatsByteForByte) {
   const Recipe r = *find_recipe("ue5m3");
   const auto set = vectors::generate(r, 3, vectors::minimum_cases(r));
   const fs::path one = scratch("one"), two = scratch("two");
-  const std::size_t files = vectors::write(set, one);
-  EXPECT_EQ(vectors::write(set, two), files);
+  const std::size_t files = vectors::write(r, 3, set.cases.size(), one);
+  EXPECT_EQ(vectors::write(r, 3, set.cases.size(), two), files);
   std::size_t count = 0;
   for (const auto& entry : fs::directory_iterator(one)) {
     ++count;

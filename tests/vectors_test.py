@@ -167,6 +167,7 @@ def test_out_must_be_new_or_empty(tmp_path):
     assert (empty / "manifest.json").is_file()
     r = run("vectors", "--recipe", "ue5m3", "--out", tmp_path / "no" / "parent")
     assert r.returncode == 3 and "cannot create directory" in r.stderr
+    assert f"{tmp_path / 'no' / 'parent'}: cannot create directory" in r.stderr and ".tmp." not in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["afile", "empty", "full"]  # no temporary left anywhere
 
 
@@ -318,6 +319,28 @@ def test_checker_usage_errors(tmp_path, vectors):
     assert check(tmp_path, "--self-check").returncode == 2
     assert check(d).returncode == 2
     assert check(d, "--self-check", "--results", d).returncode == 2
+
+
+@pytest.mark.parametrize("manifest", ["{not json", "[1, 2]", '{"cases": [{"kind": "quantize"}]}'])
+def test_checker_a_corrupt_manifest_is_one_line_exit_3(tmp_path, vectors, manifest):
+    d, _ = vectors["mxfp4"]
+    broken = tmp_path / "broken"
+    shutil.copytree(d, broken)
+    (broken / "manifest.json").write_text(manifest)
+    r = check(broken, "--self-check")
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "manifest.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_checker_a_result_that_is_not_npy_is_exit_3_not_a_mismatch(tmp_path, vectors):
+    d, m = vectors["mxfp4"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    codes = first_case(m)["files"]["codes"]
+    (mine / codes).write_text("not an array")
+    r = check(d, "--results", mine)
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and codes in r.stderr and "not a .npy array" in r.stderr
 
 
 def test_checker_self_check_finds_a_broken_vector_directory(tmp_path, vectors):

@@ -17,7 +17,9 @@ manifest names exists with the shape and dtype it should have, and the vectors c
 themselves pass.
 
 This file derives nothing: it does not quantize, decode or multiply; it only loads and compares.
-Exit status: 0 everything compared is identical, 1 a mismatch (or nothing to compare), 2 usage error.
+Exit status: 0 everything compared is identical, 1 a mismatch (or nothing to compare), 2 usage error,
+3 a file that cannot be read as what it should be (a manifest that is not the vectors' JSON, a result
+that is not a .npy array): one line on stderr naming it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,17 @@ from pathlib import Path
 import numpy as np
 
 SHOWN = 5  # mismatching elements listed per file
+
+
+class DataError(Exception):
+    """A file that is not what it should be: exit 3, not a mismatch."""
+
+
+def load_npy(path):
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise DataError(f"{path}: not a .npy array ({e})") from None
 
 
 def records(case):
@@ -108,7 +121,7 @@ def check_structure(vectors, manifest):
         if not path.is_file():
             problems.append(f"{file}: missing")
             return None
-        return np.load(path, allow_pickle=False)
+        return load_npy(path)
 
     def expect(file, dtype, shape):
         arr = load(file)
@@ -172,12 +185,28 @@ def main(argv=None):
     if args.self_check and args.nibbles != "unpacked":
         print("check_vectors: error: --self-check compares the vectors' own (unpacked) codes", file=sys.stderr)
         return 2
-    manifest = json.loads(manifest_path.read_text())
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as e:
+        print(f"check_vectors: error: {manifest_path}: not the vectors' JSON ({e})", file=sys.stderr)
+        return 3
     results = args.vectors if args.self_check else args.results
     if not results.is_dir():
         print(f"check_vectors: error: {results}: not a directory", file=sys.stderr)
         return 2
 
+    try:
+        return check(args, manifest, results)
+    except DataError as e:
+        print(f"check_vectors: error: {e}", file=sys.stderr)
+        return 3
+    except (KeyError, TypeError, AttributeError) as e:
+        # a manifest that parses but lacks what fp4sim vectors writes
+        print(f"check_vectors: error: {manifest_path}: not a manifest of fp4sim vectors (at {e!r})", file=sys.stderr)
+        return 3
+
+
+def check(args, manifest, results):
     failures = []
     if args.self_check:
         failures += check_structure(args.vectors, manifest)
@@ -193,13 +222,13 @@ def main(argv=None):
             if not path.is_file():
                 missing.append(file)
                 continue
-            want = np.load(args.vectors / file, allow_pickle=False)
-            got = np.load(path, allow_pickle=False)
+            want = load_npy(args.vectors / file)
+            got = load_npy(path)
             mask = x = None
             if rec is not None:
-                x = np.load(args.vectors / rec["files"]["x"], allow_pickle=False)
+                x = load_npy(args.vectors / rec["files"]["x"])
                 if kind == "codes" and "defined" in rec["files"]:
-                    mask = np.load(args.vectors / rec["files"]["defined"], allow_pickle=False)
+                    mask = load_npy(args.vectors / rec["files"]["defined"])
             if kind == "codes" and args.nibbles != "unpacked":
                 if got.ndim != 2 or got.shape[0] != want.shape[0] or got.shape[1] != (want.shape[1] + 1) // 2:
                     case_failures.append(f"{label}: packed shape {got.shape}, expected "

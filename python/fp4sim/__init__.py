@@ -72,10 +72,22 @@ class DTypeError(DataError, TypeError):
 
 
 def _as_numpy(x: Any, what: str) -> _np.ndarray:
-    """A NumPy view of x: DLPack first (zero-copy for CPU tensors), then the array protocol."""
+    """A NumPy view of x: DLPack first (zero-copy for CPU tensors), then the array protocol; values stored
+    in the other byte order (``>f4``) are converted to this machine's, as NumPy's own arithmetic would."""
+    a = _as_numpy_view(x, what)
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+def _as_numpy_view(x: Any, what: str) -> _np.ndarray:
     if isinstance(x, _np.ndarray):
         return x
     if hasattr(x, "__dlpack__"):
+        # PyTorch keeps a negation or conjugation lazy (a bit on the view: torch.complex(a, b).conj().imag)
+        # that DLPack does not carry: the bytes exported are the unnegated ones. Resolved first (a copy),
+        # the values read are the tensor's.
+        for lazy, resolve in (("is_neg", "resolve_neg"), ("is_conj", "resolve_conj")):
+            if callable(getattr(x, lazy, None)) and getattr(x, lazy)():
+                x = getattr(x, resolve)()
         try:
             return _np.from_dlpack(x)
         except (TypeError, RuntimeError, BufferError) as e:
@@ -153,8 +165,10 @@ class Quantized:
     def __init__(self, native: "_fp4sim.QuantizedTensor", shape: Optional[tuple] = None):
         self._native = native
         batched = shape is not None and len(shape) > 2  # leading axes flattened into the rows
-        self.codes: _np.ndarray = native.codes.reshape(*shape[:-1], -1) if batched else native.codes
-        self.scales: _np.ndarray = (native.scales.reshape(*shape[:-2], -1, native.scales.shape[-1]) if batched
+        # every axis given, none inferred: a batch of size 0 has no size to infer one from
+        scale_rows = -(-shape[-2] // native.block_rows) if batched else 0
+        self.codes: _np.ndarray = native.codes.reshape(*shape[:-1], native.codes.shape[-1]) if batched else native.codes
+        self.scales: _np.ndarray = (native.scales.reshape(*shape[:-2], scale_rows, native.scales.shape[-1]) if batched
                                     else native.scales)
         self.tensor_scale = _np.float32(native.global_encode_scale)
         self.global_encode_scale = self.tensor_scale
@@ -604,6 +618,14 @@ def _names(value, what: str) -> str:
         raise TypeError(f"{what}: expected a string, a value or a list of values, got {type(value).__name__}") from None
 
 
+def _steps(steps) -> str:
+    """``steps`` as --steps takes it: None selects every captured step; an empty selection ([] or ",") is
+    passed on as one, so that it is refused, not read as None."""
+    if steps is None:
+        return ""
+    return _names(steps, "steps") or ","
+
+
 def _trace_file(path) -> str:
     text = _os.fspath(path)
     if not _os.path.exists(text):
@@ -631,7 +653,7 @@ def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", step
     """
     native = _analysis()
     json_text, summary = native.replay(_trace_file(trace), _names(recipes, "recipes"), datapath,
-                                       "" if steps is None else _names(steps, "steps"), layers, seed, hold,
+                                       _steps(steps), layers, seed, hold,
                                        gemms, period, slab_mib)
     return AnalysisReport(json_text, summary)
 
@@ -660,5 +682,5 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
         "" if trace is None else _trace_file(trace), _names(synthetic, "synthetic"), rows, cols, role,
         _names(element_formats, "element_formats"), _names(scale_formats, "scale_formats"), _names(blocks, "blocks"),
         _names(tensor_scales, "tensor_scales"), _names(roundings, "roundings"), _names(rho, "rho"), base,
-        "" if steps is None else _names(steps, "steps"), layers, hold, seed, slab_mib)
+        _steps(steps), layers, hold, seed, slab_mib)
     return AnalysisReport(json_text, summary)

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "fp4sim/core/error.hpp"
@@ -64,7 +65,22 @@ StepSelection steps_from(const std::string& text) {
       out.ranges.emplace_back(a, b);
     }
   }
+  if (out.steps.empty() && out.ranges.empty()) {
+    throw UsageError("--steps: '" + text + "' names no step (leave --steps out to replay every captured step)");
+  }
   return out;
+}
+
+// --slab-mib as bytes. The bound keeps the product (and the few multiples of it replay takes) far inside
+// 64 bits: a budget of 2e13 MiB would wrap to nothing, and no machine holds 2^24 MiB (16 TiB) at once.
+std::size_t slab_bytes(double slab_mib) {
+  constexpr double kMaxSlabMiB = 1 << 24;
+  if (!(slab_mib > 0) || !(slab_mib <= kMaxSlabMiB)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", slab_mib);
+    throw UsageError(std::string("--slab-mib must be in (0, 16777216] (MiB), got ") + text);
+  }
+  return static_cast<std::size_t>(slab_mib * 1024 * 1024);
 }
 
 }  // namespace
@@ -83,8 +99,7 @@ replay::Options replay::Call::resolve() const {
   options.hold = parse_name_or_throw<HoldRule>(hold, "--hold");
   options.gemms = gemms;
   options.headroom_period = period;
-  if (!(slab_mib > 0)) throw UsageError("--slab-mib must be positive");
-  options.max_slab_bytes = static_cast<std::size_t>(slab_mib * 1024 * 1024);
+  options.max_slab_bytes = slab_bytes(slab_mib);
   return options;
 }
 
@@ -126,8 +141,7 @@ sweep::Options sweep::Call::resolve() const {
   s.rows = rows;
   s.cols = cols;
   s.seed = seed;
-  if (!(slab_mib > 0)) throw UsageError("--slab-mib must be positive");
-  s.max_slab_bytes = static_cast<std::size_t>(slab_mib * 1024 * 1024);
+  s.max_slab_bytes = slab_bytes(slab_mib);
   if (!trace.empty()) {
     s.trace = trace;
     if (!steps.empty()) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
@@ -172,7 +173,11 @@ class Replayer {
  public:
   Replayer(const trace::Reader& reader, const Options& o, Result& result)
       : reader_(reader), o_(o), result_(result), datapath_(find_datapath(o.datapath)) {
-    for (const auto& s : reader.info().steps) captured_.insert(s.step);
+    for (const auto& s : reader.info().steps) {
+      captured_.insert(s.step);
+      auto& by_name = layers_[s.step];
+      for (const auto& l : s.layers) by_name.emplace(l.name, &l);  // the first of a repeated name, as before
+    }
   }
 
   // The tensors i (x 0, w 1, dy 2) of `mine` of one (step, layer) and, with GEMM entries (then all three
@@ -246,13 +251,13 @@ class Replayer {
     return a;
   }
 
+  // By name through an index: a scan of the step's layers per call made replay quadratic in the number
+  // of layers (every call group of a v2 trace is one).
   const trace::LayerInfo* find_layer(std::int64_t step, const std::string& layer) const {
-    const trace::StepInfo* s = reader_.info().find_step(step);
-    if (!s) return nullptr;
-    for (const auto& l : s->layers) {
-      if (l.name == layer) return &l;
-    }
-    return nullptr;
+    const auto s = layers_.find(step);
+    if (s == layers_.end()) return nullptr;
+    const auto l = s->second.find(layer);
+    return l == s->second.end() ? nullptr : l->second;
   }
 
   // The hold of a tensor-scale policy (period D) at `step`; amax_at(s) gives the operand amax at a
@@ -272,7 +277,7 @@ class Replayer {
       h.rho = ratio(current, current);
       return h;
     }
-    const std::int64_t refresh = refresh_step_for(static_cast<int>(step), period);
+    const std::int64_t refresh = refresh_step_for(step, period);
     std::optional<std::int64_t> from;
     bool exact = false;
     if (o_.hold == HoldRule::window) {
@@ -392,7 +397,9 @@ class Replayer {
         for (auto& c : v) c.blocks = c.saturated = c.underflow = 0;
       }
       const std::size_t tasks = (recipes + 1) * chunks;
-#pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
+      // A small tensor on one thread: a parallel region per tiny layer cost more than its work.
+      const bool parallel = tasks > 1 && (recipes + 1) * nrows * t.cols >= kParallelThreshold;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
       for (std::size_t task = 0; task < tasks; ++task) {
         const std::size_t i = task / chunks, c = task % chunks;
         const std::size_t r0 = c * chunk_rows, n = std::min(nrows, r0 + chunk_rows) - std::min(nrows, r0);
@@ -797,10 +804,34 @@ class Replayer {
   const Options& o_;
   Result& result_;
   std::set<std::int64_t> captured_;
+  std::map<std::int64_t, std::unordered_map<std::string, const trace::LayerInfo*>> layers_;  // step -> name -> layer
   // amax per (step, layer, role, "" for the stored tensor or the RHT sign vector of its transposed operand)
   std::map<std::tuple<std::int64_t, std::string, int, std::string>, float> amax_;
   const Datapath* datapath_;  // the row Options::datapath names (nullptr for "recipe" and "f64")
   std::uint64_t item_ = 0;    // the work item being done
+};
+
+// --layers: an ECMAScript regular expression searched in each layer name. A trace's names are data of
+// any length, so the match must not recurse once per character (std::regex's default depth-first
+// executor overflows the stack on a 60,000-character name): libstdc++'s breadth-first executor
+// (__polynomial) keeps one set of states per character, and the search is one anchored match of
+// "anything, the pattern, anything", one pass over the name instead of a pass from every position.
+// That executor has no back-references; a pattern using them is refused.
+class LayerFilter {
+ public:
+  explicit LayerFilter(const std::string& pattern) {
+    constexpr auto kFlags = std::regex::ECMAScript | std::regex::nosubs | std::regex_constants::__polynomial;
+    try {
+      std::regex(pattern, kFlags);  // the pattern on its own is valid: "a)(b" must not pass once wrapped
+      anywhere_ = std::regex("[\\s\\S]*(?:" + pattern + ")[\\s\\S]*", kFlags);
+    } catch (const std::regex_error& e) {
+      throw UsageError("--layers: invalid regular expression '" + pattern + "': " + e.what());
+    }
+  }
+  bool matches(const std::string& name) const { return std::regex_match(name, anywhere_); }
+
+ private:
+  std::regex anywhere_;
 };
 
 }  // namespace
@@ -819,14 +850,8 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     throw UsageError("--datapath: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
   }
   if (o.headroom_period < 1) throw UsageError("the headroom period D must be >= 1");
-  std::optional<std::regex> layer_regex;
-  if (!o.layers.empty()) {
-    try {
-      layer_regex.emplace(o.layers, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--layers: invalid regular expression '" + o.layers + "': " + e.what());
-    }
-  }
+  const std::optional<LayerFilter> layer_filter =
+      o.layers.empty() ? std::nullopt : std::optional<LayerFilter>(LayerFilter(o.layers));
 
   const trace::Reader reader(trace_path);
   const trace::TraceInfo& info = reader.info();
@@ -882,7 +907,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
   std::vector<std::pair<const trace::StepInfo*, const trace::LayerInfo*>> work;
   for (const auto* s : steps) {
     for (const auto& l : s->layers) {
-      if (layer_regex && !std::regex_search(l.name, *layer_regex)) continue;
+      if (layer_filter && !layer_filter->matches(l.name)) continue;
       work.emplace_back(s, &l);
     }
   }

@@ -12,9 +12,10 @@
 
 namespace fp4sim::stats {
 
+// The notes of a figure that is itself not finite: the three documented in docs/cli.md ("JSON").
 Figure Figure::of(double v) {
-  if (std::isnan(v)) return none("nan");
-  if (std::isinf(v)) return none(v > 0 ? "inf" : "-inf");
+  if (std::isnan(v)) return none("not finite: NaN");
+  if (std::isinf(v)) return none(v > 0 ? "not finite: +Infinity" : "not finite: -Infinity");
   return {v, ""};
 }
 
@@ -232,7 +233,7 @@ void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<co
   const std::size_t group = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(cols * br, 1));
   const std::size_t groups = (q.scale_rows + group - 1) / group;
   std::vector<TensorStats> partial(groups);
-#pragma omp parallel for schedule(dynamic, 1) if (groups > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (groups > 1 && rows * cols >= kParallelThreshold)
   for (std::size_t gi = 0; gi < groups; ++gi) {
     TensorStats& local = partial[gi];
     for (std::size_t sr = gi * group; sr < std::min(q.scale_rows, gi * group + group); ++sr) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <new>
 #include <sstream>
 
 #include "fp4sim/core/codec.hpp"
@@ -267,51 +268,60 @@ Result run(const Options& o) {
     // Progress in tensor elements quantized, as replay counts them.
     const std::uint64_t elements = std::uint64_t{o.rows} * o.cols, total = mine * points.size() * elements;
     std::uint64_t done = 0;
-    for (std::size_t item = 0; item < o.distributions.size(); ++item) {
-      if (share_of[item] != o.share.index) continue;
-      if (o.starting) o.starting(item);
-      const Distribution& d = o.distributions[item];
-      const std::uint64_t stream = stream_of(d.name);
-      const std::vector<float> x = generate(d, o.rows, o.cols, o.seed, stream);
-      const float amax = abs_max(x);
-      for (const GridPoint& p : points) {
-        if (o.progress) o.progress(done, total, d.name + " " + p.name);
-        done += elements;
-        const Recipe& r = p.recipe;
-        replay::TensorEntry e = replay::tensor_entry(r, o.role, view, o.rows, o.cols);
-        e.step = 0;
-        e.layer = "synthetic";
-        e.tensor = d.name;
-        e.distribution = d.name;
-        e.item = item;
-        e.stream = stream;
-        e.amax = amax;
-        QuantizeRequest q;
-        q.spec = operand_for_role(r, o.role);
-        q.random.seed = o.seed;
-        q.random.stream = stream;
-        switch (r.tensor_scale) {
-          case TensorScalePolicy::none: e.hold.rho = stats::Figure::none("recipe has no tensor scale"); break;
-          case TensorScalePolicy::current:
-            e.hold.held_amax = amax;
-            e.hold.rho = stats::Figure::of(amax > 0 ? 1.0 : NAN);
-            q.amax_ref = amax;
-            break;
-          case TensorScalePolicy::periodic: {
-            // RN32(amax / rho): the held amax a tensor that grew by rho since the refresh would have.
-            const float held = static_cast<float>(static_cast<double>(amax) / p.rho);
-            e.hold.held_amax = held;
-            e.hold.rho = stats::Figure::of(held > 0 ? static_cast<double>(amax) / held : NAN);
-            q.amax_ref = held;
-            break;
+    // Each tensor and its quantizations are held whole: memory the machine refuses is named by the
+    // options that asked for it, not as a bare std::bad_alloc.
+    try {
+      for (std::size_t item = 0; item < o.distributions.size(); ++item) {
+        if (share_of[item] != o.share.index) continue;
+        if (o.starting) o.starting(item);
+        const Distribution& d = o.distributions[item];
+        const std::uint64_t stream = stream_of(d.name);
+        const std::vector<float> x = generate(d, o.rows, o.cols, o.seed, stream);
+        const float amax = abs_max(x);
+        for (const GridPoint& p : points) {
+          if (o.progress) o.progress(done, total, d.name + " " + p.name);
+          done += elements;
+          const Recipe& r = p.recipe;
+          replay::TensorEntry e = replay::tensor_entry(r, o.role, view, o.rows, o.cols);
+          e.step = 0;
+          e.layer = "synthetic";
+          e.tensor = d.name;
+          e.distribution = d.name;
+          e.item = item;
+          e.stream = stream;
+          e.amax = amax;
+          QuantizeRequest q;
+          q.spec = operand_for_role(r, o.role);
+          q.random.seed = o.seed;
+          q.random.stream = stream;
+          switch (r.tensor_scale) {
+            case TensorScalePolicy::none: e.hold.rho = stats::Figure::none("recipe has no tensor scale"); break;
+            case TensorScalePolicy::current:
+              e.hold.held_amax = amax;
+              e.hold.rho = stats::Figure::of(amax > 0 ? 1.0 : NAN);
+              q.amax_ref = amax;
+              break;
+            case TensorScalePolicy::periodic: {
+              // RN32(amax / rho): the held amax a tensor that grew by rho since the refresh would have.
+              const float held = static_cast<float>(static_cast<double>(amax) / p.rho);
+              e.hold.held_amax = held;
+              e.hold.rho = stats::Figure::of(held > 0 ? static_cast<double>(amax) / held : NAN);
+              q.amax_ref = held;
+              break;
+            }
           }
+          const QuantizedTensor qt = quantize(r, q, x, o.rows, o.cols);
+          e.global_encode_scale = qt.global_encode_scale;
+          e.global_decode_scale = qt.global_decode_scale;
+          stats::accumulate(qt, x, {}, dequantize(qt), e.stats);
+          result.tensors.push_back(std::move(e));
         }
-        const QuantizedTensor qt = quantize(r, q, x, o.rows, o.cols);
-        e.global_encode_scale = qt.global_encode_scale;
-        e.global_decode_scale = qt.global_decode_scale;
-        stats::accumulate(qt, x, {}, dequantize(qt), e.stats);
-        result.tensors.push_back(std::move(e));
       }
+    } catch (const std::bad_alloc&) {
+      throw DataError("sweep: out of memory for --rows x --cols (" + std::to_string(o.rows) + " x " +
+                      std::to_string(o.cols) + " float32, " + std::to_string(bytes >> 20) +
+                      " MiB a tensor, a few held at once): shrink them (--slab-mib allows " +
+                      std::to_string(o.max_slab_bytes >> 20) + " MiB, more than this machine gives)");
     }
     if (o.progress) o.progress(total, total, "done");
   }

@@ -7,6 +7,8 @@
 #include <functional>
 #include <limits>
 
+#include <omp.h>
+
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/float_text.hpp"
@@ -514,7 +516,10 @@ const std::vector<std::string>& edge_category_names() {
 std::size_t minimum_cases(const Recipe& recipe) { return edge_count(edge_plans(recipe)); }
 std::size_t default_cases(const Recipe& recipe) { return minimum_cases(recipe) + 4; }
 
-VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) {
+namespace {
+
+// The number of cases asked for: at least the edge cases, at most what a disk holds.
+void check_cases(const Recipe& recipe, std::size_t cases) {
   if (recipe.element != formats::e2m1) throw UsageError("vectors: only E2M1 element formats are supported");
   const Plans plans = edge_plans(recipe);
   if (cases < edge_count(plans)) {
@@ -526,13 +531,15 @@ VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) 
   if (cases > kMaxCases) {
     throw UsageError("--cases: at most " + std::to_string(kMaxCases) + " (got " + std::to_string(cases) + ")");
   }
-  VectorSet set;
-  set.recipe = recipe;
-  set.seed = seed;
-  auto next_index = [&] { return set.cases.size(); };
+}
 
+}  // namespace
+
+void generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases, const std::function<void(Case&&)>& sink) {
+  check_cases(recipe, cases);
+  const Plans plans = edge_plans(recipe);
+  std::size_t index = 0;
   for (const Plan& plan : plans.quantize) {
-    const std::size_t index = next_index();
     OperandSpec spec = operand_for_role(recipe, plan.role);
     if (plan.spec_from) {
       const GemmOperands ops = operands_for(recipe, *plan.spec_from);
@@ -542,10 +549,10 @@ VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) 
     Context context{recipe, spec, draw};
     Case c;
     c.quantize = quantize_case(recipe, case_name(index, plan.title), spec, plan.build(context), seed, 2 * index);
-    set.cases.push_back(std::move(c));
+    sink(std::move(c));
+    ++index;
   }
   for (const GemmPlan& plan : plans.gemm) {
-    const std::size_t index = next_index();
     const GemmOperands ops = operands_for(recipe, plan.gemm);
     Draw draw(seed, kInputStreams | index);
     Context ca{recipe, ops.a, draw}, cb{recipe, ops.b, draw};
@@ -565,11 +572,11 @@ VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) 
     }
     Case c;
     c.gemm = std::move(g);
-    set.cases.push_back(std::move(c));
+    sink(std::move(c));
+    ++index;
   }
   const Role roles[] = {Role::activation, Role::weight, Role::grad_output};
-  for (std::size_t ordinal = 0; set.cases.size() < cases; ++ordinal) {
-    const std::size_t index = next_index();
+  for (std::size_t ordinal = 0; index < cases; ++ordinal, ++index) {
     const Role role = roles[ordinal % 3];
     const OperandSpec spec = operand_for_role(recipe, role);
     Draw draw(seed, kInputStreams | index);
@@ -577,8 +584,15 @@ VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) 
     Case c;
     c.quantize = quantize_case(recipe, case_name(index, std::string(name_of(role)) + "_random_fill"), spec,
                                fill_tensor(context, ordinal), seed, 2 * index);
-    set.cases.push_back(std::move(c));
+    sink(std::move(c));
   }
+}
+
+VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases) {
+  VectorSet set;
+  set.recipe = recipe;
+  set.seed = seed;
+  generate(recipe, seed, cases, [&](Case&& c) { set.cases.push_back(std::move(c)); });
   return set;
 }
 
@@ -726,16 +740,34 @@ constexpr const char* kConventions[][2] = {
 
 }  // namespace
 
-std::size_t write(const VectorSet& set, const std::filesystem::path& path) {
-  OutputDirectory dir(path);
+namespace {
+
+// A case is a few KiB: OpenMP's threads only wait on one another there, and on a loaded machine the
+// waiting made `vectors` 8x slower than one thread. The cases are made on one; the setting is restored.
+class OneThread {
+ public:
+  OneThread() : threads_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(threads_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int threads_;
+};
+
+}  // namespace
+
+std::size_t write(const Recipe& r, std::uint64_t seed, std::size_t cases, const std::filesystem::path& path) {
+  check_cases(r, cases);
+  const OneThread one_thread;
+  OutputDirectory dir(path);  // a non-empty directory is refused here, before any case is made
   Writer w(dir);
-  const Recipe& r = set.recipe;
   OutputFile manifest(dir.file("manifest.json"));
   stats::JsonWriter j(manifest.stream(), true);
   j.begin_object();
   j.field("format", "fp4sim conformance vectors");
   j.field("version", 1);
-  j.field("seed", set.seed);
+  j.field("seed", seed);
   j.key("recipe")
       .begin_object()
       .field("name", r.name)
@@ -763,7 +795,8 @@ std::size_t write(const VectorSet& set, const std::filesystem::path& path) {
   for (const auto& category : edge_category_names()) j.value(category);
   j.end_array();
   j.key("cases").begin_array();
-  for (const Case& c : set.cases) {
+  // Each case is written as it is made and then dropped: the memory held does not grow with --cases.
+  generate(r, seed, cases, [&](Case&& c) {
     j.begin_object();
     j.field("name", c.name());
     if (c.quantize) {
@@ -800,7 +833,7 @@ std::size_t write(const VectorSet& set, const std::filesystem::path& path) {
       j.end_object();
     }
     j.end_object();
-  }
+  });
   j.end_array();
   j.end_object();
   manifest.stream() << '\n';

@@ -14,17 +14,7 @@ namespace {
 // CLI11's parse errors as one line under the one error prefix (docs/cli.md), control bytes of the
 // offending value escaped, pointing at the --help of the subcommand being parsed.
 std::string one_line(const CLI::App* top, const CLI::Error& e) {
-  std::string line = "fp4sim: error: ";
-  for (const char c : std::string(e.what())) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7F) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02X", byte);
-      line += escaped;
-    } else {
-      line += c;
-    }
-  }
+  std::string line = "fp4sim: error: " + printable(e.what());
   std::string command = top->get_name().empty() ? "fp4sim" : top->get_name();
   for (const CLI::App* at = top; !at->get_subcommands().empty();) {
     at = at->get_subcommands().front();
@@ -34,6 +24,21 @@ std::string one_line(const CLI::App* top, const CLI::Error& e) {
 }
 
 }  // namespace
+
+std::string printable(std::string_view message) {
+  std::string line;
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", byte);
+      line += escaped;
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
 
 void build_app(CLI::App& app) {
   app.require_subcommand(1);

@@ -17,6 +17,14 @@ CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
   return app.add_option("--recipe", recipe, recipe_help())->check(member)->type_name("NAME");
 }
 
+namespace {
+// A recipe override's text is "" when not given (RecipeOverrides): an empty value must not pass as "not
+// given", the preset's value taken silently.
+const CLI::Validator kNotEmpty(
+    [](const std::string& text) { return text.empty() ? std::string("an empty value names nothing") : std::string(); },
+    "");
+}  // namespace
+
 void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
   add_recipe_option(app, o.recipe)->required();
   app.add_option("--block", o.block, "block size B along the reduction dimension");
@@ -24,13 +32,16 @@ void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
   app.add_flag_function("--one-d", [&o](std::int64_t) { o.two_d = false; }, "1 x B blocks")->excludes(two);
   app.add_option("--scale-format", o.scale_format,
                  "block scale format: ue5m3, ue4m3, ue5m3fn, e8m0, ... or ueXmY (fp4sim formats lists them)")
+      ->check(kNotEmpty)
       ->type_name("FORMAT");
   app.add_option("--element-format", o.element_format,
                  "element format: e2m1, e2m3, e3m2, ... or eXmY (fp4sim formats lists them)")
+      ->check(kNotEmpty)
       ->type_name("FORMAT");
   app.add_option("--target", o.target, "scale target T");
   app.add_option("--tensor-scale", o.tensor_scale,
                  "tensor scale policy: none, current or periodic:D:" + name_help<TensorScalePolicy>())
+      ->check(kNotEmpty)
       ->type_name("POLICY");
   names_of<ScaleRule>(app.add_option("--scale-rule", o.scale_rule, "how a block's scale is chosen from its amax"));
   names_of<ZeroScale>(app.add_option("--zero-scale", o.zero_scale, "a block scale that rounds to zero"));
@@ -47,6 +58,7 @@ void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
   app.add_flag_function("--no-rht", [&o](std::int64_t) { o.rht = false; }, "no RHT")->excludes(on);
   app.add_option("--rht-signs", o.rht_signs,
                  "the RHT's 16 signs as + and - (default TE's " + rht_signs_text(kRhtSigns) + "; CPU model only)")
+      ->check(kNotEmpty)
       ->type_name("SIGNS");
 }
 
@@ -66,6 +78,11 @@ void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::str
   app.add_option("--rbits-a", rbits_a, "explicit stochastic-rounding integers for A (.npy uint8, shape of A)");
   app.add_option("--rbits-b", rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)");
   app.add_option("--seed", c.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
+}
+
+CLI::Validator not_empty_path() {
+  return CLI::Validator(
+      [](const std::string& path) { return path.empty() ? std::string("an empty path names no file") : std::string(); }, "");
 }
 
 void add_example(CLI::App& app, const std::string& example) { app.footer("Example:\n  " + example); }

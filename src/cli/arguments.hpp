@@ -22,6 +22,9 @@ CLI::Option* names_of(CLI::Option* option) {
   return option->check(member)->type_name("NAME")->description(option->get_description() + ":" + name_help<E>());
 }
 
+// An output path option's check: '' is exit 2 in every subcommand (it names nothing to write).
+CLI::Validator not_empty_path();
+
 // An example command line closing a subcommand's --help.
 void add_example(CLI::App& app, const std::string& example);
 

@@ -6,12 +6,18 @@
 
 #include <CLI/CLI.hpp>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 namespace fp4sim::cli {
 
 struct Mismatch : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// An error message as one line a terminal shows as it is: control bytes (a layer name's, an option
+// value's) as \xHH, so none reaches the terminal raw.
+std::string printable(std::string_view message);
 
 // The whole command line: --version and every subcommand below, each with its callback that runs it.
 void build_app(CLI::App& app);

@@ -90,8 +90,8 @@ void setup_convert(CLI::App& app) {
       ->default_val("hardware");
   app.add_option("--in", o->in, "input .npy (float32 or float64, 1-D or 2-D, C order)")->required();
   app.add_option("--out", o->out, "output codes .npy (uint8, uint16 for 16-bit formats, uint32 for fp32)")
-      ->required();
-  app.add_option("--decoded", o->decoded, "also write the decoded values as float64 .npy");
+      ->required()->check(not_empty_path());
+  app.add_option("--decoded", o->decoded, "also write the decoded values as float64 .npy")->check(not_empty_path());
   add_example(app, "fp4sim convert --format e2m1 --rounding rne --in x.npy --out codes.npy --decoded decoded.npy");
   app.callback([o] { run_convert(*o); });
 }

@@ -9,6 +9,7 @@
 #include "cli.hpp"
 #include "progress.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/core/recipe.hpp"
 #include "fp4sim/emu/crosscheck.hpp"
 
 namespace fp4sim::cli {
@@ -42,7 +43,12 @@ void run_crosscheck(const CrosscheckCliOptions& cli) {
 void setup_crosscheck(CLI::App& app) {
   auto cli = std::make_shared<CrosscheckCliOptions>();
   crosscheck::Options* o = &cli->run;
-  app.add_option("--recipe", o->recipes, "presets to check (default: all)");
+  // Names checked here, before the GPU is looked for: an unknown preset is a usage error (2) on any machine.
+  std::vector<std::string> presets{"all"};
+  for (const Recipe& preset : recipe_presets()) presets.push_back(preset.name);
+  CLI::Validator member = CLI::IsMember(presets);
+  member.description("");
+  app.add_option("--recipe", o->recipes, "presets to check (default: all)")->check(member);
   std::string known;
   for (const std::string& path : crosscheck::all_paths()) known += (known.empty() ? "" : " ") + path;
   app.add_option("--paths", o->paths, known + " (default: all)");

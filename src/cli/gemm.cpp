@@ -90,7 +90,7 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--frac-bits", c.frac_bits,
                  "what-if: replace the tensor-core row's alignment width F (e.g. ue5m3-native with F=35)");
   app.add_flag("--reference", c.reference, "run the plain scalar golden loop instead of the fast kernels (slow)");
-  app.add_option("--out", o->out, "output C [M, N] (.npy float32)");
+  app.add_option("--out", o->out, "output C [M, N] (.npy float32)")->check(not_empty_path());
   add_progress_flags(app, o->progress);
   add_example(app, "fp4sim gemm --recipe ue5m3 --a x.npy --b w.npy --datapath exact --out c.npy");
   app.callback([o] { run_gemm(*o); });

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "fp4sim/io/output_file.hpp"
@@ -16,12 +17,24 @@ namespace fp4sim::cli {
 
 namespace {
 
+// The signals that end a command, each by name. SIGHUP (the terminal closed), SIGQUIT and SIGPIPE (sent
+// to the process; a write to a closed pipe fails with EPIPE instead, an error like any failed write)
+// must leave no temporary behind either.
+constexpr std::pair<int, const char*> kInterrupts[] = {
+    {SIGINT, "SIGINT"}, {SIGTERM, "SIGTERM"}, {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}, {SIGPIPE, "SIGPIPE"}};
+
 sigset_t interrupts() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  for (const auto& [sig, name] : kInterrupts) sigaddset(&set, sig);
   return set;
+}
+
+const char* signal_name(int sig) {
+  for (const auto& [s, name] : kInterrupts) {
+    if (s == sig) return name;
+  }
+  return "signal";
 }
 
 struct Children {
@@ -40,7 +53,7 @@ Children& children() {
   for (const pid_t pid : c.pids) ::kill(pid, SIGTERM);
   for (const pid_t pid : c.pids) ::waitpid(pid, nullptr, 0);
   remove_temporaries();
-  std::fprintf(stderr, "\nfp4sim: interrupted (%s): no partial output left\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fprintf(stderr, "\nfp4sim: interrupted (%s): no partial output left\n", signal_name(sig));
   std::fflush(stderr);
   ::_exit(128 + sig);
 }

@@ -1,7 +1,7 @@
-// SIGINT and SIGTERM (docs/cli.md "Exit codes"): a thread of its own waits for them (they are blocked in
-// every other thread), so the cleanup runs outside a signal handler: it stops the child processes the
-// command started, removes every output temporary (fp4sim::remove_temporaries) and ends the process
-// with 128 + the signal number (130, 143).
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE (docs/cli.md "Exit codes"): a thread of its own waits for
+// them (they are blocked in every other thread), so the cleanup runs outside a signal handler: it stops
+// the child processes the command started, removes every output temporary (fp4sim::remove_temporaries)
+// and ends the process with 128 + the signal number (130, 143, 129, 131, 141).
 #pragma once
 
 #include <sys/types.h>

@@ -65,13 +65,20 @@ int main(int argc, char** argv) {
   } catch (const fp4sim::cli::ReportedByRankZero&) {
     return 0;
   } catch (const fp4sim::UsageError& e) {
-    std::fprintf(stderr, "fp4sim: error: %s\n", e.what());
+    std::fprintf(stderr, "fp4sim: error: %s\n", fp4sim::cli::printable(e.what()).c_str());
     return 2;
   } catch (const fp4sim::cli::Mismatch& e) {
-    std::fprintf(stderr, "fp4sim: %s\n", e.what());
+    // The report of the mismatches went to standard output: a report that did not arrive is exit 3.
+    try {
+      finish_standard_output();
+    } catch (const std::exception& failed) {
+      std::fprintf(stderr, "fp4sim: error: %s\n", failed.what());
+      return 3;
+    }
+    std::fprintf(stderr, "fp4sim: %s\n", fp4sim::cli::printable(e.what()).c_str());
     return 4;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fp4sim: error: %s\n", e.what());
+    std::fprintf(stderr, "fp4sim: error: %s\n", fp4sim::cli::printable(e.what()).c_str());
     return 3;
   }
 }

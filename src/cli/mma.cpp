@@ -50,7 +50,7 @@ void setup_mma(CLI::App& app) {
       ->required();
   app.add_option("--b", o->b, "B [K, N] (.npy)")->required();
   app.add_option("--c", o->c, "C [M, N] (.npy, binary32 values; fp16 values for f16-accumulate rows); default +0");
-  app.add_option("--out", o->out, "D [M, N] (.npy float32)")->required();
+  app.add_option("--out", o->out, "D [M, N] (.npy float32)")->required()->check(not_empty_path());
   add_example(app, "fp4sim mma --datapath sm90-bf16 --input-format bf16 --a a.npy --b b.npy --c c.npy --out d.npy");
   app.callback([o] { run_mma(*o); });
 }

@@ -83,11 +83,12 @@ void setup_replay(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--steps", o->call.steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
   app.add_option("--layers", o->call.layers, "regular expression (ECMAScript) searched in layer names");
-  app.add_option("--json", o->outputs.json, "write the full results as JSON ('-' for stdout)");
+  app.add_option("--json", o->outputs.json, "write the full results as JSON ('-' for stdout)")->check(not_empty_path());
   app.add_option("--csv", o->outputs.csv, "write the entries as CSV, one file per kind: --csv a.csv writes a_tensors.csv, a_gemms.csv and "
-                 "a_headroom.csv");
-  app.add_option("--h5", o->outputs.h5, "write the results as HDF5 column datasets");
-  app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)");
+                 "a_headroom.csv")->check(not_empty_path());
+  app.add_option("--h5", o->outputs.h5, "write the results as HDF5 column datasets")->check(not_empty_path());
+  app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)")
+      ->check(not_empty_path());
   app.add_option("--seed", o->call.seed, "seed of the stochastic-rounding bits")->capture_default_str();
   names_of<replay::HoldRule>(app.add_option("--hold", o->call.hold,
                                              "what periodic tensor scaling holds when a refresh step was not captured"))

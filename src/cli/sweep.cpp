@@ -83,9 +83,10 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--seed", o->call.seed, "seed of the synthetic data and of stochastic rounding")->capture_default_str();
   app.add_option("--slab-mib", o->call.slab_mib, "stream trace tensors larger than this many MiB of float32 in row slabs")
       ->capture_default_str();
-  app.add_option("--json", o->outputs.json, "write the results as JSON ('-' for stdout)");
-  app.add_option("--csv", o->outputs.csv, "write one CSV row per (input, configuration)");
-  app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)");
+  app.add_option("--json", o->outputs.json, "write the results as JSON ('-' for stdout)")->check(not_empty_path());
+  app.add_option("--csv", o->outputs.csv, "write one CSV row per (input, configuration)")->check(not_empty_path());
+  app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)")
+      ->check(not_empty_path());
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
   add_progress_flags(app, o->progress);
   add_example(app, "fp4sim sweep --rows 64 --cols 1024 --blocks 16,32 --csv sweep.csv");

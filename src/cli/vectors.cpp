@@ -22,10 +22,9 @@ void run_vectors(const VectorsOptions& o) {
   const Recipe* recipe = find_recipe(o.recipe);
   if (!recipe) throw UsageError("--recipe: unknown recipe '" + o.recipe + "' (known: " + recipe_names() + ")");
   const std::size_t cases = o.cases.value_or(vectors::default_cases(*recipe));
-  const vectors::VectorSet set = vectors::generate(*recipe, o.seed, cases);
-  const std::size_t files = vectors::write(set, o.out);
+  const std::size_t files = vectors::write(*recipe, o.seed, cases, o.out);
   std::printf("vectors: %zu cases for recipe %s (seed %llu) in %s: manifest.json and %zu .npy files\n",
-              set.cases.size(), recipe->name.c_str(), static_cast<unsigned long long>(o.seed), o.out.c_str(),
+              cases, recipe->name.c_str(), static_cast<unsigned long long>(o.seed), o.out.c_str(),
               files - 1);
 }
 
@@ -42,7 +41,8 @@ void setup_vectors(CLI::App& app) {
   app.add_option("--out", o->out,
                  "output directory: must not exist or be empty; manifest.json and the .npy files appear together "
                  "or not at all")
-      ->required();
+      ->required()
+      ->check(not_empty_path());
   add_example(app, "fp4sim vectors --recipe mxfp4 --out vectors-mxfp4");
   app.callback([o] { run_vectors(*o); });
 }

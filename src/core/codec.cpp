@@ -251,11 +251,6 @@ Float32Encoder::Float32Encoder(const Format& f, const EncodeOptions& o)
 
 namespace {
 
-// Below this many elements the thread start-up costs more than it saves. Not yet measured: the
-// crossover is what tools/bench_convert.sh prints (threshold/serial vs threshold/parallel), and on the
-// shared 2-core machine of 2026-11-30 the second core was never free enough for the parallel side to
-// win (docs/BENCHMARKS.md). Set this from a run on a quiet machine.
-constexpr std::size_t kParallelThreshold = 1 << 16;
 
 // One loop per rounding mode (the mode is a template argument, so the body is branch-free and vectorises),
 // compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. clang (14) multiversions no
@@ -358,7 +353,7 @@ std::optional<std::size_t> encode_all(const Format& format, const EncodeOptions&
                                       std::span<std::uint32_t> codes) {
   const auto n = static_cast<std::int64_t>(values.size());
   std::int64_t first_invalid = n;
-#pragma omp parallel for schedule(static) reduction(min : first_invalid)
+#pragma omp parallel for schedule(static) reduction(min : first_invalid) if (values.size() >= kParallelThreshold)
   for (std::int64_t i = 0; i < n; ++i) {
     const Encoded e = encode(format, values[i], options, random.empty() ? 0u : random[i]);
     codes[i] = e.code;

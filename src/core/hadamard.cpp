@@ -31,7 +31,7 @@ std::vector<float> random_hadamard_transform(std::span<const float> x, std::size
   const Float32Encoder to_bf16(formats::bf16, {Rounding::rne, false});
   std::vector<float> out(rows * cols);
   const std::size_t groups = (cols + 15) / 16;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelThreshold)
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t g = 0; g < groups; ++g) {
       std::array<float, 16> in{};

@@ -142,7 +142,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
   }
 
   QuantizeCounts total;
-#pragma omp parallel
+#pragma omp parallel if (rows * cols >= kParallelThreshold)
   {
     QuantizeCounts counts;
     // One block at a time: its scaled values, random integers and codes row by row, so that the
@@ -281,7 +281,7 @@ std::vector<float> dequantize(const QuantizedTensor& q) {
   const float element_max = decode_to_float(q.element, q.element.max_finite_code());
   const float te_factor = fp32::div_rn(1.0f, fp32::mul_rn(element_max, q.target));  // RN(1/(F*T))
   const bool two_level = q.scale.specials != Specials::pow2_nan;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (q.rows * q.cols >= kParallelThreshold)
   for (std::size_t r = 0; r < q.rows; ++r) {
     const bool row_scaled = !q.row_amax.empty();
     const float amax = row_scaled ? q.row_amax[r] : q.tensor_amax;

@@ -135,6 +135,19 @@ Reader::Reader(const std::filesystem::path& path) : path_(path) {
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) fail(path, "truncated header");
 
+  // numpy reads the header as a Python dict literal: a key given twice takes its last value there, the
+  // first here, so such a header is refused rather than read differently.
+  for (const char* key : {"'descr'", "'fortran_order'", "'shape'"}) {
+    const std::size_t first = header.find(key);
+    if (first != std::string::npos && header.find(key, first + 1) != std::string::npos) {
+      fail(path, std::string("header gives ") + key + " twice");
+    }
+  }
+  // A structured dtype's descr is a list of fields, not a quoted type string.
+  static const std::regex structured_re(R"('descr'\s*:\s*\[)");
+  if (std::regex_search(header, structured_re)) {
+    fail(path, "a structured dtype (named fields) is not supported: save a plain float32/float64 or uint8/16/32 array");
+  }
   std::smatch m;
   static const std::regex descr_re(R"('descr'\s*:\s*'([^']*)')");
   static const std::regex order_re(R"('fortran_order'\s*:\s*(True|False))");

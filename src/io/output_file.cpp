@@ -65,6 +65,14 @@ fs::path without_trailing_separator(fs::path path) {
   return path;
 }
 
+// A directory named through "." or ".." (".", "e/.", "../out") by the directory it is: renaming onto a
+// path ending in "." fails (EBUSY), and the temporary beside it must be beside that directory.
+fs::path directory_named(fs::path path) {
+  path = without_trailing_separator(std::move(path));
+  if (path.empty() || (path.filename() != "." && path.filename() != "..")) return path;
+  return without_trailing_separator(fs::absolute(path).lexically_normal());
+}
+
 void rename_into_place(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::rename(from, to, ec);
@@ -176,6 +184,7 @@ void note_input(const fs::path& path) {
 
 void check_output_path(const fs::path& path, OutputKind kind, const std::string& flag) {
   const std::string name = flag_prefix(flag) + path.string();
+  if (path.empty()) throw UsageError(flag_prefix(flag) + "an empty path names no file or directory");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (kind == OutputKind::file && S_ISDIR(st.st_mode)) throw UsageError(name + ": is a directory");
@@ -247,9 +256,12 @@ void OutputFile::commit() {
 }
 
 OutputDirectory::OutputDirectory(fs::path path, Existing existing)
-    : output_(without_trailing_separator(std::move(path)), OutputKind::directory), existing_(existing) {
+    : output_(directory_named(std::move(path)), OutputKind::directory), existing_(existing) {
   std::error_code ec;
   const auto status = fs::symlink_status(output_.path(), ec);
+  // An existing empty directory takes the files one by one (as merge does): renamed over, it would be
+  // another directory, and a shell standing in it (--out .) would stand nowhere.
+  bool into_existing = existing_ == Existing::merge;
   if (existing_ == Existing::refuse && fs::exists(status)) {
     if (!fs::is_directory(status)) {
       throw UsageError(output_.path().string() + ": exists and is not a directory");
@@ -257,15 +269,16 @@ OutputDirectory::OutputDirectory(fs::path path, Existing existing)
     if (!fs::is_empty(output_.path(), ec) || ec) {
       throw UsageError(output_.path().string() + ": directory exists and is not empty (give a new or empty directory)");
     }
+    into_existing = true;
   }
   fs::remove_all(temporary_path(), ec);  // a stale one left by a killed run of the same pid
   // A new directory (refuse) needs its parent; a merged one (plots) makes its parents as before.
   const bool created = existing_ == Existing::refuse ? fs::create_directory(temporary_path(), ec)
                                                      : fs::create_directories(temporary_path(), ec);
   if (!created || ec) {
-    throw DataError(temporary_path().string() + ": cannot create directory: " + ec.message());
+    throw DataError(output_.path().string() + ": cannot create directory: " + ec.message());
   }
-  if (existing_ == Existing::merge) {
+  if (into_existing) {
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
     for (Pending& p : r.pending) {
@@ -275,7 +288,7 @@ OutputDirectory::OutputDirectory(fs::path path, Existing existing)
 }
 
 void OutputDirectory::commit() {
-  // rename(2) replaces an empty directory (refuse); a merged one takes the files one by one.
+  // rename(2) makes a new directory (refuse); an existing one takes the files one by one.
   output_.commit();
 }
 

@@ -48,6 +48,11 @@ std::string shape_text(const TensorInfo& t) { return "[" + std::to_string(t.rows
 std::optional<std::int64_t> step_number(const std::string& file, std::string_view name) {
   if (name.substr(0, 5) != "step_") return std::nullopt;
   const std::string_view digits = name.substr(5);
+  // "step_-00001" reads as a step, and steps are one-based: refused, not skipped as an extra group
+  if (digits.size() > 1 && (digits[0] == '-' || digits[0] == '+') &&
+      std::all_of(digits.begin() + 1, digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    reject(file, "/" + std::string(name), "a step group names a one-based step (step_000001 or later), not a signed one");
+  }
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return std::nullopt;  // "step_notes" and the like: an extra group, ignored
   }

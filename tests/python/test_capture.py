@@ -369,7 +369,7 @@ def test_one_file_per_rank(tmp_path):
 
 def test_import_without_torch_is_a_clear_error():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "try:\n    import fp4sim.capture\nexcept ImportError as e:\n    print(e)\n")
+            "try:\n    from fp4sim.capture import TraceCapture\nexcept ImportError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "fp4sim.capture needs PyTorch and h5py" in r.stdout and "torch" in r.stdout
     r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['torch'] = None; import fp4sim; print('ok')"],

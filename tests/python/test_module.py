@@ -654,3 +654,95 @@ def test_one_version():
     if HAS_ANALYSES:
         s = fp4sim.sweep(synthetic="normal", rows=4, cols=64, blocks=16, scale_formats="ue4m3", tensor_scales="current")
         assert s["fp4sim"] == version
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hostile input, round three: each value means what it says or is refused, before anything is allocated
+
+
+def test_big_endian_arrays_are_converted():
+    x = tensor(4, 64, seed=21)
+    for dtype in (">f4", ">f8", ">f2"):
+        q, qn = fp4sim.quantize(x.astype(dtype), "nvfp4"), fp4sim.quantize(x.astype(dtype[1:]), "nvfp4")
+        np.testing.assert_array_equal(q.codes, qn.codes)
+        np.testing.assert_array_equal(q.scales, qn.scales)
+    np.testing.assert_array_equal(fp4sim.gemm(x.astype(">f4"), x.astype(">f4"), "mxfp4"), fp4sim.gemm(x, x, "mxfp4"))
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 64), (0, 32, 64), (0, 64)])
+def test_an_empty_batch_gives_empty_results(shape):
+    q = fp4sim.quantize(np.zeros(shape, np.float32), "nvfp4")
+    assert q.codes.shape == (*shape[:-1], 32) and q.scales.shape == (*shape[:-1], 4)
+    assert fp4sim.dequantize(q).shape == shape
+
+
+def test_dequantize_checks_the_shape_before_allocating():
+    q = fp4sim.quantize(tensor(8, 64), "nvfp4")
+    # 8 x 2^40 elements: allocated before the check this was a bare std::bad_alloc
+    with pytest.raises(fp4sim.DataError, match=r"codes: shape \[8, 32\] does not hold"):
+        fp4sim.dequantize(q.codes, q.scales, "nvfp4", shape=(8, 2**40), tensor_scale=q.tensor_amax)
+
+
+@pytest.mark.parametrize("kind,value", [("amax", -3.0), ("amax", float("nan")), ("amax", float("inf")),
+                                        ("encode", 0.0), ("decode", -1.0)])
+def test_dequantize_refuses_a_tensor_scale_no_kernel_holds(kind, value):
+    q = fp4sim.quantize(tensor(8, 64), "nvfp4", dequantize_order="portable")
+    with pytest.raises(fp4sim.DataError, match="^tensor_scale: "):
+        fp4sim.dequantize(q.codes, q.scales, "nvfp4", tensor_scale=value, tensor_scale_kind=kind,
+                          dequantize_order="portable")
+
+
+def test_recipe_overrides_of_the_wrong_type_or_empty_are_usage_errors():
+    x = tensor(4, 64)
+    with pytest.raises(fp4sim.UsageError, match="block: expected an integer, got str"):
+        fp4sim.quantize(x, "nvfp4", block="--help")
+    with pytest.raises(fp4sim.UsageError, match="rht_signs=''"):
+        fp4sim.quantize(x, "nvfp4", rht_signs="")
+
+
+@needs_analyses
+def test_replay_matches_a_long_layer_name_and_refuses_what_names_nothing(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / "long.h5"
+    name = "a" * 60_000  # std::regex's recursion overflowed the interpreter's stack on it
+    with h5py.File(path, "w") as f:
+        f.attrs["schema"], f.attrs["schema_version"] = "fp4-trace", 1
+        g = f.create_group("step_000001")
+        g.attrs["step"] = 1
+        for t, shape in (("x", (16, 64)), ("w", (32, 64)), ("dy", (16, 32))):
+            g[f"{name}/{t}"] = tensor(*shape)
+    r = fp4sim.replay(path, "nvfp4", layers=".*", gemms=False)
+    assert {e["layer"] for e in r["tensors"]} == {name}
+    with pytest.raises(fp4sim.UsageError, match="^steps: .* names no step"):
+        fp4sim.replay(path, "nvfp4", steps=[], gemms=False)
+    for slab_mib in (float("inf"), 2e13):
+        with pytest.raises(fp4sim.UsageError, match="^slab_mib must be in"):
+            fp4sim.replay(path, "nvfp4", slab_mib=slab_mib)
+
+
+class LazilyNegated:
+    """A DLPack producer like a PyTorch view with its negative bit set: __dlpack__ exports the stored
+    (unnegated) values, is_neg() says so, resolve_neg() gives the values the view stands for."""
+
+    def __init__(self, stored):
+        self.stored = stored
+
+    def __dlpack__(self, **kwargs):
+        return self.stored.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.stored.__dlpack_device__()
+
+    def is_neg(self):
+        return True
+
+    def resolve_neg(self):
+        return -self.stored
+
+
+def test_a_lazily_negated_dlpack_view_is_read_as_its_values():
+    x = tensor(4, 64, seed=5)
+    q = fp4sim.quantize(LazilyNegated(x), "nvfp4")
+    np.testing.assert_array_equal(q.codes, fp4sim.quantize(-x, "nvfp4").codes)
+    np.testing.assert_array_equal(fp4sim.convert(LazilyNegated(x), "e2m1").view(np.uint8),
+                                  fp4sim.convert(-x, "e2m1").view(np.uint8))

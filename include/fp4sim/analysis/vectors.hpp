@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,10 +80,13 @@ std::size_t default_cases(const Recipe& recipe);
 // `cases` < minimum_cases). Deterministic in (recipe, seed, cases): a case's inputs depend only on the
 // seed and its index.
 VectorSet generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases);
+// The same cases handed to `sink` one at a time, as each is made.
+void generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases, const std::function<void(Case&&)>& sink);
 
-// Writes `dir`/manifest.json and the .npy files it names, all at once: the directory appears complete or
-// not at all (OutputDirectory). `dir` must not exist or be an empty directory (UsageError otherwise).
-// Returns the number of files written.
-std::size_t write(const VectorSet& set, const std::filesystem::path& dir);
+// Generates the cases and writes `dir`/manifest.json and the .npy files it names, case by case (memory
+// does not grow with `cases`), all renamed into place at once: the directory appears complete or not at
+// all (OutputDirectory). `dir` must not exist or be an empty directory (UsageError otherwise, before any
+// case is made). Returns the number of files written.
+std::size_t write(const Recipe& recipe, std::uint64_t seed, std::size_t cases, const std::filesystem::path& dir);
 
 }  // namespace fp4sim::vectors

@@ -19,6 +19,14 @@
 
 namespace fp4sim {
 
+// Below this many elements a loop runs on one thread (codec, quantize, dequantize, RHT): the thread
+// start-up costs more than it saves, and on a loaded machine OpenMP's waiting threads made replays of
+// many small layers and `vectors` several times slower. Not yet measured: the crossover is what
+// tools/bench_convert.sh prints (threshold/serial vs threshold/parallel), and on the shared 2-core
+// machine of 2026-11-30 the second core was never free enough for the parallel side to win
+// (docs/BENCHMARKS.md). Set this from a run on a quiet machine.
+inline constexpr std::size_t kParallelThreshold = 1 << 16;
+
 enum class ValueClass : std::uint8_t { zero, finite, inf, nan, invalid };
 
 // value = (negative ? -1 : 1) * significand * 2^exponent, exactly.

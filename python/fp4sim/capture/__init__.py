@@ -19,20 +19,39 @@ parameters: they do not derive from nn.Linear), and :class:`fp4sim.torch.Linear`
 ``fp4sim verify`` on them. Under ``torch.distributed`` each rank writes its own file
 (``trace.rank00001.h5``).
 
-Needs PyTorch and h5py; the rest of fp4sim does not.
+Capturing needs PyTorch and h5py; checking a trace (:func:`verify`, ``python3 -m fp4sim.capture.verify``)
+needs h5py only; the rest of fp4sim needs neither.
 """
 
 try:
-    import torch as _torch  # noqa: F401
     import h5py as _h5py  # noqa: F401
-except ImportError as _e:  # pragma: no cover - exercised by the test without torch
-    raise ImportError(
-        "fp4sim.capture needs PyTorch and h5py, and %s is not installed (pip install -r requirements-torch.txt "
-        "and h5py from requirements.txt); the rest of fp4sim works without them" % _e.name) from _e
+except ImportError as _e:  # pragma: no cover - exercised by the test without h5py
+    raise ImportError("fp4sim.capture needs h5py, and it is not installed (pip install h5py, as in "
+                      "requirements.txt); the rest of fp4sim works without it") from _e
 
-from .capture import TraceCapture, rank_path, window
-from .trace_file import SCHEMA, SCHEMA_VERSION
-from .verify import VerifyCommand, verify, verify_commands
+import importlib as _importlib
 
-__all__ = ["TraceCapture", "window", "rank_path", "SCHEMA", "SCHEMA_VERSION", "VerifyCommand", "verify",
-           "verify_commands"]
+# Each public name and its module, imported on first use: the capturing half needs PyTorch, and
+# ``python3 -m fp4sim.capture.verify`` runs that module as __main__, which it must not be imported before.
+_HOME = {"TraceCapture": "capture", "rank_path": "capture", "window": "capture", "SCHEMA": "trace_file",
+         "SCHEMA_VERSION": "trace_file", "VerifyCommand": "verify", "verify": "verify", "verify_commands": "verify"}
+
+
+def __getattr__(name):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError("module 'fp4sim.capture' has no attribute %r" % name)
+    if home == "capture":
+        try:
+            import torch  # noqa: F401
+        except ImportError as e:
+            raise ImportError("fp4sim.capture needs PyTorch and h5py, and %s is not installed (pip install -r "
+                              "requirements-torch.txt and h5py from requirements.txt); the rest of fp4sim works "
+                              "without them" % e.name) from e
+    module = _importlib.import_module("." + home, __name__)
+    # the names, not the submodules (fp4sim.capture.verify is the function, as before)
+    globals().update({n: getattr(module, n) for n, h in _HOME.items() if h == home})
+    return globals()[name]
+
+
+__all__ = list(_HOME)

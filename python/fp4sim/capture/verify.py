@@ -14,7 +14,9 @@ the recorded inputs:
   recorded datapath.
 
 From a shell: ``python3 -m fp4sim.capture.verify trace.h5 [--fp4sim PATH] [--out DIR]`` prints one line
-per check and the report of each that failed; exit 0 when every check is bit-exact, 4 otherwise.
+per check and the report of each that failed; exit 0 when every check is bit-exact, 4 otherwise; a trace
+it cannot read or whose recorded values are not what fp4sim verify takes (unknown overrides among them),
+or a check fp4sim refuses, is one line on stderr and exit 3 (2 for a bad command line), with no file left.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,15 +47,44 @@ _ROLE = {"fprop.a": "activation", "fprop.b": "weight", "dgrad.a": "grad_output",
          "wgrad.a": "grad_output", "wgrad.b": "activation"}
 
 
+# The recipe overrides whose value is a switch: each is its own pair of options.
+_SWITCHES = {"two_d": ("--two-d", "--one-d"), "rht": ("--rht", "--no-rht")}
+
+
+def _overrides(group, recipe: str, operand: str) -> dict:
+    """A group's recorded @overrides, validated as data: a JSON object whose keys are recipe overrides
+    (fp4sim.quantize's keywords; _fp4sim.operand_info rejects any other) and whose values are a bool for a
+    switch, else a string or number. A trace is data, so nothing in it may reach the command line as
+    anything but the value of the option its key names."""
+    where = "@overrides of " + group.name
+    try:
+        overrides = json.loads(_attr(group, "overrides") or "{}")
+    except ValueError as e:
+        raise _fp4sim.DataError("%s: not JSON (%s)" % (where, e)) from None
+    if not isinstance(overrides, dict):
+        raise _fp4sim.DataError("%s: not a JSON object" % where)
+    for key, value in overrides.items():
+        switch = key in _SWITCHES
+        if (switch and not isinstance(value, bool)) or (
+                not switch and (isinstance(value, bool) or not isinstance(value, (str, int, float)))):
+            raise _fp4sim.DataError("%s: %s = %s is not a %s" % (where, key, json.dumps(value),
+                                                                "bool" if switch else "string or number"))
+    try:
+        _fp4sim.operand_info(recipe, overrides, operand)
+    except (_fp4sim.UsageError, ValueError, TypeError) as e:
+        raise _fp4sim.DataError("%s: %s" % (where, e)) from None
+    return overrides
+
+
 def _override_flags(overrides: dict) -> List[str]:
+    """Validated overrides (_overrides) as options; each value joined to its option by "=", so that no
+    value, whatever it starts with, is read as an option of its own."""
     flags = []
     for key, value in overrides.items():
-        if key == "two_d":
-            flags.append("--two-d" if value else "--one-d")
-        elif key == "rht":
-            flags.append("--rht" if value else "--no-rht")
+        if key in _SWITCHES:
+            flags.append(_SWITCHES[key][0 if value else 1])
         else:
-            flags += ["--" + key.replace("_", "-"), str(value)]
+            flags.append("--%s=%s" % (key.replace("_", "-"), value))
     return flags
 
 
@@ -80,14 +113,14 @@ class _Files:
 def _quantize_command(fp4sim: str, og, files: _Files) -> Optional[List[str]]:
     operand = _attr(og, "operand")
     recipe = _attr(og, "recipe")
-    overrides = json.loads(_attr(og, "overrides") or "{}")
+    overrides = _overrides(og, recipe, operand)
     info = dict(_fp4sim.operand_info(recipe, overrides, operand))
     has_rbits = "rbits" in og
     if operand.endswith(".b") and info["rounding"] != "rne" and not has_rbits:
         return None  # Philox stream 1: checked through the GEMM
     spec = dict(overrides, rounding=info["rounding"], two_d=info["block_rows"] > 1, rht=bool(info["rht"]),
                 target=_number(info["target"]))
-    argv = [fp4sim, "verify", "quantize", "--recipe", recipe, *_override_flags(spec), "--role", _ROLE[operand],
+    argv = [fp4sim, "verify", "quantize", "--recipe=" + recipe, *_override_flags(spec), "--role=" + _ROLE[operand],
             "--in", files.save(og["input"][...], "in"), "--codes", files.save(og["codes"][...], "codes"),
             "--scales", files.save(og["scales"][...], "scales")]
     if "amax_ref" in og.attrs:
@@ -104,9 +137,10 @@ def _quantize_command(fp4sim: str, og, files: _Files) -> Optional[List[str]]:
 def _gemm_command(fp4sim: str, fp4, gemm: str, files: _Files) -> List[str]:
     g = fp4[gemm]
     a, b = fp4[gemm + ".a"], fp4[gemm + ".b"]
-    overrides = json.loads(_attr(g, "overrides") or "{}")
-    argv = [fp4sim, "verify", "gemm", "--recipe", _attr(g, "recipe"), *_override_flags(overrides), "--gemm", gemm,
-            "--datapath", _attr(g, "datapath"), "--seed", str(int(g.attrs["seed"])), "--no-progress",
+    recipe = _attr(g, "recipe")
+    overrides = _overrides(g, recipe, gemm + ".a")
+    argv = [fp4sim, "verify", "gemm", "--recipe=" + recipe, *_override_flags(overrides), "--gemm=" + gemm,
+            "--datapath=" + _attr(g, "datapath"), "--seed", str(int(g.attrs["seed"])), "--no-progress",
             "--a", files.save(a["input"][...], "a"), "--b", files.save(b["input"][...], "b"),
             "--c", files.save(g["c"][...], "c")]
     for side, og in (("a", a), ("b", b)):
@@ -119,21 +153,30 @@ def _gemm_command(fp4sim: str, fp4, gemm: str, files: _Files) -> List[str]:
 
 def verify_commands(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[VerifyCommand]:
     """The ``fp4sim verify`` command lines that check every quantized operand and GEMM output recorded in
-    `trace`, their .npy inputs written under `outdir` (created)."""
+    `trace`, their .npy inputs written under `outdir` (created). A trace that cannot be read, or whose
+    ``fp4/`` groups lack what a check needs, raises fp4sim.DataError naming what is wrong."""
     os.makedirs(outdir, exist_ok=True)
     files = _Files(outdir)
     commands: List[VerifyCommand] = []
-    with h5py.File(trace, "r") as f:
+    try:
+        f = h5py.File(trace, "r")
+    except OSError as e:
+        raise _fp4sim.DataError("%s: cannot read the trace (%s)" % (trace, e)) from None
+    with f:
         groups: List[Tuple[str, h5py.Group]] = []
         f.visititems(lambda name, obj: groups.append((name, obj))
                      if isinstance(obj, h5py.Group) and name.rsplit("/", 1)[-1] == "fp4" else None)
         for name, fp4 in groups:
             where = name[: -len("/fp4")]
             for key in sorted(fp4):
-                if "." in key:
-                    argv = _quantize_command(fp4sim, fp4[key], files)
-                else:
-                    argv = _gemm_command(fp4sim, fp4, key, files)
+                try:
+                    if "." in key:
+                        argv = _quantize_command(fp4sim, fp4[key], files)
+                    else:
+                        argv = _gemm_command(fp4sim, fp4, key, files)
+                except (KeyError, ValueError, TypeError) as e:
+                    # a missing attribute or dataset, an unknown operand name, a value of the wrong kind
+                    raise _fp4sim.DataError("%s: %s/%s: %s" % (trace, name, key, e)) from None
                 if argv is not None:
                     commands.append(VerifyCommand("%s %s" % (where, key), argv))
     return commands
@@ -141,8 +184,18 @@ def verify_commands(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[Ver
 
 def verify(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[Tuple[VerifyCommand, subprocess.CompletedProcess]]:
     """Runs :func:`verify_commands`; each result's returncode is 0 when bit-exact, 4 on mismatches (its
-    stdout explains them)."""
+    stdout explains them), 2 or 3 when fp4sim refused the check (its stderr says why)."""
     return [(c, subprocess.run(c.argv, capture_output=True, text=True)) for c in verify_commands(trace, outdir, fp4sim)]
+
+
+def _stop_on(signum, frame):
+    # unwinds like an exception: subprocess.run kills the running check, the scratch folder is removed
+    raise SystemExit(128 + signum)
+
+
+def _error(text: str, code: int) -> int:
+    print("python3 -m fp4sim.capture.verify: error: " + " ".join(text.split()), file=sys.stderr)
+    return code
 
 
 def main(argv=None) -> int:
@@ -152,8 +205,20 @@ def main(argv=None) -> int:
     p.add_argument("--fp4sim", default=os.environ.get("FP4SIM_BINARY", "fp4sim"), help="the fp4sim executable")
     p.add_argument("--out", default=None, help="keep the .npy files and commands here (default: a temporary folder)")
     a = p.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
-        results = verify(a.trace, a.out or scratch, a.fp4sim)
+    if shutil.which(a.fp4sim) is None:
+        return _error("--fp4sim: %s is not an executable" % a.fp4sim, 2)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            results = verify(a.trace, a.out or scratch, a.fp4sim)
+    except _fp4sim.DataError as e:
+        return _error(str(e), 3)
+    except OSError as e:  # --out not writable, the executable gone meanwhile
+        return _error(str(e), 3)
+    refused = [(c, r) for c, r in results if r.returncode not in (0, 4)]
+    if refused:
+        c, r = refused[0]
+        lines = r.stderr.strip().splitlines() or ["exit %d" % r.returncode]
+        return _error("%s: fp4sim refused the check: %s" % (c.what, lines[-1]), 2 if r.returncode == 2 else 3)
     failed = 0
     for c, r in results:
         print("%-9s %s" % ("ok" if r.returncode == 0 else "MISMATCH", c.what))
@@ -162,10 +227,11 @@ def main(argv=None) -> int:
             print("  " + " ".join(c.argv) + "\n" + r.stdout + r.stderr)
     print("%d of %d checks bit-exact" % (len(results) - failed, len(results)))
     if not results:
-        print("no quantized operands in %s (recorded for fp4sim.torch.Linear layers)" % a.trace, file=sys.stderr)
-        return 3
+        return _error("no quantized operands in %s (recorded for fp4sim.torch.Linear layers)" % a.trace, 3)
     return 0 if failed == 0 else 4
 
 
 if __name__ == "__main__":
+    for _signal in (signal.SIGTERM, signal.SIGHUP):  # the process's own: not installed by main() in a caller's
+        signal.signal(_signal, _stop_on)
     sys.exit(main())
