@@ -83,9 +83,17 @@ void untrack_child(pid_t pid) {
   std::erase(c.pids, pid);
 }
 
-void unblock_interrupts() {
+void prepare_child_signals() {
   const sigset_t set = interrupts();
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGQUIT, SIG_IGN);
+}
+
+void end_if_interrupted(int status) {
+  if (!WIFSIGNALED(status)) return;
+  const sigset_t set = interrupts();
+  if (sigismember(&set, WTERMSIG(status)) == 1) end_interrupted(WTERMSIG(status));
 }
 
 }  // namespace fp4sim::cli

@@ -45,7 +45,7 @@ void run_plot_script(const fs::path& script, const fs::path& json, const fs::pat
   const pid_t pid = ::fork();
   if (pid < 0) throw DataError(std::string("--plots: cannot start python3: ") + std::strerror(errno));
   if (pid == 0) {
-    unblock_interrupts();
+    prepare_child_signals();
     const std::string s = script.string(), j = json.string(), o = out_dir.string();
     ::execlp("python3", "python3", s.c_str(), j.c_str(), "--out", o.c_str(), static_cast<char*>(nullptr));
     std::fprintf(stderr, "fp4sim: cannot run python3\n");
@@ -60,6 +60,7 @@ void run_plot_script(const fs::path& script, const fs::path& json, const fs::pat
     }
   }
   untrack_child(pid);
+  end_if_interrupted(status);  // the run was interrupted, not the script failing
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw DataError("--plots: " + script.string() + " failed (exit " +
                     std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
