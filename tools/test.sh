@@ -51,7 +51,7 @@ report() {
   local status=$?
   read_children_cpu
   echo "== test.sh timings"
-  printf '  %s\n' "${timings[@]}"
+  [ ${#timings[@]} -eq 0 ] || printf '  %s\n' "${timings[@]}"
   printf '  %-34s %5d s wall %6d s CPU\n' total "$SECONDS" "$cpu_now"
   rm -f "$times_file"
   if [ "$status" -ne 0 ]; then
@@ -66,7 +66,7 @@ trap report EXIT
 
 # The system interpreter's packages, to show that the set-up leaves them alone.
 system_packages() {
-  python3 -c 'import importlib.metadata as m; print("\n".join(sorted(f"{d.metadata[\"Name\"]}=={d.version}" for d in m.distributions())))'
+  python3 -c 'import importlib.metadata as m; print("\n".join(sorted(str(d.metadata["Name"]) + "==" + str(d.version) for d in m.distributions())))'
 }
 system_before=$(system_packages)
 "$root/tools/setup.sh"
