@@ -64,19 +64,22 @@ report() {
 }
 trap report EXIT
 
-# The system interpreter's packages, to show that the set-up leaves them alone.
+# shellcheck source=tools/venv.sh
+. "$root/tools/venv.sh"
+# The packages of the interpreter the set-up must leave alone (python3 on PATH, unless that is the project's
+# own environment, already activated), before and after it.
+system_python=$(command -v python3)
+case "$system_python" in "$venv"/*) system_python=true ;; esac
 system_packages() {
-  python3 -c 'import importlib.metadata as m; print("\n".join(sorted(str(d.metadata["Name"]) + "==" + str(d.version) for d in m.distributions())))'
+  "$system_python" -c 'import importlib.metadata as m; print("\n".join(sorted(str(d.metadata["Name"]) + "==" + str(d.version) for d in m.distributions())))'
 }
 system_before=$(system_packages)
 "$root/tools/setup.sh"
 if [ "$(system_packages)" != "$system_before" ]; then
-  echo "test.sh: tools/setup.sh changed the system interpreter's packages:" >&2
+  echo "test.sh: tools/setup.sh changed the packages of $system_python:" >&2
   diff <(echo "$system_before") <(system_packages) >&2 || true
   exit 1
 fi
-# shellcheck source=tools/venv.sh
-. "$root/tools/venv.sh"
 use_venv
 stage_done "setup"
 
