@@ -34,21 +34,9 @@ echo "  the portable GEMM kernels and the baseline encode loops are what run. Te
 for test in "${!filters[@]}"; do echo "  $test --gtest_filter='${filters[$test]}'"; done
 
 debian_packages=(g++-aarch64-linux-gnu qemu-user googletest libboost-dev ninja-build)
-missing=()
-for package in "${debian_packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed"; then
-    missing+=("$package")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  as_root=()
-  [ "$(id -u)" -eq 0 ] || as_root=(sudo)
-  mkdir -p "$out"
-  echo "aarch64_check: installing Debian packages: ${missing[*]} (log: $out/apt.log)"
-  export DEBIAN_FRONTEND=noninteractive
-  { "${as_root[@]}" apt-get update -q && "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
-    >"$out/apt.log" 2>&1 || { tail -n 20 "$out/apt.log"; exit 1; }
-fi
+# shellcheck source=tools/debian_packages.sh
+. "$root/tools/debian_packages.sh"
+install_missing_debian_packages aarch64_check "${debian_packages[@]}"
 
 mkdir -p "$out/include"
 ln -sfn /usr/include/boost "$out/include/boost"  # the host's Boost headers alone, not all of /usr/include

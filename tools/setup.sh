@@ -36,35 +36,9 @@ debian_packages=(
 # the figures, nanobind and scikit-build-core build the Python module).
 requirements=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/requirements.txt
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then
-    "$@"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo "$@"
-  else
-    echo "setup.sh: need root (or sudo) to run: $*" >&2
-    exit 1
-  fi
-}
-
-missing=()
-for package in "${debian_packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed"; then
-    missing+=("$package")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  apt_log=$(mktemp "${TMPDIR:-/tmp}/fp4sim-apt.XXXXXX.log")
-  echo "setup.sh: installing Debian packages (log: $apt_log): ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! { as_root apt-get update -q && as_root apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
-       > "$apt_log" 2>&1; then
-    cat "$apt_log" >&2
-    echo "setup.sh: apt-get failed (log above, kept in $apt_log)" >&2
-    exit 1
-  fi
-  rm -f "$apt_log"
-fi
+# shellcheck source=tools/debian_packages.sh
+. "$(dirname "${BASH_SOURCE[0]}")/debian_packages.sh"
+install_missing_debian_packages setup.sh "${debian_packages[@]}"
 
 # shellcheck source=tools/venv.sh
 . "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
