@@ -39,12 +39,6 @@ namespace fp4sim::detail::isa_avx512 {
 #define FP4SIM_ALL(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) == 0xFFFF)
 #define FP4SIM_ANY(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) != 0)
 #include "gemm_kernels.inc"
-#undef FP4SIM_FMADD_PS
-#undef FP4SIM_FMADD_PD
-#undef FP4SIM_ALL
-#undef FP4SIM_ANY
-#undef FP4SIM_VNNI
-#undef FP4SIM_DPBUSD
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx512", true}; }
 }  // namespace fp4sim::detail::isa_avx512
 #if defined(__clang__)
@@ -69,11 +63,6 @@ namespace fp4sim::detail::isa_avx2 {
 #define FP4SIM_ALL(m) ((FP4SIM_MASK8(m, 0) & FP4SIM_MASK8(m, 1)) == 0xFF)
 #define FP4SIM_ANY(m) ((FP4SIM_MASK8(m, 0) | FP4SIM_MASK8(m, 1)) != 0)
 #include "gemm_kernels.inc"
-#undef FP4SIM_FMADD_PS
-#undef FP4SIM_FMADD_PD
-#undef FP4SIM_MASK8
-#undef FP4SIM_ALL
-#undef FP4SIM_ANY
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx2", false}; }
 }  // namespace fp4sim::detail::isa_avx2
 #if defined(__clang__)
@@ -87,8 +76,6 @@ namespace fp4sim::detail::isa_portable {
 #define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))
 #define FP4SIM_FMADD_PD(a, b, c) ((a) * (b) + (c))
 #include "gemm_kernels.inc"
-#undef FP4SIM_FMADD_PS
-#undef FP4SIM_FMADD_PD
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "portable", false}; }
 }  // namespace fp4sim::detail::isa_portable
 
