@@ -539,28 +539,27 @@ Status launch_quantize(const QuantizePlan& p, const float* d_scalars, QuantizeIn
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
                                       QuantizeInput d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
                                       std::uint8_t* d_scales, void* stream) {
-  QuantArgs a{};
-  a.device_scalars = d_scalars;
-  a.x = d_x;
-  a.explicit_bits = d_explicit_bits;
-  a.codes = d_codes;
-  a.scales = d_scales;
-  a.rows = p.rows;
-  a.cols = p.cols;
-  a.code_cols = p.code_cols;
-  a.scale_rows = p.scale_rows;
-  a.scale_cols = p.scale_cols;
-  a.threads = static_cast<std::uint64_t>(p.scale_rows) * p.block_rows * p.scale_cols;
-  a.block_multiplier = sc.block_multiplier;
-  a.gd = sc.decode;
-  a.scale_format = p.scale_format;
-  a.scale_mbits = p.scale_format.mantissa_bits;
-  a.scale_bias = p.scale_format.bias;
-  a.one_code = p.one_code;
-  a.zero_to_one = p.zero_scale_to_one ? 1u : 0u;
-  a.seed = p.seed;
-  a.stream = p.stream;
-  a.sr_bits = p.sr_bits;
+  const QuantArgs a{.x = d_x,
+                    .explicit_bits = d_explicit_bits,
+                    .codes = d_codes,
+                    .scales = d_scales,
+                    .rows = p.rows,
+                    .cols = p.cols,
+                    .code_cols = p.code_cols,
+                    .scale_rows = p.scale_rows,
+                    .scale_cols = p.scale_cols,
+                    .threads = static_cast<std::uint64_t>(p.scale_rows) * p.block_rows * p.scale_cols,
+                    .block_multiplier = sc.block_multiplier,
+                    .gd = sc.decode,
+                    .scale_format = p.scale_format,
+                    .scale_mbits = p.scale_format.mantissa_bits,
+                    .scale_bias = p.scale_format.bias,
+                    .one_code = p.one_code,
+                    .zero_to_one = p.zero_scale_to_one ? 1u : 0u,
+                    .seed = p.seed,
+                    .stream = p.stream,
+                    .sr_bits = p.sr_bits,
+                    .device_scalars = d_scalars};
   if (a.threads == 0) return Status::success;
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t e = cudaErrorInvalidValue;
