@@ -120,13 +120,8 @@ struct Context {
 // (block_row, block_col)) and the two codes.
 inline MismatchNote mismatch_at(MismatchNote::Kind kind, std::size_t row, std::size_t col, std::uint32_t golden,
                                 std::uint32_t theirs) {
-  MismatchNote n;
-  n.kind = kind;
-  n.row = row;
-  n.col = col;
-  n.golden = golden;
-  n.theirs = theirs;
-  return n;
+  return {.kind = kind, .row = row, .col = col, .stored_row = 0, .golden = golden, .theirs = theirs,
+          .summary = {}, .details = {}, .fields = {}};
 }
 
 // A block scale (sr, sc) whose copy stored for `stored_row` differs (verify_quantize_scale.cpp).
