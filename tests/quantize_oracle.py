@@ -21,8 +21,7 @@ from reference.fpref import F32  # noqa: E402
 
 
 def _find_binary():
-    cands = [os.environ.get("FP4SIM_BINARY"), "/work/main/build/fp4sim",
-             os.path.join(os.path.dirname(HERE), "build", "fp4sim")]
+    cands = [os.environ.get("FP4SIM_BINARY"), os.path.join(os.path.dirname(HERE), "build", "fp4sim")]
     for c in cands:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c

@@ -7,8 +7,7 @@ without reading fp4sim's C++.  Each case writes X.npy (and R.npy for stochastic
 rounding), runs `fp4sim quantize` (docs/cli.md) and compares /codes, /scales and
 /dequantized bit for bit (NaN equal to NaN) and the attributes.
 
-The binary: env FP4SIM_BINARY (ctest sets it), else /work/main/build/fp4sim or
-<repo>/build/fp4sim.  Without one the CLI tests are skipped.
+The binary: env FP4SIM_BINARY (ctest sets it), else <repo>/build/fp4sim.  Without one the CLI tests are skipped.
 """
 
 from __future__ import annotations
