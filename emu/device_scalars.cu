@@ -1,4 +1,4 @@
-// The host arithmetic of the tensor scalars (tensor_scalars, emu/quantize.cu), of alpha (gemm_alpha,
+// The host arithmetic of the tensor scalars (tensor_scalars, emu/quantize_plan.cpp), of alpha (gemm_alpha,
 // src/core/gemm.cpp) and of the GEMM epilogue, done on the device, so that a caller that keeps the tensor
 // amax on the GPU (fp4sim.torch: current or held amax as a device tensor) never waits for the host. Every
 // step is one binary32 operation with round-to-nearest-even (__fmul_rn, __fdiv_rn: IEEE, no FTZ), the same

@@ -492,117 +492,7 @@ cudaError_t dispatch_round(const QuantizePlan& p, const QuantArgs& args, cudaStr
   return cudaErrorInvalidValue;
 }
 
-// Value of a code of an 8-bit-or-less unsigned/signed small format with a mantissa, or e8m0 (host).
-float decode_small_host(const Format& f, std::uint32_t code) {
-  if (f.specials == Specials::pow2_nan) {
-    if (code == 0xFFu) return NAN;
-    return std::ldexp(1.0f, static_cast<int>(code) - f.bias);
-  }
-  const std::uint32_t sign = code & f.sign_mask();
-  const std::uint32_t mag = code & f.magnitude_mask();
-  const std::uint32_t field = mag >> f.mantissa_bits;
-  const std::uint32_t mant = mag & ((1u << f.mantissa_bits) - 1u);
-  float v = field == 0 ? std::ldexp(static_cast<float>(mant), 1 - f.bias - f.mantissa_bits)
-                       : std::ldexp(static_cast<float>(mant | (1u << f.mantissa_bits)),
-                                    static_cast<int>(field) - f.bias - f.mantissa_bits);
-  if (f.specials == Specials::fn && mag == f.nan_code()) v = NAN;
-  return sign ? -v : v;
-}
-
 }  // namespace
-
-PackedOperand packed_operand(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales) {
-  PackedOperand p;
-  p.codes = d_codes;
-  p.scales = d_scales;
-  p.rows = q.rows;
-  p.cols = q.cols;
-  p.code_cols = q.code_cols();
-  p.scale_cols = q.scale_cols;
-  p.block_rows = q.block_rows;
-  p.block_cols = q.block_cols;
-  for (std::uint32_t c = 0; c < 16; ++c) p.element[c] = decode_small_host(q.element, c);
-  for (std::uint32_t c = 0; c < 256; ++c) p.scale[c] = decode_small_host(q.scale, c);
-  return p;
-}
-
-Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows, std::size_t cols,
-                 QuantizePlan& p) {
-  if (recipe.element != formats::e2m1) return Status::unsupported_format;
-  if (!cpu_only_settings(recipe).empty()) return Status::unsupported_options;  // no kernel path for them
-  if (recipe.block != 16 && recipe.block != 32) return Status::unsupported_options;
-  p = QuantizePlan{};
-  p.rows = rows;
-  p.cols = cols;
-  p.block_cols = recipe.block;
-  p.block_rows = request.spec.two_d ? recipe.block : 1;
-  p.code_cols = (cols + 1) / 2;
-  p.scale_rows = (rows + p.block_rows - 1) / p.block_rows;
-  p.scale_cols = (cols + p.block_cols - 1) / p.block_cols;
-  switch (request.spec.rounding) {
-    case Rounding::rne: p.rounding = ElementRound::rne; break;
-    case Rounding::sr_fast: p.rounding = ElementRound::sr_fast; break;
-    case Rounding::sr_fast_f32: p.rounding = ElementRound::sr_fast_f32; break;
-    case Rounding::sr_fastest: p.rounding = ElementRound::sr_fastest; break;
-    default: return Status::unsupported_options;
-  }
-  if (recipe.sr_bits < 1 || recipe.sr_bits > 16) return Status::unsupported_options;
-  if (recipe.scale_rule == ScaleRule::two_level) {
-    const Format& sf = recipe.scale;
-    const bool no_inf = sf.specials == Specials::fn || sf.specials == Specials::finite ||
-                        sf.specials == Specials::reserved_top;
-    if (!no_inf || sf.is_signed || sf.mantissa_bits < 1 || sf.bits() > 8 || sf.bias > 126) {
-      return Status::unsupported_format;
-    }
-    p.scale_kind = ScaleKind::two_level;
-    p.scale_format.mantissa_bits = static_cast<std::uint32_t>(sf.mantissa_bits);
-    p.scale_format.bias = sf.bias;
-    p.scale_format.max_magnitude = sf.max_finite_code();
-    p.scale_format.overflow_magnitude = sf.max_finite_code();  // saturating
-    p.scale_format.sign_mask = 0;
-    p.scale_format.nan_result = sf.has_nan() ? sf.nan_code() : sf.max_finite_code();
-    p.scale_format.negative_result = 0;
-    // Code of 1.0: field = bias, mantissa 0.
-    p.one_code = static_cast<std::uint32_t>(sf.bias) << sf.mantissa_bits;
-    p.tensor_scaled = recipe.tensor_scale != TensorScalePolicy::none;
-  } else if (recipe.scale_rule == ScaleRule::pow2_floor && recipe.scale == formats::e8m0) {
-    p.scale_kind = ScaleKind::pow2_floor;
-    p.tensor_scaled = false;
-  } else {
-    return Status::unsupported_options;
-  }
-  if (recipe.element_scaling != ElementScaling::reciprocal) return Status::unsupported_options;
-  p.zero_scale_to_one = recipe.zero_scale == ZeroScale::one;
-  p.rht = request.spec.rht;
-  if (p.rht && (p.block_rows != 1 || p.block_cols % 16 != 0)) return Status::unsupported_options;
-  p.target = request.spec.target;
-  p.amax_ref = request.amax_ref;
-  p.seed = request.random.seed;
-  p.stream = request.random.stream;
-  p.sr_bits = recipe.sr_bits;
-  return Status::success;
-}
-
-TensorScalars tensor_scalars(const QuantizePlan& p, float current_amax) {
-  TensorScalars s;
-  s.tensor_amax = current_amax;
-  if (p.tensor_scaled) {
-    const float ref = p.amax_ref ? *p.amax_ref : current_amax;
-    s.tensor_amax = ref;
-    if (ref != 0.0f) {
-      volatile float ft = 6.0f * p.target;  // exact for the targets in use
-      float g = ft / ref;
-      g = g > FLT_MAX ? FLT_MAX : g;
-      if (g != 0.0f && !std::isnan(g)) {
-        s.encode = g;
-        s.decode = 1.0f / g;
-      }
-    }
-  }
-  const volatile float inv6 = 1.0f / 6.0f;
-  s.block_multiplier = s.encode * inv6;
-  return s;
-}
 
 Status launch_amax(const QuantizePlan& p, QuantizeInput d_x, float* d_amax, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
@@ -649,28 +539,27 @@ Status launch_quantize(const QuantizePlan& p, const float* d_scalars, QuantizeIn
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
                                       QuantizeInput d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
                                       std::uint8_t* d_scales, void* stream) {
-  QuantArgs a{};
-  a.device_scalars = d_scalars;
-  a.x = d_x;
-  a.explicit_bits = d_explicit_bits;
-  a.codes = d_codes;
-  a.scales = d_scales;
-  a.rows = p.rows;
-  a.cols = p.cols;
-  a.code_cols = p.code_cols;
-  a.scale_rows = p.scale_rows;
-  a.scale_cols = p.scale_cols;
-  a.threads = static_cast<std::uint64_t>(p.scale_rows) * p.block_rows * p.scale_cols;
-  a.block_multiplier = sc.block_multiplier;
-  a.gd = sc.decode;
-  a.scale_format = p.scale_format;
-  a.scale_mbits = p.scale_format.mantissa_bits;
-  a.scale_bias = p.scale_format.bias;
-  a.one_code = p.one_code;
-  a.zero_to_one = p.zero_scale_to_one ? 1u : 0u;
-  a.seed = p.seed;
-  a.stream = p.stream;
-  a.sr_bits = p.sr_bits;
+  const QuantArgs a{.x = d_x,
+                    .explicit_bits = d_explicit_bits,
+                    .codes = d_codes,
+                    .scales = d_scales,
+                    .rows = p.rows,
+                    .cols = p.cols,
+                    .code_cols = p.code_cols,
+                    .scale_rows = p.scale_rows,
+                    .scale_cols = p.scale_cols,
+                    .threads = static_cast<std::uint64_t>(p.scale_rows) * p.block_rows * p.scale_cols,
+                    .block_multiplier = sc.block_multiplier,
+                    .gd = sc.decode,
+                    .scale_format = p.scale_format,
+                    .scale_mbits = p.scale_format.mantissa_bits,
+                    .scale_bias = p.scale_format.bias,
+                    .one_code = p.one_code,
+                    .zero_to_one = p.zero_scale_to_one ? 1u : 0u,
+                    .seed = p.seed,
+                    .stream = p.stream,
+                    .sr_bits = p.sr_bits,
+                    .device_scalars = d_scalars};
   if (a.threads == 0) return Status::success;
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t e = cudaErrorInvalidValue;

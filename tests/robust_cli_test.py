@@ -27,25 +27,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_run import FP4SIM, TRACE, needs_binary, one_line_error, run
 from events import PlotStandIn
 
-FP4SIM = os.environ.get("FP4SIM_BINARY")
-TRACE = Path(__file__).resolve().parent.parent / "traces" / "trace_a.h5"
-
-pytestmark = pytest.mark.skipif(
-    not FP4SIM or not os.path.exists(FP4SIM), reason="FP4SIM_BINARY does not name a built fp4sim binary"
-)
-
-
-def run(*args, **kwargs):
-    return subprocess.run([FP4SIM, *map(str, args)], capture_output=True, text=True, timeout=300, **kwargs)
-
-
-def one_line_error(r, *words):
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for w in words:
-        assert w in lines[0], (w, r.stderr)
+pytestmark = needs_binary
 
 
 def npy_bytes(descr, shape_text, payload=b""):

@@ -15,29 +15,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-FP4SIM = os.environ.get("FP4SIM_BINARY")
-TRACE = Path(__file__).resolve().parent.parent / "traces" / "trace_a.h5"
+from cli_run import FP4SIM, needs_binary, refused, run
 
-pytestmark = pytest.mark.skipif(
-    not FP4SIM or not os.path.exists(FP4SIM), reason="FP4SIM_BINARY does not name a built fp4sim binary"
-)
-
-
-def run(*args, **kwargs):
-    return subprocess.run([FP4SIM, *map(str, args)], capture_output=True, text=True, timeout=120, **kwargs)
-
-
-def one_line_error(r, code, *words):
-    assert r.returncode == code, (r.returncode, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for w in words:
-        assert w in lines[0], (w, r.stderr)
+pytestmark = needs_binary
 
 
 def small_trace(path, steps, layer="layer", scales=None):
@@ -77,7 +61,7 @@ def test_a_long_layer_name_is_matched_without_recursion(long_name_trace, pattern
         assert r.returncode == 0, r.stderr
         assert {e["layer"] for e in json.loads(r.stdout)["tensors"]} == {LONG_NAME}
     else:
-        one_line_error(r, 2, "--layers", "matches no layer")
+        refused(r, 2, "--layers", "matches no layer")
 
 
 def test_sweep_layers_takes_the_same_matcher(long_name_trace):
@@ -92,7 +76,7 @@ def test_a_bad_layers_pattern_is_one_line(tmp_path, pattern):
     # "a)(b" is valid once wrapped in (?:...): the pattern is checked on its own; back-references have no
     # linear-time matcher and are refused.
     r = run("replay", small_trace(tmp_path / "t.h5", [1]), "--layers", pattern, "--no-gemms", "-q")
-    one_line_error(r, 2, "--layers", "invalid regular expression")
+    refused(r, 2, "--layers", "invalid regular expression")
 
 
 # --- 64-bit steps ------------------------------------------------------------------------------------
@@ -118,7 +102,7 @@ def test_slab_mib_beyond_a_size_is_a_usage_error(tmp_path, slab_mib):
     trace = small_trace(tmp_path / "t.h5", [1])
     for sub in (["replay", trace, "--no-gemms"], ["replay", trace], ["sweep", trace]):
         r = run(*sub, "--slab-mib", slab_mib, "-q")
-        one_line_error(r, 2, "--slab-mib")
+        refused(r, 2, "--slab-mib")
 
 
 def test_the_largest_slab_mib_is_taken(tmp_path):
@@ -131,7 +115,7 @@ def test_the_largest_slab_mib_is_taken(tmp_path):
 @pytest.mark.parametrize("steps", [",", " ", " , "])
 def test_steps_naming_nothing_is_refused(tmp_path, steps):
     r = run("replay", small_trace(tmp_path / "t.h5", [1, 2]), "--steps", steps, "--no-gemms", "-q")
-    one_line_error(r, 2, "--steps", "names no step")
+    refused(r, 2, "--steps", "names no step")
 
 
 @pytest.mark.parametrize("option", ["--rht-signs", "--scale-format", "--element-format", "--tensor-scale"])
@@ -140,7 +124,7 @@ def test_an_empty_recipe_override_is_refused(tmp_path, option):
     np.save(x, np.ones((2, 32), np.float32))
     r = run("quantize", "--recipe", "nvfp4", option, "", "--in", x, "--codes", tmp_path / "c.npy",
             "--scales", tmp_path / "s.npy")
-    one_line_error(r, 2, option)
+    refused(r, 2, option)
     assert not (tmp_path / "c.npy").exists()
 
 
@@ -173,7 +157,7 @@ def test_vectors_into_a_non_empty_directory_is_refused_before_any_case(tmp_path)
     (out / "keep").write_text("mine")
     # 50,000 cases took minutes before the refusal came
     r = run("vectors", "--recipe", "mxfp4", "--cases", 50000, "--out", out)
-    one_line_error(r, 2, str(out), "not empty")
+    refused(r, 2, str(out), "not empty")
     assert os.listdir(out) == ["keep"] and sorted(os.listdir(tmp_path)) == ["out"]
 
 
@@ -188,7 +172,7 @@ def test_vectors_out_names_the_directory_however_written(tmp_path, out, cwd):
 
 def test_vectors_out_empty_is_refused(tmp_path):
     r = run("vectors", "--recipe", "mxfp4", "--out", "", cwd=tmp_path)
-    one_line_error(r, 2, "--out", "empty path")
+    refused(r, 2, "--out", "empty path")
     assert r.stdout == "" and os.listdir(tmp_path) == []
 
 
@@ -210,7 +194,7 @@ def test_a_mismatch_report_that_cannot_be_written_is_exit_3(tmp_path):
     assert run(*args).returncode == 4
     with open("/dev/full", "w") as full:
         r = subprocess.run([FP4SIM, *map(str, args)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
-    one_line_error(r, 3, "standard output", "write failed")
+    refused(r, 3, "standard output", "write failed")
 
 
 def test_out_of_memory_in_sweep_names_the_options():
@@ -223,7 +207,7 @@ def test_out_of_memory_in_sweep_names_the_options():
     # 4 GiB a tensor, allowed by --slab-mib, refused by the machine
     r = run("sweep", "--rows", 1048576, "--cols", 1024, "--slab-mib", "1e6", "--synthetic", "normal", "-q",
             preexec_fn=limit_memory)
-    one_line_error(r, 3, "out of memory", "--rows x --cols")
+    refused(r, 3, "out of memory", "--rows x --cols")
     assert "bad_alloc" not in r.stderr
 
 
@@ -268,7 +252,7 @@ def test_an_empty_output_path_is_exit_2_in_every_subcommand(tmp_path, x_npy):
 
 def test_crosscheck_an_unknown_recipe_is_a_usage_error_on_any_machine():
     r = run("crosscheck", "--recipe", "bogus")
-    one_line_error(r, 2, "--recipe", "bogus")
+    refused(r, 2, "--recipe", "bogus")
 
 
 def npy_with_header(path, header_dict_text, payload):
@@ -284,7 +268,7 @@ def npy_with_header(path, header_dict_text, payload):
 def test_an_npy_header_numpy_would_read_otherwise_is_refused(tmp_path, header, words):
     path = npy_with_header(tmp_path / "odd.npy", header, b"\0" * 512)
     r = run("convert", "--format", "e2m1", "--in", path, "--out", tmp_path / "o.npy")
-    one_line_error(r, 3, str(path), *words)
+    refused(r, 3, str(path), *words)
     assert not (tmp_path / "o.npy").exists()
 
 
@@ -295,12 +279,12 @@ def test_a_signed_step_group_is_refused_not_skipped(tmp_path):
         f.copy("step_000001", "step_-00001")
         f["step_-00001"].attrs["step"] = -1
     r = run("replay", trace, "--no-gemms", "-q")
-    one_line_error(r, 3, "step_-00001", "one-based")
+    refused(r, 3, "step_-00001", "one-based")
 
 
 def test_control_bytes_in_an_error_message_do_not_reach_the_terminal(tmp_path):
     # a library error quoting a value (here the --layers pattern) prints it escaped, as CLI11's own errors do
     trace = small_trace(tmp_path / "t.h5", [1], layer="evil\x1b[2Jname")
     r = run("replay", trace, "--layers", "zz\x1b[2J", "--no-gemms", "-q")
-    one_line_error(r, 2, "--layers", "zz\\x1B[2J")
+    refused(r, 2, "--layers", "zz\\x1B[2J")
     assert "\x1b" not in r.stderr

@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <numeric>
-#include <regex>
 #include <set>
 #include <string>
 #include <tuple>
@@ -21,62 +20,15 @@
 #include "fp4sim/core/hadamard.hpp"
 #include "fp4sim/core/random.hpp"
 #include "fp4sim/core/tensor_scale.hpp"
+#include "replay_hold.hpp"
+#include "replay_select.hpp"
 
 namespace fp4sim::replay {
-
-namespace {
-constexpr NameRow<HoldRule> kHoldRules[] = {
-    {"window", HoldRule::window, "the refresh step's amax when captured, else the step's own (held_exact false)"},
-    {"previous", HoldRule::previous, "the previous captured step's amax (staleness beyond D)"}};
-}  // namespace
-
-std::span<const NameRow<HoldRule>> names(HoldRule) { return kHoldRules; }
 
 std::uint64_t stream_id(std::int64_t step, std::string_view layer, std::string_view tensor, Gemm gemm) {
   return stream_of(std::to_string(step) + "/" + std::string(layer) + "/" + std::string(tensor) + "/" +
                    std::string(name_of(gemm)));
 }
-
-namespace {
-
-// C[i0..i0+4, j0..j0+4] of A·Bᵀ: 16 dot products sharing their loads. Statistics, not bits: the
-// float64 sum order is free (omp simd); a float64 dot product of length K is accurate to ~K·2^-53
-// relative, far below any FP4 error measured against it. Compiled for AVX-512, AVX2 and baseline
-// x86-64, chosen at run time (docs/design.md: fast paths dispatch on the CPU they run on); compiled once
-// for the baseline of any other target (aarch64).
-#if defined(__x86_64__)
-#define FP4SIM_DOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FP4SIM_DOT_CLONES
-#endif
-FP4SIM_DOT_CLONES
-void dot_4x4(const double* a, const double* b, std::size_t k, double* out) {
-  const double *a0 = a, *a1 = a + k, *a2 = a + 2 * k, *a3 = a + 3 * k;
-  const double *b0 = b, *b1 = b + k, *b2 = b + 2 * k, *b3 = b + 3 * k;
-  double s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-  double s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
-#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
-  for (std::size_t t = 0; t < k; ++t) {
-    const double x0 = a0[t], x1 = a1[t], x2 = a2[t], x3 = a3[t];
-    const double y0 = b0[t], y1 = b1[t], y2 = b2[t], y3 = b3[t];
-    s00 += x0 * y0, s01 += x0 * y1, s02 += x0 * y2, s03 += x0 * y3;
-    s10 += x1 * y0, s11 += x1 * y1, s12 += x1 * y2, s13 += x1 * y3;
-    s20 += x2 * y0, s21 += x2 * y1, s22 += x2 * y2, s23 += x2 * y3;
-    s30 += x3 * y0, s31 += x3 * y1, s32 += x3 * y2, s33 += x3 * y3;
-  }
-  const double s[16] = {s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33};
-  for (int i = 0; i < 16; ++i) out[i] = s[i];
-}
-
-FP4SIM_DOT_CLONES
-double dot_1(const double* a, const double* b, std::size_t k) {
-  double s = 0.0;
-#pragma omp simd reduction(+ : s)
-  for (std::size_t t = 0; t < k; ++t) s += a[t] * b[t];
-  return s;
-}
-
-}  // namespace
 
 TensorEntry tensor_entry(const Recipe& r, Role role, Gemm view, std::size_t rows, std::size_t cols) {
   const OperandSpec spec = operand_for_role(r, role);
@@ -95,30 +47,6 @@ TensorEntry tensor_entry(const Recipe& r, Role role, Gemm view, std::size_t rows
   return e;
 }
 
-std::vector<double> matmul_abt(std::span<const double> a, std::span<const double> b, std::size_t m, std::size_t n,
-                               std::size_t k) {
-  std::vector<double> c(m * n, 0.0);
-  const std::size_t mb = (m + 3) / 4, nb = (n + 3) / 4;
-  const bool parallel = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > 4e6;
-#pragma omp parallel for schedule(dynamic, 4) if (parallel)
-  for (std::size_t ib = 0; ib < mb; ++ib) {
-    const std::size_t i = ib * 4;
-    for (std::size_t jb = 0; jb < nb; ++jb) {
-      const std::size_t j = jb * 4;
-      if (i + 4 <= m && j + 4 <= n) {
-        double out[16];
-        dot_4x4(a.data() + i * k, b.data() + j * k, k, out);
-        for (int di = 0; di < 4; ++di)
-          for (int dj = 0; dj < 4; ++dj) c[(i + di) * n + j + dj] = out[di * 4 + dj];
-      } else {
-        for (std::size_t ii = i; ii < std::min(m, i + 4); ++ii)
-          for (std::size_t jj = j; jj < std::min(n, j + 4); ++jj) c[ii * n + jj] = dot_1(a.data() + ii * k, b.data() + jj * k, k);
-      }
-    }
-  }
-  return c;
-}
-
 namespace {
 
 using trace::TensorRole;
@@ -132,13 +60,6 @@ Role recipe_role(TensorRole r) {
     case TensorRole::grad_output: return Role::grad_output;
     default: return Role::activation;
   }
-}
-
-stats::Figure ratio(float current, float held) {
-  if (held == 0.0f) {
-    return stats::Figure::none(current == 0.0f ? "all-zero tensor (current and held amax are 0)" : "held amax is 0");
-  }
-  return stats::Figure::of(static_cast<double>(current) / static_cast<double>(held));
 }
 
 std::vector<float> transpose(std::span<const float> x, std::size_t rows, std::size_t cols) {
@@ -262,54 +183,10 @@ class Replayer {
 
   // The hold of a tensor-scale policy (period D) at `step`; amax_at(s) gives the operand amax at a
   // captured step s.
-  template <class AmaxAt>
   Hold hold_for(TensorScalePolicy policy, int period, std::int64_t step, const std::string& layer, float current,
-                AmaxAt&& amax_at) {
-    Hold h;
-    if (policy == TensorScalePolicy::none) {
-      h.rho = stats::Figure::none("recipe has no tensor scale");
-      return h;
-    }
-    if (policy == TensorScalePolicy::current) {
-      h.held_amax = current;
-      h.held_from_step = step;
-      h.held_exact = true;
-      h.rho = ratio(current, current);
-      return h;
-    }
-    const std::int64_t refresh = refresh_step_for(step, period);
-    std::optional<std::int64_t> from;
-    bool exact = false;
-    if (o_.hold == HoldRule::window) {
-      if (refresh == step) {
-        from = step;
-        exact = true;
-      } else if (captured_.count(refresh) && find_layer(refresh, layer)) {
-        from = refresh;
-        exact = true;
-      } else {
-        from = step;
-        exact = false;
-      }
-    } else {
-      std::optional<std::int64_t> prev;
-      for (std::int64_t s : captured_) {
-        if (s < step && find_layer(s, layer)) prev = s;
-      }
-      from = prev.value_or(step);
-      exact = *from == refresh;
-    }
-    h.held_amax = *from == step ? current : amax_at(*from);
-    h.held_from_step = from;
-    h.held_exact = exact;
-    h.rho = ratio(current, *h.held_amax);
-    return h;
-  }
-
-  std::optional<float> amax_ref(const Recipe& r, const Hold& h, float current) const {
-    if (r.tensor_scale == TensorScalePolicy::none) return std::nullopt;
-    if (r.tensor_scale == TensorScalePolicy::current) return current;
-    return h.held_amax;
+                const std::function<float(std::int64_t)>& amax_at) const {
+    return detail::hold_for(policy, period, o_.hold, step, current, captured_,
+                            [&](std::int64_t s) { return find_layer(s, layer) != nullptr; }, amax_at);
   }
 
   // Block rows every recipe's layout and the headroom analysis divide (slabs start on a block row).
@@ -345,7 +222,7 @@ class Replayer {
       e.item = item_;
       QuantizeRequest q;
       q.spec = operand_for_role(r, role);
-      q.amax_ref = amax_ref(r, e.hold, current);
+      q.amax_ref = detail::amax_ref(r, e.hold, current);
       q.random.seed = o_.seed;
       q.random.stream = stream;
       requests.push_back(q);
@@ -687,7 +564,7 @@ class Replayer {
           amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, lt.info->role); };
         }
         hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
-        return amax_ref(r, hold, current);
+        return detail::amax_ref(r, hold, current);
       };
       t.amax_ref_a = hold_of(t.ops.a, *p.a.tensor, e.hold_a);
       t.amax_ref_b = hold_of(t.ops.b, *p.b.tensor, e.hold_b);
@@ -811,29 +688,6 @@ class Replayer {
   std::uint64_t item_ = 0;    // the work item being done
 };
 
-// --layers: an ECMAScript regular expression searched in each layer name. A trace's names are data of
-// any length, so the match must not recurse once per character (std::regex's default depth-first
-// executor overflows the stack on a 60,000-character name): libstdc++'s breadth-first executor
-// (__polynomial) keeps one set of states per character, and the search is one anchored match of
-// "anything, the pattern, anything", one pass over the name instead of a pass from every position.
-// That executor has no back-references; a pattern using them is refused.
-class LayerFilter {
- public:
-  explicit LayerFilter(const std::string& pattern) {
-    constexpr auto kFlags = std::regex::ECMAScript | std::regex::nosubs | std::regex_constants::__polynomial;
-    try {
-      std::regex(pattern, kFlags);  // the pattern on its own is valid: "a)(b" must not pass once wrapped
-      anywhere_ = std::regex("[\\s\\S]*(?:" + pattern + ")[\\s\\S]*", kFlags);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--layers: invalid regular expression '" + pattern + "': " + e.what());
-    }
-  }
-  bool matches(const std::string& name) const { return std::regex_match(name, anywhere_); }
-
- private:
-  std::regex anywhere_;
-};
-
 }  // namespace
 
 Result run(const std::filesystem::path& trace_path, const Options& options_in) {
@@ -850,8 +704,8 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     throw UsageError("--datapath: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
   }
   if (o.headroom_period < 1) throw UsageError("the headroom period D must be >= 1");
-  const std::optional<LayerFilter> layer_filter =
-      o.layers.empty() ? std::nullopt : std::optional<LayerFilter>(LayerFilter(o.layers));
+  const std::optional<detail::LayerFilter> layer_filter =
+      o.layers.empty() ? std::nullopt : std::optional<detail::LayerFilter>(detail::LayerFilter(o.layers));
 
   const trace::Reader reader(trace_path);
   const trace::TraceInfo& info = reader.info();
@@ -874,45 +728,9 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     result.recipe_sources.push_back(r.source);
   }
 
-  // Selection.
-  std::vector<const trace::StepInfo*> steps;
-  if ((o.steps && !o.steps->empty()) || !o.step_ranges.empty()) {
-    std::string known;
-    for (const auto& x : info.steps) known += (known.empty() ? "" : ", ") + std::to_string(x.step);
-    auto take = [&](const trace::StepInfo* si) {
-      if (std::find(steps.begin(), steps.end(), si) == steps.end()) steps.push_back(si);
-    };
-    for (std::int64_t s : o.steps.value_or(std::vector<std::int64_t>{})) {
-      const trace::StepInfo* si = info.find_step(s);
-      if (!si) throw UsageError("--steps: step " + std::to_string(s) + " is not in " + info.path + " (captured: " + known + ")");
-      take(si);
-    }
-    for (const auto& [first, last] : o.step_ranges) {
-      bool any = false;
-      for (const auto& x : info.steps) {
-        if (x.step >= first && x.step <= last) {
-          take(&x);
-          any = true;
-        }
-      }
-      if (!any) {
-        throw UsageError("--steps: no captured step in " + std::to_string(first) + "-" + std::to_string(last) + " of " +
-                         info.path + " (captured: " + known + ")");
-      }
-    }
-    std::sort(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->step < b->step; });
-  } else {
-    for (const auto& s : info.steps) steps.push_back(&s);
-  }
-  std::vector<std::pair<const trace::StepInfo*, const trace::LayerInfo*>> work;
-  for (const auto* s : steps) {
-    for (const auto& l : s->layers) {
-      if (layer_filter && !layer_filter->matches(l.name)) continue;
-      work.emplace_back(s, &l);
-    }
-  }
-  if (work.empty()) throw UsageError("--layers '" + o.layers + "' matches no layer of " + info.path);
-  for (const auto* s : steps) result.steps.push_back(s->step);
+  const detail::Selection selection = detail::select(info, o, layer_filter);
+  const auto& work = selection.work;
+  for (const auto* s : selection.steps) result.steps.push_back(s->step);
 
   // Units of work (share.hpp): a layer name, or without GEMM entries a (layer name, tensor), through every
   // selected step. A unit's estimated cost counts its elements and, with GEMM entries, the multiply-adds

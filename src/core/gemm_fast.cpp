@@ -20,56 +20,7 @@
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/fp32.hpp"
-#include "gemm_internal.hpp"
-
-namespace fp4sim::detail {
-
-constexpr int kMR = 4;   // rows of A per micro-tile
-constexpr int kNV = 2;   // 16-lane vectors of B columns per micro-tile
-constexpr int kNR = 16 * kNV;
-constexpr std::size_t kGstMaxSub = 4;
-constexpr int kNeg = -100000;  // "no nonzero element": below every exponent
-constexpr int kPos = 100000;   // LSB of a block without nonzero products: nothing can be cut
-
-struct KernelArgs {
-  std::size_t n_pad = 0, nkb = 0, kb_len = 0;
-  const float* a_pack = nullptr;  // [ip][kb][t][kMR]
-  const float* b_pack = nullptr;  // [jp][kb][t][kNR]
-  const std::uint8_t* a_pack8 = nullptr;  // int8 panels: [ip][k/4][kMR][4] of n + 128
-  const std::int8_t* b_pack8 = nullptr;   // [jp][k/4][kNR][4] of n
-  const int* b_colsum = nullptr;          // [jp][kb][kNR]: sum over the block of n_b
-  const double* a_scale_d = nullptr;  // [row][kb]
-  const double* b_scale_d = nullptr;  // [jp][kb][kNR]
-  const float* a_scale_f = nullptr;
-  const float* b_scale_f = nullptr;
-  const int* a_l = nullptr;  // LSB exponent of the block's encoded elements (kPos: no nonzero)
-  const int* a_m = nullptr;  // max alignment exponent of the block's nonzero encoded elements (kNeg)
-  const int* b_l = nullptr;
-  const int* b_m = nullptr;
-  const int* a_lo = nullptr;  // per row: smallest LSB exponent of a nonzero element (kPos: none)
-  const int* b_lo = nullptr;
-  int frac_bits = 0;
-  bool may_overflow = true;  // a running sum can reach 2^128 (else the kernels skip that test)
-  std::size_t group_blocks = 0;  // probe-matched: blocks per 64-group; GST: sub-blocks per instruction
-  double* state_d = nullptr;
-  float* state_f = nullptr;
-  float* state2_f = nullptr;
-  std::uint32_t* state_u = nullptr;
-  std::uint32_t (*fix)(const void* ctx, std::size_t i, std::size_t j, std::size_t kb, std::uint32_t c) = nullptr;
-  float (*add_rz)(float, float) = nullptr;
-  std::uint32_t (*gst_step)(const void* ctx, std::size_t i, std::size_t j, std::size_t kb, const float* sums,
-                            std::uint32_t c) = nullptr;
-  const void* fix_ctx = nullptr;
-};
-
-using TileFn = void (*)(const KernelArgs&, std::size_t ip, std::size_t jp, std::size_t kb0, std::size_t kb1);
-struct TileSet {
-  TileFn exact, fp32_seq, tfdpa, gst;
-  const char* isa;
-  bool int8_panels;  // the block products read the int8 panels (VNNI), else the binary32 panels
-};
-
-}  // namespace fp4sim::detail
+#include "gemm_fast_internal.hpp"
 
 #ifdef FP4SIM_X86_KERNELS
 // Each instruction set region compiles its kernels for that target. clang ignores `#pragma GCC target`
@@ -88,12 +39,6 @@ namespace fp4sim::detail::isa_avx512 {
 #define FP4SIM_ALL(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) == 0xFFFF)
 #define FP4SIM_ANY(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) != 0)
 #include "gemm_kernels.inc"
-#undef FP4SIM_FMADD_PS
-#undef FP4SIM_FMADD_PD
-#undef FP4SIM_ALL
-#undef FP4SIM_ANY
-#undef FP4SIM_VNNI
-#undef FP4SIM_DPBUSD
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx512", true}; }
 }  // namespace fp4sim::detail::isa_avx512
 #if defined(__clang__)
@@ -118,11 +63,6 @@ namespace fp4sim::detail::isa_avx2 {
 #define FP4SIM_ALL(m) ((FP4SIM_MASK8(m, 0) & FP4SIM_MASK8(m, 1)) == 0xFF)
 #define FP4SIM_ANY(m) ((FP4SIM_MASK8(m, 0) | FP4SIM_MASK8(m, 1)) != 0)
 #include "gemm_kernels.inc"
-#undef FP4SIM_FMADD_PS
-#undef FP4SIM_FMADD_PD
-#undef FP4SIM_MASK8
-#undef FP4SIM_ALL
-#undef FP4SIM_ANY
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "avx2", false}; }
 }  // namespace fp4sim::detail::isa_avx2
 #if defined(__clang__)
@@ -136,8 +76,6 @@ namespace fp4sim::detail::isa_portable {
 #define FP4SIM_FMADD_PS(a, b, c) ((a) * (b) + (c))
 #define FP4SIM_FMADD_PD(a, b, c) ((a) * (b) + (c))
 #include "gemm_kernels.inc"
-#undef FP4SIM_FMADD_PS
-#undef FP4SIM_FMADD_PD
 TileSet tiles() { return {exact_tile, fp32_seq_tile, tfdpa_tile, gst_tile, "portable", false}; }
 }  // namespace fp4sim::detail::isa_portable
 
@@ -346,6 +284,134 @@ std::uint32_t exact_scalar(const ReferenceContext& ref, const OperandInfo& a, st
   return round_to_fp32(negative, lsb, top, OutputRounding::rne);
 }
 
+// The accumulator of every output, by datapath kind.
+struct State {
+  std::vector<double> d;
+  std::vector<float> f, f2;
+  std::vector<std::uint32_t> u;
+};
+
+// Sizes the state the datapath's kernels accumulate into, points g at it and returns their tile kernel.
+TileFn prepare_state(DatapathKind kind, const TileSet& tiles, const Grid& grid, State& state, KernelArgs& g) {
+  const std::size_t m_pad = grid.m_pad, n_pad = grid.n_pad, group_blocks = grid.group_blocks;
+  TileFn tile = nullptr;
+  switch (kind) {
+    case DatapathKind::exact:
+      state.d.assign(m_pad * n_pad, 0.0);
+      g.state_d = state.d.data();
+      tile = tiles.exact;
+      break;
+    case DatapathKind::fp32_seq:
+      state.f.assign(m_pad * n_pad, 0.0f);
+      g.state_f = state.f.data();
+      tile = tiles.fp32_seq;
+      break;
+    case DatapathKind::tfdpa:
+    case DatapathKind::probe_matched:
+      state.f.assign(m_pad * n_pad, 0.0f);
+      g.state_f = state.f.data();
+      if (group_blocks) {
+        state.f2.assign(m_pad * n_pad, 0.0f);
+        g.state2_f = state.f2.data();
+      }
+      tile = tiles.tfdpa;
+      break;
+    case DatapathKind::gst_fdpa:
+      state.u.assign(m_pad * n_pad, 0u);
+      g.state_u = state.u.data();
+      tile = tiles.gst;
+      break;
+  }
+  return tile;
+}
+
+// The loop nest: K in chunks of ~256 elements so a B micro-panel chunk stays in L1 while the i
+// micro-panels of an MC block stream past it; (MC block, j panel) pairs are the parallel tasks.
+void run_tiles(const KernelArgs& g, TileFn tile, const Grid& grid, const GemmOptions& options) {
+  const std::size_t kb_len = grid.kb_len, group_blocks = grid.group_blocks, nkb = grid.nkb;
+  const std::size_t n_ip = grid.n_ip, n_jp = grid.n_jp;
+  std::size_t kc = std::max<std::size_t>(1, 256 / kb_len);
+  if (group_blocks) kc = std::max(group_blocks, kc / group_blocks * group_blocks);
+  constexpr std::size_t kMcPanels = 32;  // 128 rows of A per task
+  const std::size_t n_mc = (n_ip + kMcPanels - 1) / kMcPanels;
+  const auto tasks = static_cast<std::int64_t>(n_mc * n_jp);
+  // Dynamic: a thread that is descheduled (shared machines) does not leave the other spinning at the
+  // end; tasks are numbered MC-block-major, so consecutive tasks share the block of A.
+  // Progress counts finished tasks; only the calling thread (OpenMP's thread 0) reports them.
+  std::atomic<std::uint64_t> tasks_done{0};
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::size_t mc = static_cast<std::size_t>(task) / n_jp, jp = static_cast<std::size_t>(task) % n_jp;
+    const std::size_t ip1 = std::min(n_ip, (mc + 1) * kMcPanels);
+    for (std::size_t kb0 = 0; kb0 < nkb; kb0 += kc) {
+      const std::size_t kb1 = std::min(nkb, kb0 + kc);
+      for (std::size_t ip = mc * kMcPanels; ip < ip1; ++ip) tile(g, ip, jp, kb0, kb1);
+    }
+    const std::uint64_t done = tasks_done.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (options.progress && omp_get_thread_num() == 0) {
+      options.progress(done, static_cast<std::uint64_t>(tasks), "GEMM tiles");
+    }
+  }
+  if (options.progress) options.progress(static_cast<std::uint64_t>(tasks), static_cast<std::uint64_t>(tasks), "done");
+}
+
+// Epilogues, exactness fallbacks and special rows; returns how many outputs the reference computed.
+std::uint64_t epilogues(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmOptions& options,
+                        const OperandInfo& a, const OperandInfo& b, const Side& sa, const Side& sb, const Grid& grid,
+                        const State& state, std::span<float> out) {
+  const Datapath& dp = *options.datapath;
+  const std::size_t m = grid.m, n = grid.n, k = grid.k, n_pad = grid.n_pad;
+  const std::vector<double>& state_d = state.d;
+  const std::vector<float>& state_f = state.f;
+  const std::vector<float>& state2_f = state.f2;
+  const std::vector<std::uint32_t>& state_u = state.u;
+  // Epilogues, exactness fallbacks and special rows.
+  const ReferenceContext ref(qa, qb, options);
+  const int log2_k = bit_length(k);
+  const auto mi = static_cast<std::int64_t>(m);
+  std::uint64_t reference_outputs = 0;
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : reference_outputs)
+  for (std::int64_t ii = 0; ii < mi; ++ii) {
+    const auto i = static_cast<std::size_t>(ii);
+    for (std::size_t j = 0; j < n; ++j) {
+      std::uint32_t bits = 0;
+      const std::size_t s = i * n_pad + j;
+      if (sa.special[i] || sb.special[j]) {
+        out[i * n + j] = std::bit_cast<float>(ref.element(i, j));
+        ++reference_outputs;
+        continue;
+      }
+      switch (dp.kind) {
+        case DatapathKind::exact: {
+          const bool zero = sa.lo[i] == kPos || sb.lo[j] == kPos;
+          const int width = zero ? 0 : (sa.hi[i] - sa.lo[i]) + (sb.hi[j] - sb.lo[j]) + log2_k;
+          if (width <= 53) bits = round_scaled_exact(state_d[s], options.alpha, dp.nan_bits);
+          else {
+            bits = exact_scalar(ref, a, i, b, j, sa.lo[i] + sb.lo[j], width <= 120);
+            ++reference_outputs;
+          }
+          break;
+        }
+        case DatapathKind::fp32_seq:
+        case DatapathKind::tfdpa:
+        case DatapathKind::gst_fdpa: {
+          const std::uint32_t acc = dp.kind == DatapathKind::gst_fdpa ? state_u[s] : std::bit_cast<std::uint32_t>(state_f[s]);
+          bits = epilogue(dp, acc, options.alpha);
+          break;
+        }
+        case DatapathKind::probe_matched: {
+          std::uint32_t cb = std::bit_cast<std::uint32_t>(state2_f[s]);
+          if (options.snap) cb = snap_1024(cb);
+          bits = epilogue(dp, (cb & 0x7FFFFFFFu) > 0x7F800000u ? dp.nan_bits : cb, options.alpha);
+          break;
+        }
+      }
+      out[i * n + j] = std::bit_cast<float>(output_cast(bits, options.bf16_output));
+    }
+  }
+  return reference_outputs;
+}
+
 }  // namespace
 
 std::uint32_t round_scaled_alpha(double acc, float alpha, std::uint32_t nan_bits, bool fast) {
@@ -411,93 +477,8 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   const std::size_t m_pad = round_up(m, kMR), n_pad = round_up(n, kNR);
   const std::size_t n_ip = m_pad / kMR, n_jp = n_pad / kNR;
 
-  // Per (row, micro-block) scale data; rows with a NaN/Inf scale are recomputed by the reference.
-  struct Side {
-    std::vector<double> sd;
-    std::vector<float> sf;
-    std::vector<int> l, mx;
-    std::vector<char> special;    // per row
-    std::vector<int> lo, hi;      // per row: min LSB and bound exponent of nonzero elements (exact)
-    int min_l = kPos, max_l = kNeg, max_d = kNeg;
-  };
-  // One row's element codes (unpacked nibbles) and integers.
-  auto row_codes = [](const OperandInfo& op, std::size_t r, std::vector<std::uint8_t>& out) {
-    out.resize(2 * op.q->code_cols());
-    const std::uint8_t* codes = op.q->codes.data() + r * op.q->code_cols();
-    for (std::size_t c2 = 0; c2 < op.q->code_cols(); ++c2) {
-      out[2 * c2] = codes[c2] & 0xF;
-      out[2 * c2 + 1] = codes[c2] >> 4;
-    }
-  };
-  auto row_values = [&](const OperandInfo& op, std::size_t r, std::vector<std::int8_t>& out) {
-    thread_local std::vector<std::uint8_t> codes;
-    row_codes(op, r, codes);
-    out.resize(codes.size());
-    for (std::size_t c = 0; c < codes.size(); ++c) out[c] = op.elem_n[codes[c]];
-  };
-  auto describe = [&](const OperandInfo& op, const EncodedTable* table_full, std::size_t rows_pad) {
-    // The alignment exponent of every (scale code, element code) pair, compactly.
-    std::vector<int> exp_table;
-    if (table_full) {
-      exp_table.resize(256 * 16);
-      for (std::size_t x = 0; x < exp_table.size(); ++x)
-        exp_table[x] = table_full->value[x].cls == Unpacked::finite ? table_full->value[x].exp : kNeg;
-    }
-    const int* table = table_full ? exp_table.data() : nullptr;
-    Side s;
-    s.sd.assign(rows_pad * nkb, 0.0);
-    s.sf.assign(rows_pad * nkb, 0.0f);
-    s.l.assign(rows_pad * nkb, kPos);
-    s.mx.assign(rows_pad * nkb, kNeg);
-    s.special.assign(rows_pad, 0);
-    s.lo.assign(rows_pad, kPos);
-    s.hi.assign(rows_pad, kNeg);
-    int min_l = kPos, max_l = kNeg, max_d = kNeg;
-    const auto rows = static_cast<std::int64_t>(op.rows);
-#pragma omp parallel for schedule(static) reduction(min : min_l) reduction(max : max_l, max_d)
-    for (std::int64_t rr = 0; rr < rows; ++rr) {
-      const auto r = static_cast<std::size_t>(rr);
-      std::vector<std::uint8_t> codes;
-      row_codes(op, r, codes);
-      const std::uint8_t* scale_row = op.q->scales.data() + (r / static_cast<std::size_t>(op.q->block_rows)) * op.q->scale_cols;
-      for (std::size_t kb = 0; kb < nkb; ++kb) {
-        const std::size_t k0 = kb * kb_len, k1 = std::min(k, k0 + kb_len);
-        if (k0 >= k) break;  // padding blocks: no elements, no scale
-        const std::uint8_t code = scale_row[k0 / op.block];
-        const Unpacked& sc = op.scale[code];
-        if (sc.cls == Unpacked::nan || sc.cls == Unpacked::inf) {
-          s.special[r] = 1;
-          continue;
-        }
-        int maxn = 0, me = kNeg;
-        for (std::size_t c = k0; c < k1; ++c) {
-          const int v = op.elem_n[codes[c]];
-          maxn = std::max(maxn, v < 0 ? -v : v);
-        }
-        if (table && maxn != 0) {
-          const int* row_exp = table + static_cast<std::size_t>(code) * 16;
-          for (std::size_t c = k0; c < k1; ++c) me = std::max(me, row_exp[codes[c]]);
-        }
-        if (sc.cls != Unpacked::finite || maxn == 0) continue;  // no nonzero element: contributes nothing
-        const int lsb = sc.exp - sc.frac - op.elem_frac;
-        s.sd[r * nkb + kb] = std::ldexp(static_cast<double>(sc.sig), lsb);  // exact (8-bit scale formats)
-        // exact when the checks below pass (a scale beyond binary32's range fails them)
-        s.sf[r * nkb + kb] = std::fabs(s.sd[r * nkb + kb]) <= 0x1p127 ? static_cast<float>(s.sd[r * nkb + kb]) : INFINITY;
-        s.l[r * nkb + kb] = lsb;
-        s.mx[r * nkb + kb] = me;
-        min_l = std::min(min_l, lsb);
-        max_l = std::max(max_l, lsb);
-        if (table) max_d = std::max(max_d, me - lsb);
-        s.lo[r] = std::min(s.lo[r], lsb);
-        s.hi[r] = std::max(s.hi[r], lsb + bit_length(static_cast<std::uint64_t>(maxn) * sc.sig));
-      }
-    }
-    s.min_l = min_l;
-    s.max_l = max_l;
-    s.max_d = max_d;
-    return s;
-  };
-  const Side sa = describe(a, ta.get(), m_pad), sb = describe(b, tb.get(), n_pad);
+  const Grid grid{m, n, k, kb_len, nkb, group_blocks, m_pad, n_pad, n_ip, n_jp};
+  const Side sa = describe(a, ta.get(), m_pad, grid), sb = describe(b, tb.get(), n_pad, grid);
 
   // Tensor-level preconditions of the binary32 kernels (else the whole GEMM takes the reference).
   const bool any_term = sa.min_l != kPos && sb.min_l != kPos;
@@ -513,76 +494,7 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
     if (any_term && p.e_floor != kNoExponent && p.e_floor - p.frac_bits > sa.min_l + sb.min_l) return false;
   }
 
-  // Pack the element integers, micro-panel by micro-panel: binary32 (exact), or int8 for VNNI.
-  std::vector<float> a_pack, b_pack;
-  std::vector<std::uint8_t> a_pack8;
-  std::vector<std::int8_t> b_pack8;
-  std::vector<int> b_colsum;
-  const std::size_t k_pad = nkb * kb_len;
-  const auto ipn = static_cast<std::int64_t>(n_ip), jpn = static_cast<std::int64_t>(n_jp);
-  if (tiles.int8_panels) {
-    a_pack8.assign(n_ip * k_pad * kMR, 128);
-    b_pack8.assign(n_jp * k_pad * kNR, 0);
-    b_colsum.assign(n_jp * nkb * kNR, 0);
-  } else {
-    a_pack.assign(n_ip * k_pad * kMR, 0.0f);
-    b_pack.assign(n_jp * k_pad * kNR, 0.0f);
-  }
-#pragma omp parallel for schedule(static)
-  for (std::int64_t ip = 0; ip < ipn; ++ip) {
-    std::vector<std::int8_t> vals;
-    for (int r = 0; r < kMR; ++r) {
-      const std::size_t row_i = static_cast<std::size_t>(ip) * kMR + static_cast<std::size_t>(r);
-      if (row_i >= m) continue;
-      row_values(a, row_i, vals);
-      const std::size_t base = static_cast<std::size_t>(ip) * k_pad * kMR;
-      if (tiles.int8_panels) {
-        std::uint8_t* dst = a_pack8.data() + base + 4 * static_cast<std::size_t>(r);
-        for (std::size_t c = 0; c < k; ++c)
-          dst[(c >> 2) * 4 * kMR + (c & 3)] = static_cast<std::uint8_t>(vals[c] + 128);
-      } else {
-        float* dst = a_pack.data() + base + static_cast<std::size_t>(r);
-        for (std::size_t c = 0; c < k; ++c) dst[c * kMR] = static_cast<float>(vals[c]);  // [kb][t] is c
-      }
-    }
-  }
-#pragma omp parallel for schedule(static)
-  for (std::int64_t jp = 0; jp < jpn; ++jp) {
-    std::vector<std::int8_t> vals;
-    for (int cc = 0; cc < kNR; ++cc) {
-      const std::size_t row_j = static_cast<std::size_t>(jp) * kNR + static_cast<std::size_t>(cc);
-      if (row_j >= n) continue;
-      row_values(b, row_j, vals);
-      const std::size_t base = static_cast<std::size_t>(jp) * k_pad * kNR;
-      if (tiles.int8_panels) {
-        std::int8_t* dst = b_pack8.data() + base + 4 * static_cast<std::size_t>(cc);
-        int* sums = b_colsum.data() + static_cast<std::size_t>(jp) * nkb * kNR + static_cast<std::size_t>(cc);
-        for (std::size_t c = 0; c < k; ++c) dst[(c >> 2) * 4 * kNR + (c & 3)] = vals[c];
-        for (std::size_t kb = 0; kb < nkb; ++kb) {
-          int sum = 0;
-          for (std::size_t c = kb * kb_len; c < std::min(k, (kb + 1) * kb_len); ++c) sum += vals[c];
-          sums[kb * kNR] = sum;
-        }
-      } else {
-        float* dst = b_pack.data() + base + static_cast<std::size_t>(cc);
-        for (std::size_t c = 0; c < k; ++c) dst[c * kNR] = static_cast<float>(vals[c]);
-      }
-    }
-  }
-  // B-side scale data packed like the panels: [jp][kb][kNR].
-  std::vector<double> b_sd(n_jp * nkb * kNR);
-  std::vector<float> b_sf(n_jp * nkb * kNR);
-  std::vector<int> b_l(n_jp * nkb * kNR), b_m(n_jp * nkb * kNR);
-  for (std::size_t jp = 0; jp < n_jp; ++jp)
-    for (std::size_t kb = 0; kb < nkb; ++kb)
-      for (int cc = 0; cc < kNR; ++cc) {
-        const std::size_t row_j = jp * kNR + static_cast<std::size_t>(cc);
-        const std::size_t dst = (jp * nkb + kb) * kNR + static_cast<std::size_t>(cc);
-        b_sd[dst] = sb.sd[row_j * nkb + kb];
-        b_sf[dst] = sb.sf[row_j * nkb + kb];
-        b_l[dst] = sb.l[row_j * nkb + kb];
-        b_m[dst] = sb.mx[row_j * nkb + kb];
-      }
+  const Panels panels = pack(a, b, sb, grid, tiles.int8_panels);
 
   FastContext ctx;
   ctx.options = &options;
@@ -597,19 +509,19 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   g.n_pad = n_pad;
   g.nkb = nkb;
   g.kb_len = kb_len;
-  g.a_pack = a_pack.data();
-  g.b_pack = b_pack.data();
-  g.a_pack8 = a_pack8.data();
-  g.b_pack8 = b_pack8.data();
-  g.b_colsum = b_colsum.data();
+  g.a_pack = panels.a_pack.data();
+  g.b_pack = panels.b_pack.data();
+  g.a_pack8 = panels.a_pack8.data();
+  g.b_pack8 = panels.b_pack8.data();
+  g.b_colsum = panels.b_colsum.data();
   g.a_scale_d = sa.sd.data();
-  g.b_scale_d = b_sd.data();
+  g.b_scale_d = panels.b_sd.data();
   g.a_scale_f = sa.sf.data();
-  g.b_scale_f = b_sf.data();
+  g.b_scale_f = panels.b_sf.data();
   g.a_l = sa.l.data();
   g.a_m = sa.mx.data();
-  g.b_l = b_l.data();
-  g.b_m = b_m.data();
+  g.b_l = panels.b_l.data();
+  g.b_m = panels.b_m.data();
   g.a_lo = sa.lo.data();
   g.b_lo = sb.lo.data();
   g.frac_bits = row ? row->fused.frac_bits : 0;
@@ -626,110 +538,13 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   g.gst_step = gst_fast_step;
   g.fix_ctx = &ctx;
 
-  std::vector<double> state_d;
-  std::vector<float> state_f, state2_f;
-  std::vector<std::uint32_t> state_u;
-  TileFn tile = nullptr;
-  switch (dp.kind) {
-    case DatapathKind::exact:
-      state_d.assign(m_pad * n_pad, 0.0);
-      g.state_d = state_d.data();
-      tile = tiles.exact;
-      break;
-    case DatapathKind::fp32_seq:
-      state_f.assign(m_pad * n_pad, 0.0f);
-      g.state_f = state_f.data();
-      tile = tiles.fp32_seq;
-      break;
-    case DatapathKind::tfdpa:
-    case DatapathKind::probe_matched:
-      state_f.assign(m_pad * n_pad, 0.0f);
-      g.state_f = state_f.data();
-      if (group_blocks) {
-        state2_f.assign(m_pad * n_pad, 0.0f);
-        g.state2_f = state2_f.data();
-      }
-      tile = tiles.tfdpa;
-      break;
-    case DatapathKind::gst_fdpa:
-      state_u.assign(m_pad * n_pad, 0u);
-      g.state_u = state_u.data();
-      tile = tiles.gst;
-      break;
-  }
-
-  // The loop nest: K in chunks of ~256 elements so a B micro-panel chunk stays in L1 while the i
-  // micro-panels of an MC block stream past it; (MC block, j panel) pairs are the parallel tasks.
-  std::size_t kc = std::max<std::size_t>(1, 256 / kb_len);
-  if (group_blocks) kc = std::max(group_blocks, kc / group_blocks * group_blocks);
-  constexpr std::size_t kMcPanels = 32;  // 128 rows of A per task
-  const std::size_t n_mc = (n_ip + kMcPanels - 1) / kMcPanels;
-  const auto tasks = static_cast<std::int64_t>(n_mc * n_jp);
+  State state;
+  const TileFn tile = prepare_state(dp.kind, tiles, grid, state, g);
   const auto t_kernel = std::chrono::steady_clock::now();
-  // Dynamic: a thread that is descheduled (shared machines) does not leave the other spinning at the
-  // end; tasks are numbered MC-block-major, so consecutive tasks share the block of A.
-  // Progress counts finished tasks; only the calling thread (OpenMP's thread 0) reports them.
-  std::atomic<std::uint64_t> tasks_done{0};
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t task = 0; task < tasks; ++task) {
-    const std::size_t mc = static_cast<std::size_t>(task) / n_jp, jp = static_cast<std::size_t>(task) % n_jp;
-    const std::size_t ip1 = std::min(n_ip, (mc + 1) * kMcPanels);
-    for (std::size_t kb0 = 0; kb0 < nkb; kb0 += kc) {
-      const std::size_t kb1 = std::min(nkb, kb0 + kc);
-      for (std::size_t ip = mc * kMcPanels; ip < ip1; ++ip) tile(g, ip, jp, kb0, kb1);
-    }
-    const std::uint64_t done = tasks_done.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (options.progress && omp_get_thread_num() == 0) {
-      options.progress(done, static_cast<std::uint64_t>(tasks), "GEMM tiles");
-    }
-  }
-  if (options.progress) options.progress(static_cast<std::uint64_t>(tasks), static_cast<std::uint64_t>(tasks), "done");
+  run_tiles(g, tile, grid, options);
 
   const auto t_epilogue = std::chrono::steady_clock::now();
-  // Epilogues, exactness fallbacks and special rows.
-  const ReferenceContext ref(qa, qb, options);
-  const int log2_k = bit_length(k);
-  const auto mi = static_cast<std::int64_t>(m);
-  std::uint64_t reference_outputs = 0;
-#pragma omp parallel for schedule(dynamic, 8) reduction(+ : reference_outputs)
-  for (std::int64_t ii = 0; ii < mi; ++ii) {
-    const auto i = static_cast<std::size_t>(ii);
-    for (std::size_t j = 0; j < n; ++j) {
-      std::uint32_t bits = 0;
-      const std::size_t s = i * n_pad + j;
-      if (sa.special[i] || sb.special[j]) {
-        out[i * n + j] = std::bit_cast<float>(ref.element(i, j));
-        ++reference_outputs;
-        continue;
-      }
-      switch (dp.kind) {
-        case DatapathKind::exact: {
-          const bool zero = sa.lo[i] == kPos || sb.lo[j] == kPos;
-          const int width = zero ? 0 : (sa.hi[i] - sa.lo[i]) + (sb.hi[j] - sb.lo[j]) + log2_k;
-          if (width <= 53) bits = round_scaled_exact(state_d[s], options.alpha, dp.nan_bits);
-          else {
-            bits = exact_scalar(ref, a, i, b, j, sa.lo[i] + sb.lo[j], width <= 120);
-            ++reference_outputs;
-          }
-          break;
-        }
-        case DatapathKind::fp32_seq:
-        case DatapathKind::tfdpa:
-        case DatapathKind::gst_fdpa: {
-          const std::uint32_t acc = dp.kind == DatapathKind::gst_fdpa ? state_u[s] : std::bit_cast<std::uint32_t>(state_f[s]);
-          bits = epilogue(dp, acc, options.alpha);
-          break;
-        }
-        case DatapathKind::probe_matched: {
-          std::uint32_t cb = std::bit_cast<std::uint32_t>(state2_f[s]);
-          if (options.snap) cb = snap_1024(cb);
-          bits = epilogue(dp, (cb & 0x7FFFFFFFu) > 0x7F800000u ? dp.nan_bits : cb, options.alpha);
-          break;
-        }
-      }
-      out[i * n + j] = std::bit_cast<float>(output_cast(bits, options.bf16_output));
-    }
-  }
+  const std::uint64_t reference_outputs = epilogues(qa, qb, options, a, b, sa, sb, grid, state, out);
   if (options.report) {
     options.report->simd_kernel = true;
     options.report->isa = tiles.isa;
@@ -742,7 +557,5 @@ bool gemm_fast(const QuantizedTensor& qa, const QuantizedTensor& qb, const GemmO
   }
   return true;
 }
-
-
 
 }  // namespace fp4sim::detail

@@ -3,168 +3,129 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 namespace fp4sim {
 
 namespace {
 
-// The presets. Every row states every field (Recipe's defaults are neutral); ue5m3-b32 and ue5m3-te
-// differ from ue5m3 only where their sources say, nvfp4-norht from nvfp4 only in the RHT.
+// The presets: three base rows (ue5m3, nvfp4, mxfp4) state every field that differs from Recipe's
+// neutral defaults; a variant is its base row plus the fields its source changes (ml_dtypes' Traits<>
+// specialisations state only their difference), so the table says exactly what each variant is.
+template <class Change>
+Recipe variant(const Recipe& base, std::string name, std::string source, Change change) {
+  Recipe recipe = base;
+  recipe.name = std::move(name);
+  recipe.source = std::move(source);
+  change(recipe);
+  return recipe;
+}
+
+const Recipe kUe5m3 = {
+    .name = "ue5m3",
+    .source = "UE5M3 paper (Hu, Luschi, Balanca, arXiv:2609.02846) proposed recipe, released code formats.py / "
+              "backends/triton: E2M1 + UE5M3 (max 61440) block 16, 16x16 weight tiles, periodic tensor amax D=50, "
+              "T=448, sr-fast-f32 on dY only, no RHT, zero scale -> 1.0",
+    .element = formats::e2m1,
+    .scale = formats::ue5m3,
+    .block = 16,
+    .weight_two_d = true,
+    .scale_rule = ScaleRule::two_level,
+    .zero_scale = ZeroScale::one,
+    .element_scaling = ElementScaling::reciprocal,
+    .tensor_scale = TensorScalePolicy::periodic,
+    .period = 50,
+    .target = 448.0f,
+    .wgrad_grad_target = 448.0f,
+    .element_rounding = Rounding::rne,
+    .grad_rounding = Rounding::sr_fast_f32,
+    .sr_bits = 8,
+    .rht_wgrad = false,
+    .dequantize_order = DequantizeOrder::portable,
+    .alpha = AlphaRule::reciprocal,
+    .default_datapath = &datapaths::probe_matched};
+
+const Recipe kNvfp4 = {
+    .name = "nvfp4",
+    .source = "NVIDIA TransformerEngine NVFP4BlockScaling, CUDA kernels (core_nvfp4.cuh, "
+              "quantize_transpose_nvfp4.cuh; docs/semantics.md N1-N12): E2M1 + E4M3 (UE4M3) block 16, 16x16 weight "
+              "tiles, current tensor amax, T=448, sr-fastest on gradients, RHT on wgrad operands, zero scale kept "
+              "(multiplier FLT_MAX)",
+    .element = formats::e2m1,
+    .scale = formats::ue4m3,
+    .block = 16,
+    .weight_two_d = true,
+    .scale_rule = ScaleRule::two_level,
+    .zero_scale = ZeroScale::keep,
+    .element_scaling = ElementScaling::reciprocal,
+    .tensor_scale = TensorScalePolicy::current,
+    .period = 1,
+    .target = 448.0f,
+    .wgrad_grad_target = 448.0f,
+    .element_rounding = Rounding::rne,
+    .grad_rounding = Rounding::sr_fastest,
+    .sr_bits = 8,
+    .rht_wgrad = true,
+    .dequantize_order = DequantizeOrder::te_kernel,
+    .alpha = AlphaRule::division,
+    .default_datapath = &datapaths::fp32_seq};
+
+// No tensor scale: T takes part in no scale; 448 is the target the operand specs and files record.
+const Recipe kMxfp4 = {
+    .name = "mxfp4",
+    .source = "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
+              "2^(floor(log2 amax) - 2) from the exponent field (docs/semantics.md M1-M8), RNE saturating "
+              "elements, no tensor scale",
+    .element = formats::e2m1,
+    .scale = formats::e8m0,
+    .block = 32,
+    .weight_two_d = false,
+    .scale_rule = ScaleRule::pow2_floor,
+    .zero_scale = ZeroScale::keep,
+    .element_scaling = ElementScaling::reciprocal,
+    .tensor_scale = TensorScalePolicy::none,
+    .period = 1,
+    .target = 448.0f,
+    .wgrad_grad_target = 448.0f,
+    .element_rounding = Rounding::rne,
+    .grad_rounding = Rounding::rne,
+    .sr_bits = 8,
+    .rht_wgrad = false,
+    .dequantize_order = DequantizeOrder::portable,
+    .alpha = AlphaRule::one,
+    .default_datapath = &datapaths::fp32_seq};
+
 const Recipe kPresets[] = {
-    {.name = "ue5m3",
-     .source = "UE5M3 paper (Hu, Luschi, Balanca, arXiv:2609.02846) proposed recipe, released code formats.py / "
-               "backends/triton: E2M1 + UE5M3 (max 61440) block 16, 16x16 weight tiles, periodic tensor amax D=50, "
-               "T=448, sr-fast-f32 on dY only, no RHT, zero scale -> 1.0",
-     .element = formats::e2m1,
-     .scale = formats::ue5m3,
-     .block = 16,
-     .weight_two_d = true,
-     .scale_rule = ScaleRule::two_level,
-     .zero_scale = ZeroScale::one,
-     .element_scaling = ElementScaling::reciprocal,
-     .tensor_scale = TensorScalePolicy::periodic,
-     .period = 50,
-     .target = 448.0f,
-     .wgrad_grad_target = 448.0f,
-     .element_rounding = Rounding::rne,
-     .grad_rounding = Rounding::sr_fast_f32,
-     .sr_bits = 8,
-     .rht_wgrad = false,
-     .dequantize_order = DequantizeOrder::portable,
-     .alpha = AlphaRule::reciprocal,
-     .default_datapath = &datapaths::probe_matched},
-    {.name = "ue5m3-b32",
-     .source = "UE5M3 paper (arXiv:2609.02846) B=32 control run: the ue5m3 recipe with 1x32 blocks and 32x32 weight "
-               "tiles",
-     .element = formats::e2m1,
-     .scale = formats::ue5m3,
-     .block = 32,
-     .weight_two_d = true,
-     .scale_rule = ScaleRule::two_level,
-     .zero_scale = ZeroScale::one,
-     .element_scaling = ElementScaling::reciprocal,
-     .tensor_scale = TensorScalePolicy::periodic,
-     .period = 50,
-     .target = 448.0f,
-     .wgrad_grad_target = 448.0f,
-     .element_rounding = Rounding::rne,
-     .grad_rounding = Rounding::sr_fast_f32,
-     .sr_bits = 8,
-     .rht_wgrad = false,
-     .dequantize_order = DequantizeOrder::portable,
-     .alpha = AlphaRule::reciprocal,
-     .default_datapath = &datapaths::probe_matched},
-    {.name = "ue5m3-te",
-     .source = "UE5M3 paper (arXiv:2609.02846) 'UE5M3 FP4 with Transformer Engine settings': UE5M3 scales with "
-               "current tensor scaling (D=1), RHT on both wgrad operands, sr-fast-f32 on dY, zero scale -> 1.0",
-     .element = formats::e2m1,
-     .scale = formats::ue5m3,
-     .block = 16,
-     .weight_two_d = true,
-     .scale_rule = ScaleRule::two_level,
-     .zero_scale = ZeroScale::one,
-     .element_scaling = ElementScaling::reciprocal,
-     .tensor_scale = TensorScalePolicy::current,
-     .period = 1,
-     .target = 448.0f,
-     .wgrad_grad_target = 448.0f,
-     .element_rounding = Rounding::rne,
-     .grad_rounding = Rounding::sr_fast_f32,
-     .sr_bits = 8,
-     .rht_wgrad = true,
-     .dequantize_order = DequantizeOrder::portable,
-     .alpha = AlphaRule::reciprocal,
-     .default_datapath = &datapaths::probe_matched},
-    {.name = "nvfp4",
-     .source = "NVIDIA TransformerEngine NVFP4BlockScaling, CUDA kernels (core_nvfp4.cuh, "
-               "quantize_transpose_nvfp4.cuh; docs/semantics.md N1-N12): E2M1 + E4M3 (UE4M3) block 16, 16x16 weight "
-               "tiles, current tensor amax, T=448, sr-fastest on gradients, RHT on wgrad operands, zero scale kept "
-               "(multiplier FLT_MAX)",
-     .element = formats::e2m1,
-     .scale = formats::ue4m3,
-     .block = 16,
-     .weight_two_d = true,
-     .scale_rule = ScaleRule::two_level,
-     .zero_scale = ZeroScale::keep,
-     .element_scaling = ElementScaling::reciprocal,
-     .tensor_scale = TensorScalePolicy::current,
-     .period = 1,
-     .target = 448.0f,
-     .wgrad_grad_target = 448.0f,
-     .element_rounding = Rounding::rne,
-     .grad_rounding = Rounding::sr_fastest,
-     .sr_bits = 8,
-     .rht_wgrad = true,
-     .dequantize_order = DequantizeOrder::te_kernel,
-     .alpha = AlphaRule::division,
-     .default_datapath = &datapaths::fp32_seq},
-    {.name = "nvfp4-norht",
-     .source = "TransformerEngine NVFP4 with disable_rht=True (docs/semantics.md N1-N12 without N8)",
-     .element = formats::e2m1,
-     .scale = formats::ue4m3,
-     .block = 16,
-     .weight_two_d = true,
-     .scale_rule = ScaleRule::two_level,
-     .zero_scale = ZeroScale::keep,
-     .element_scaling = ElementScaling::reciprocal,
-     .tensor_scale = TensorScalePolicy::current,
-     .period = 1,
-     .target = 448.0f,
-     .wgrad_grad_target = 448.0f,
-     .element_rounding = Rounding::rne,
-     .grad_rounding = Rounding::sr_fastest,
-     .sr_bits = 8,
-     .rht_wgrad = false,
-     .dequantize_order = DequantizeOrder::te_kernel,
-     .alpha = AlphaRule::division,
-     .default_datapath = &datapaths::fp32_seq},
-    {.name = "nvfp4-4over6",
-     .source = "TransformerEngine NVFP4 with nvfp4_4over6='all' at its defaults (MAE, E4M3 bound 256; "
-               "quantize_4over6_kernel.cuh; docs/semantics.md 1.12), which TE runs without the RHT and rounds to "
-               "nearest only (the kernel has no stochastic path): each block keeps the scale mapping its amax to "
-               "4 or to 6, whichever reconstructs it with the smaller error",
-     .element = formats::e2m1,
-     .scale = formats::ue4m3,
-     .block = 16,
-     .weight_two_d = true,
-     .scale_rule = ScaleRule::two_level,
-     .zero_scale = ZeroScale::keep,
-     .element_scaling = ElementScaling::reciprocal,
-     .block_choice = BlockScaleChoice::four_over_six_mae,
-     .tensor_scale = TensorScalePolicy::current,
-     .period = 1,
-     .target = 256.0f,
-     .wgrad_grad_target = 256.0f,
-     .element_rounding = Rounding::rne,
-     .grad_rounding = Rounding::rne,
-     .sr_bits = 8,
-     .rht_wgrad = false,
-     .dequantize_order = DequantizeOrder::te_kernel,
-     .alpha = AlphaRule::division,
-     .default_datapath = &datapaths::fp32_seq},
-    // No tensor scale: T takes part in no scale; 448 is the target the operand specs and files record.
-    {.name = "mxfp4",
-     .source = "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
-               "2^(floor(log2 amax) - 2) from the exponent field (docs/semantics.md M1-M8), RNE saturating "
-               "elements, no tensor scale",
-     .element = formats::e2m1,
-     .scale = formats::e8m0,
-     .block = 32,
-     .weight_two_d = false,
-     .scale_rule = ScaleRule::pow2_floor,
-     .zero_scale = ZeroScale::keep,
-     .element_scaling = ElementScaling::reciprocal,
-     .tensor_scale = TensorScalePolicy::none,
-     .period = 1,
-     .target = 448.0f,
-     .wgrad_grad_target = 448.0f,
-     .element_rounding = Rounding::rne,
-     .grad_rounding = Rounding::rne,
-     .sr_bits = 8,
-     .rht_wgrad = false,
-     .dequantize_order = DequantizeOrder::portable,
-     .alpha = AlphaRule::one,
-     .default_datapath = &datapaths::fp32_seq},
+    kUe5m3,
+    variant(kUe5m3, "ue5m3-b32",
+            "UE5M3 paper (arXiv:2609.02846) B=32 control run: the ue5m3 recipe with 1x32 blocks and 32x32 weight "
+            "tiles",
+            [](Recipe& r) { r.block = 32; }),
+    variant(kUe5m3, "ue5m3-te",
+            "UE5M3 paper (arXiv:2609.02846) 'UE5M3 FP4 with Transformer Engine settings': UE5M3 scales with "
+            "current tensor scaling (D=1), RHT on both wgrad operands, sr-fast-f32 on dY, zero scale -> 1.0",
+            [](Recipe& r) {
+              r.tensor_scale = TensorScalePolicy::current;
+              r.period = 1;
+              r.rht_wgrad = true;
+            }),
+    kNvfp4,
+    variant(kNvfp4, "nvfp4-norht",
+            "TransformerEngine NVFP4 with disable_rht=True (docs/semantics.md N1-N12 without N8)",
+            [](Recipe& r) { r.rht_wgrad = false; }),
+    variant(kNvfp4, "nvfp4-4over6",
+            "TransformerEngine NVFP4 with nvfp4_4over6='all' at its defaults (MAE, E4M3 bound 256; "
+            "quantize_4over6_kernel.cuh; docs/semantics.md 1.12), which TE runs without the RHT and rounds to "
+            "nearest only (the kernel has no stochastic path): each block keeps the scale mapping its amax to "
+            "4 or to 6, whichever reconstructs it with the smaller error",
+            [](Recipe& r) {
+              r.block_choice = BlockScaleChoice::four_over_six_mae;
+              r.target = 256.0f;
+              r.wgrad_grad_target = 256.0f;
+              r.grad_rounding = Rounding::rne;
+              r.rht_wgrad = false;
+            }),
+    kMxfp4,
 };
 
 constexpr NameRow<ScaleRule> kScaleRules[] = {

@@ -78,12 +78,6 @@ herr_t close_nothrow(hid_t id, herr_t (*close)(hid_t)) noexcept {
 }
 }  // namespace detail
 
-std::string library_version() {
-  unsigned major = 0, minor = 0, release = 0;
-  H5get_libversion(&major, &minor, &release);
-  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Object
 
@@ -106,21 +100,6 @@ bool Object::has_attribute(std::string_view name) const {
   const htri_t r = H5Aexists(id_, n.c_str());
   if (r < 0) fail("H5Aexists(" + n + ")");
   return r > 0;
-}
-
-namespace {
-herr_t collect_attribute(hid_t, const char* name, const H5A_info_t*, void* client) {
-  static_cast<std::vector<std::string>*>(client)->emplace_back(name);
-  return 0;
-}
-}  // namespace
-
-std::vector<std::string> Object::attribute_names() const {
-  SilenceErrors quiet;
-  std::vector<std::string> names;
-  hsize_t idx = 0;
-  if (H5Aiterate2(id_, H5_INDEX_NAME, H5_ITER_INC, &idx, &collect_attribute, &names) < 0) fail("H5Aiterate2");
-  return names;
 }
 
 namespace {

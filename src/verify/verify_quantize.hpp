@@ -116,6 +116,14 @@ struct Context {
 // ---------------------------------------------------------------------------------------------------
 // One mismatch explained
 
+// The note of one mismatch before its explanation: what differs, where (element (row, col) or block
+// (block_row, block_col)) and the two codes.
+inline MismatchNote mismatch_at(MismatchNote::Kind kind, std::size_t row, std::size_t col, std::uint32_t golden,
+                                std::uint32_t theirs) {
+  return {.kind = kind, .row = row, .col = col, .stored_row = 0, .golden = golden, .theirs = theirs,
+          .summary = {}, .details = {}, .fields = {}};
+}
+
 // A block scale (sr, sc) whose copy stored for `stored_row` differs (verify_quantize_scale.cpp).
 MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, std::size_t stored_row,
                            std::uint32_t golden, std::uint32_t theirs);

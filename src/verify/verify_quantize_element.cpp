@@ -38,12 +38,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   const BlockTrace& block = ctx.block_of(r, c);
   const BlockScale& scale = block.scale;
   const bool two_level = rc.scale_rule == ScaleRule::two_level;
-  MismatchNote n;
-  n.kind = MismatchNote::Kind::element;
-  n.row = r;
-  n.col = c;
-  n.golden = golden;
-  n.theirs = theirs;
+  MismatchNote n = mismatch_at(MismatchNote::Kind::element, r, c, golden, theirs);
   n.summary = "element [" + std::to_string(r) + ", " + std::to_string(c) + "]: golden " + code_text(ef, golden) +
               ", yours " + code_text(ef, theirs);
   const std::size_t index = r * ctx.cols + c;

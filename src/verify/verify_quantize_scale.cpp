@@ -55,13 +55,8 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
   const QuantizedTensor& q = ctx.q;
   const BlockTrace& block = ctx.trace.block(sr, sc);
   const ScaleChooser m(rc, block.global);  // the golden rule with this block's G and Gd, for the hypotheses
-  MismatchNote n;
-  n.kind = MismatchNote::Kind::scale;
-  n.row = sr;
-  n.col = sc;
+  MismatchNote n = mismatch_at(MismatchNote::Kind::scale, sr, sc, golden, theirs);
   n.stored_row = stored_row;
-  n.golden = golden;
-  n.theirs = theirs;
   const std::size_t r0 = sr * q.block_rows, r1 = std::min(q.rows, r0 + q.block_rows);
   const std::size_t c0 = sc * q.block_cols, c1 = std::min(q.cols, c0 + q.block_cols);
   n.summary = "scale of block [" + std::to_string(sr) + ", " + std::to_string(sc) + "] (rows " + range_text(r0, r1) +

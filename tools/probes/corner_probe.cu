@@ -22,20 +22,14 @@
 
 #include <sys/stat.h>
 
+#include "probe_cuda.cuh"
 #include "random_cases.hpp"
-
-#define CHECK(x)                                                                                      \
-  do {                                                                                                \
-    cudaError_t e_ = (x);                                                                             \
-    if (e_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);  \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
-  } while (0)
 
 namespace {
 
+using probes::DeviceArray;
 using probes::f2u;
+using probes::smem_desc;
 using probes::SplitMix;
 using probes::u2f;
 
@@ -111,17 +105,6 @@ __global__ void mma_sync_kernel(const std::uint32_t* A, const std::uint32_t* B, 
 #undef MMA_F32
     d[i0] = r0; d[i1] = r1; d[i2] = r2; d[i3] = r3;
   }
-}
-
-// wgmma m64n8, A and B from shared memory, K-major, no swizzle: core matrices of 8 rows x 16 bytes
-// (128 B); along K the next core matrix is `lbo` bytes on, along M/N `sbo` bytes.
-__device__ __forceinline__ std::uint64_t smem_desc(const void* p, std::uint32_t lbo, std::uint32_t sbo) {
-  const std::uint32_t addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-  std::uint64_t d = 0;
-  d |= static_cast<std::uint64_t>((addr >> 4) & 0x3FFF);
-  d |= static_cast<std::uint64_t>((lbo >> 4) & 0x3FFF) << 16;
-  d |= static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32;
-  return d;
 }
 
 template <int OP>
@@ -211,25 +194,12 @@ bool g_dry_run = false;  // --dry-run: no GPU; D = C, to check the case files be
 std::vector<std::uint32_t> run_tiles(int op, const std::vector<std::uint32_t>& A, const std::vector<std::uint32_t>& B,
                                      const std::vector<std::uint32_t>& C, int n, int swap) {
   if (g_dry_run) return C;
-  std::uint32_t *dA, *dB, *dC, *dD;
-  CHECK(cudaMalloc(&dA, A.size() * 4));
-  CHECK(cudaMalloc(&dB, B.size() * 4));
-  CHECK(cudaMalloc(&dC, C.size() * 4));
-  CHECK(cudaMalloc(&dD, C.size() * 4));
-  CHECK(cudaMemcpy(dA, A.data(), A.size() * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(dB, B.data(), B.size() * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(dC, C.data(), C.size() * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemset(dD, 0xAB, C.size() * 4));  // poison
-  dispatch(op, dA, dB, dC, dD, n, swap, std::make_integer_sequence<int, kNumOps>{});
+  const DeviceArray<std::uint32_t> dA(A), dB(B), dC(C), dD(C.size());
+  dD.poison();
+  dispatch(op, dA.get(), dB.get(), dC.get(), dD.get(), n, swap, std::make_integer_sequence<int, kNumOps>{});
   CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
-  std::vector<std::uint32_t> D(C.size());
-  CHECK(cudaMemcpy(D.data(), dD, D.size() * 4, cudaMemcpyDeviceToHost));
-  cudaFree(dA);
-  cudaFree(dB);
-  cudaFree(dC);
-  cudaFree(dD);
-  return D;
+  return dD.to_host();
 }
 
 // ---------------------------------------------------------------------------------------------------

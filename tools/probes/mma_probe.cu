@@ -17,18 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "probe_cuda.cuh"
 #include "random_cases.hpp"
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 using probes::Case;
+using probes::DeviceArray;
+using probes::smem_desc;
 
 // ---------------------------------------------------------------------------------------------------
 // Device side. One instance: A [16 or 64][16] (row-major, 16-bit codes), B [8][16] ([n][k]), C [rows][8]
@@ -107,17 +101,6 @@ __global__ void mma_sync_f16acc_kernel(const std::uint16_t* A, const std::uint16
   d[(g + 8) * 8 + 2 * t + 1] = widen(cr[1] >> 16);
 }
 
-// wgmma.m64n8k16, A and B from shared memory, K-major, no swizzle: core matrices of 8 rows x 16 bytes
-// stored contiguously (128 B); along K the next core matrix is `lbo` bytes on, along M/N `sbo` bytes.
-__device__ __forceinline__ std::uint64_t smem_desc(const void* p, std::uint32_t lbo, std::uint32_t sbo) {
-  const std::uint32_t addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-  std::uint64_t d = 0;
-  d |= static_cast<std::uint64_t>((addr >> 4) & 0x3FFF);
-  d |= static_cast<std::uint64_t>((lbo >> 4) & 0x3FFF) << 16;
-  d |= static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32;
-  return d;  // base offset 0, swizzle mode 0 (none)
-}
-
 template <bool F16>
 __global__ void wgmma_kernel(const std::uint16_t* A, const std::uint16_t* B, const float* C, std::uint32_t* D,
                              int instances, int swap_lbo_sbo) {
@@ -194,33 +177,24 @@ int g_swap = 0;  // wgmma descriptor variant found by the layout self-check
 std::vector<std::uint32_t> run_tiles(Instr ins, const std::vector<std::uint16_t>& A, const std::vector<std::uint16_t>& B,
                                      const std::vector<float>& C, int instances) {
   const int rows = rows_of(ins);
-  std::uint16_t *dA, *dB;
-  float* dC;
-  std::uint32_t* dD;
-  CHECK(cudaMalloc(&dA, A.size() * 2));
-  CHECK(cudaMalloc(&dB, B.size() * 2));
-  CHECK(cudaMalloc(&dC, C.size() * 4));
-  CHECK(cudaMalloc(&dD, static_cast<std::size_t>(instances) * rows * 8 * 4));
-  CHECK(cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(dB, B.data(), B.size() * 2, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(dC, C.data(), C.size() * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemset(dD, 0xAB, static_cast<std::size_t>(instances) * rows * 8 * 4));  // poison
+  const DeviceArray<std::uint16_t> dA(A), dB(B);
+  const DeviceArray<float> dC(C);
+  const DeviceArray<std::uint32_t> dD(static_cast<std::size_t>(instances) * rows * 8);
+  dD.poison();
+  const std::uint16_t *a = dA.get(), *b = dB.get();
+  const float* c = dC.get();
+  std::uint32_t* d = dD.get();
+  const int warps_of_8 = (instances + 7) / 8;
   switch (ins) {
-    case Instr::mma_bf16: mma_sync_kernel<false><<<(instances + 7) / 8, 256>>>(dA, dB, dC, dD, instances); break;
-    case Instr::mma_f16: mma_sync_kernel<true><<<(instances + 7) / 8, 256>>>(dA, dB, dC, dD, instances); break;
-    case Instr::mma_f16acc: mma_sync_f16acc_kernel<<<(instances + 7) / 8, 256>>>(dA, dB, dC, dD, instances); break;
-    case Instr::wgmma_bf16: wgmma_kernel<false><<<instances, 128>>>(dA, dB, dC, dD, instances, g_swap); break;
-    case Instr::wgmma_f16: wgmma_kernel<true><<<instances, 128>>>(dA, dB, dC, dD, instances, g_swap); break;
+    case Instr::mma_bf16: mma_sync_kernel<false><<<warps_of_8, 256>>>(a, b, c, d, instances); break;
+    case Instr::mma_f16: mma_sync_kernel<true><<<warps_of_8, 256>>>(a, b, c, d, instances); break;
+    case Instr::mma_f16acc: mma_sync_f16acc_kernel<<<warps_of_8, 256>>>(a, b, c, d, instances); break;
+    case Instr::wgmma_bf16: wgmma_kernel<false><<<instances, 128>>>(a, b, c, d, instances, g_swap); break;
+    case Instr::wgmma_f16: wgmma_kernel<true><<<instances, 128>>>(a, b, c, d, instances, g_swap); break;
   }
   CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
-  std::vector<std::uint32_t> D(static_cast<std::size_t>(instances) * rows * 8);
-  CHECK(cudaMemcpy(D.data(), dD, D.size() * 4, cudaMemcpyDeviceToHost));
-  cudaFree(dA);
-  cudaFree(dB);
-  cudaFree(dC);
-  cudaFree(dD);
-  return D;
+  return dD.to_host();
 }
 
 // One case per instance, in row 0 / column 0.

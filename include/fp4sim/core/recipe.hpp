@@ -103,9 +103,9 @@ struct TensorScaleSetting {
 std::optional<TensorScaleSetting> parse_tensor_scale(std::string_view text);
 std::string tensor_scale_text(TensorScalePolicy policy, int period);  // the canonical text: "periodic:50"
 
-// Every field of a preset is stated in its row of the table (recipe.cpp); the defaults here are neutral
-// (no format, no block, no target, no datapath), so a row that forgets a field fails validate() instead
-// of silently inheriting another preset's value.
+// A base preset states its fields in its row of the table (recipe.cpp) and a variant only what it changes;
+// the defaults here are neutral (no format, no block, no target, no datapath), so a base row that forgets
+// a field fails validate() instead of silently inheriting another preset's value.
 struct Recipe {
   std::string name;
   std::string source;  // where the semantics come from, printed by --help and docs

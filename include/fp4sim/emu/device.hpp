@@ -25,7 +25,7 @@
 
 namespace fp4sim::gpu {
 
-// ---- Quantize (emu/quantize.cu, emu/device_scalars.cu) ----
+// ---- Quantize (emu/quantize_plan.cpp, emu/quantize.cu, emu/device_scalars.cu) ----
 
 // Which element rounding a quantize kernel instantiates.
 enum class ElementRound : std::uint8_t { rne, sr_fast, sr_fast_f32, sr_fastest };

@@ -153,7 +153,6 @@ class Object {
   hid_t id() const { return id_; }
 
   bool has_attribute(std::string_view name) const;
-  std::vector<std::string> attribute_names() const;
 
   // Readers: throw DataError naming the attribute when it is absent or of another class.
   // read_string accepts fixed and variable length strings, scalar or one-element 1-D.
@@ -328,8 +327,5 @@ class File : public Group {
   std::unique_ptr<OutputPath> output_;  // declared first: destroyed after the handles
   FileHandle file_handle_;
 };
-
-// The library version as "1.10.8".
-std::string library_version();
 
 }  // namespace fp4sim::hdf5
