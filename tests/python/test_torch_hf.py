@@ -1,0 +1,53 @@
+"""fp4sim.torch in Hugging Face transformers: a tiny LlamaForCausalLM converted with ft.convert trains
+through transformers' Trainer (CPU, BF16 autocast) with fp4sim.torch.hf.BeginStep keeping the step clock.
+
+Skipped without PyTorch or transformers (requirements-torch.txt pins both; ctest reports it skipped)."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="fp4sim.torch tests need PyTorch (not installed)")
+transformers = pytest.importorskip("transformers", reason="fp4sim.torch tests need transformers (not installed)")
+
+import fp4sim.torch as ft  # noqa: E402
+from fp4sim.torch.hf import BeginStep  # noqa: E402
+
+STEPS = 3
+SEQ = 32  # 2 sequences a step: 64 tokens, the probe-matched datapath's K multiple
+
+
+class ByteWindows(torch.utils.data.Dataset):
+    def __init__(self, text: bytes, count: int):
+        data = torch.tensor(list(text), dtype=torch.long)
+        g = torch.Generator().manual_seed(0)
+        self.starts = torch.randint(0, len(data) - SEQ, (count,), generator=g).tolist()
+        self.data = data
+
+    def __len__(self):
+        return len(self.starts)
+
+    def __getitem__(self, i):
+        window = self.data[self.starts[i]:self.starts[i] + SEQ]
+        return {"input_ids": window, "labels": window}
+
+
+def test_tiny_llama_trains_through_trainer(tmp_path):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=SEQ)
+    model = ft.convert(transformers.LlamaForCausalLM(config), recipe="ue5m3", exclude=["lm_head"], period=2, seed=1)
+    linears = {n: m for n, m in model.named_modules() if isinstance(m, ft.Linear)}
+    assert len(linears) == 7 and "model.layers.0.self_attn.q_proj" in linears
+    before = {n: m.weight.detach().clone() for n, m in linears.items()}
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=STEPS, per_device_train_batch_size=2,
+                                          learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to=[],
+                                          use_cpu=True, bf16=True, dataloader_num_workers=0, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=ByteWindows(open(__file__, "rb").read(), 64),
+                                   callbacks=[BeginStep()])
+    trainer.train()
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    assert len(losses) == STEPS and all(0 < v < 10 for v in losses), trainer.state.log_history
+    for name, m in linears.items():
+        assert m.step == STEPS, name  # the clock followed the optimizer
+        assert m._sampled_at == {"activation": 3, "weight": 3, "grad_output": 3}, name  # period 2: 1, then 3
+        assert all(float(getattr(m, f"held_{role}")) > 0 for role in ("activation", "weight", "grad_output")), name
+        assert not torch.equal(m.weight.detach(), before[name]), name  # and it trained
