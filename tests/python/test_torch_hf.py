@@ -1,7 +1,7 @@
 """fp4sim.torch in Hugging Face transformers: a tiny LlamaForCausalLM converted with ft.convert trains
 through transformers' Trainer (CPU, BF16 autocast) with fp4sim.torch.hf.BeginStep keeping the step clock.
 
-Skipped without PyTorch or transformers (requirements-torch.txt pins both; ctest reports it skipped)."""
+Skipped without PyTorch or transformers (requirements-torch-test.txt pins both; ctest reports it skipped)."""
 
 import pytest
 
