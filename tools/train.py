@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Train a causal language model under an fp4sim recipe with fp4sim.torch, printing the loss and the step
 time: the small Llama-style model (tools/small_llama.py: trace A's shape, d 384, 6 layers, bytes) or, with
---model hf, a Hugging Face transformers model (requirements-torch-test.txt) built from a config (a tiny Llama by default, or any
-config.json of a causal LM: its weights are initialised, not downloaded).
+--model hf, a Hugging Face transformers model (requirements-torch-test.txt) built from a config (a tiny
+Llama by default, or any config.json of a causal LM: its weights are initialised, not downloaded).
 
     python3 tools/train.py --recipe ue5m3 --steps 300                # on the GPU (CUDA build of fp4sim)
     python3 tools/train.py --recipe bf16 --steps 300                 # the same model in plain BF16
