@@ -143,6 +143,20 @@ def test_token_count_the_datapath_cannot_take_is_refused_in_one_line():
     assert x.grad.shape == x.shape
 
 
+def test_zero_tokens_would_move_the_stochastic_rounding_bits():
+    """Why the K rule is refused rather than padded (docs/torch.md): wgrad's dYᵀ [out, tokens] with zero tokens
+    appended draws other Philox bits for every row but the first, so its real elements round otherwise."""
+    dyt = sample((8, 64), 3, "cpu", 1e-3).to(torch.bfloat16)
+    padded = torch.cat([dyt, torch.zeros_like(dyt)], dim=1)
+    held = dyt.float().abs().amax().reshape(1)  # the same tensor scale for both (zeros leave the amax alone)
+    q = ft.quantize(dyt, "ue5m3", "wgrad.a", seed=9, amax=held)
+    qp = ft.quantize(padded, "ue5m3", "wgrad.a", seed=9, amax=held)
+    assert ft.ops.operand_info("ue5m3", "", "wgrad.a")["rounding"] != "rne"
+    real = qp.codes[:, :32]  # the 64 real elements of each row, two a byte
+    assert torch.equal(real[0], q.codes[0]) and torch.equal(qp.scales[:, :4], q.scales)
+    assert all(not torch.equal(real[r], q.codes[r]) for r in range(1, 8))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_checkpoint_resumes_bit_for_bit(device):
     straight = tiny_llama(device)
