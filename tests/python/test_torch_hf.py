@@ -1,7 +1,11 @@
 """fp4sim.torch in Hugging Face transformers: a tiny LlamaForCausalLM converted with ft.convert trains
-through transformers' Trainer (CPU, BF16 autocast) with fp4sim.torch.hf.BeginStep keeping the step clock.
+through transformers' Trainer (CPU, BF16 autocast) with fp4sim.torch.hf.BeginStep keeping the step clock;
+tools/train.py --model hf trains one beside its BF16 twin.
 
 Skipped without PyTorch or transformers (requirements-torch-test.txt pins both; ctest reports it skipped)."""
+
+import os
+import sys
 
 import pytest
 
@@ -51,3 +55,16 @@ def test_tiny_llama_trains_through_trainer(tmp_path):
         assert m._sampled_at == {"activation": 3, "weight": 3, "grad_output": 3}, name  # period 2: 1, then 3
         assert all(float(getattr(m, f"held_{role}")) > 0 for role in ("activation", "weight", "grad_output")), name
         assert not torch.equal(m.weight.detach(), before[name]), name  # and it trained
+
+
+def test_train_py_trains_the_tiny_hf_llama_beside_bf16(capsys):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import train
+    assert train.main(["--model", "hf", "--recipe", "ue5m3", "--compare-bf16", "--steps", "2", "--every", "1",
+                       "--batch", "1", "--seq", "64", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "recipe ue5m3" in out and "recipe bf16" in out, out
+    table = out[out.index("loss bf16"):].splitlines()[1:3]
+    assert [int(line.split()[0]) for line in table] == [1, 2], out
+    assert all(0 < float(v) < 10 for line in table for v in line.split()[1:3]), out
+    assert "last loss ue5m3" in out, out
