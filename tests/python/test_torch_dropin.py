@@ -136,6 +136,13 @@ def test_token_count_the_datapath_cannot_take_is_refused_in_one_line():
     assert float(layer.held_activation) == 0 and not layer._sampled_at  # refused before anything ran
     with torch.no_grad():  # no backward, so no wgrad: 100 tokens are fine for inference
         assert layer(x).shape == (2, 50, 64)
+    layer.weight.requires_grad_(False)  # a frozen weight has no wgrad either: dX alone is computed
+    layer(x).sum().backward()
+    assert x.grad.shape == x.shape and layer.weight.grad is None
+    layer.weight.requires_grad_(True)
+    x.grad = None
+    with pytest.raises(ValueError, match="out_features.* is 32"):
+        ft.Linear(64, 32, recipe="ue5m3")(x)
     with pytest.raises(ValueError, match="in_features.* is 96"):
         ft.Linear(96, 64, recipe="ue5m3")(sample((64, 96), 2, "cpu"))
     # A datapath that takes any K trains on them.

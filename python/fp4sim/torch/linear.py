@@ -209,8 +209,9 @@ class Linear(nn.Linear):
         return c.to(out_dtype)
 
     def check_k(self, x: Tensor) -> None:
-        """Refuses, in one line before any GEMM runs, a call whose GEMMs the datapath cannot take: every K (in,
-        and when a backward will follow, out and the tokens) a multiple of its k_multiple (probe-matched: 64).
+        """Refuses, in one line before any GEMM runs, a call whose GEMMs the datapath cannot take: every K a
+        multiple of its k_multiple (probe-matched: 64): in, out where dX will be computed, the tokens where dW
+        will (so inference, or a frozen weight, takes any token count).
         Tokens are not padded to the multiple: zero tokens would move the Philox bits of every row of dYᵀ but
         the first (an element's draw is indexed by its row-major position) and change the shape a caller's
         rbits draws, so the stochastic rounding would no longer be that of the layer's own operands."""
@@ -218,11 +219,12 @@ class Linear(nn.Linear):
         if m == 1:
             return
         tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        trains = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
+        grad = torch.is_grad_enabled()
         ks = [("in_features (fprop's K)", self.in_features)]
-        if trains:
-            ks += [("out_features (dgrad's K)", self.out_features),
-                   ("tokens, the product of X's leading dimensions (wgrad's K)", tokens)]
+        if grad and x.requires_grad:
+            ks.append(("out_features (dgrad's K)", self.out_features))
+        if grad and self.weight.requires_grad:
+            ks.append(("tokens, the product of X's leading dimensions (wgrad's K)", tokens))
         for what, k in ks:
             if k % m:
                 raise ValueError(f"fp4sim.torch.Linear {self.name or '(unnamed)'}: the {self.datapath} datapath "
