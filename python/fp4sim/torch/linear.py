@@ -22,7 +22,7 @@ from typing import Callable, Dict, Optional
 import torch
 from torch import Tensor, nn
 
-from .ops import default_datapath, operand_info, overrides_text
+from .ops import _BF16_TC_DATAPATH, GPU_KERNELS, default_datapath, operand_info, overrides_text
 
 _ROLES = ("activation", "weight", "grad_output")
 # Which held reference each GEMM operand takes under periodic scaling.
@@ -59,7 +59,7 @@ def _tensor_amax(t: Tensor) -> Tensor:
 
 
 class Linear(nn.Linear):
-    """Drop-in nn.Linear (same parameters and state_dict) whose forward and backward run `recipe`.
+    """Drop-in nn.Linear (same parameters; the state_dict adds the clock) whose forward and backward run `recipe`.
 
     recipe / overrides: an fp4sim recipe preset and its keyword overrides (block=32, ...). datapath: the
     golden datapath of the three GEMMs (default: the recipe's when the GPU has it, else sm90-bf16).
@@ -77,6 +77,7 @@ class Linear(nn.Linear):
         self.overrides = overrides_text(overrides)
         info = operand_info(recipe, self.overrides, "activation")
         self.datapath = datapath or default_datapath(recipe, self.overrides)
+        self._k_multiple = GPU_KERNELS.get(self.datapath, {}).get("k_multiple", 1)
         self.periodic = info["tensor_scale"] == "periodic"
         # Per GEMM operand, read once here: a compiled forward finds plain constants, not a native call.
         infos = {operand: operand_info(recipe, self.overrides, operand) for operand in _REFERENCE}
@@ -97,7 +98,8 @@ class Linear(nn.Linear):
 
     def _make_held(self, device) -> None:
         # The held amaxes are buffers, written in place (the grad_output one in the backward), so that a
-        # compiled model carries them from step to step as a graph's mutated inputs; not in the state_dict.
+        # compiled model carries them from step to step as a graph's mutated inputs; the state_dict has them
+        # in the extra state, beside the clock they belong to.
         for role in _ROLES:
             self.register_buffer(f"held_{role}", torch.zeros(1, dtype=torch.float32, device=device),
                                  persistent=False)
@@ -113,6 +115,32 @@ class Linear(nn.Linear):
             new._make_held(linear.weight.device)
         new.train(linear.training)
         return new
+
+    def get_extra_state(self) -> dict:
+        """The clock and the held amaxes (the state_dict's `<name>._extra_state`), so that a checkpoint resumes
+        bit for bit: the step declared last, the forward count, the step each role was last sampled at and,
+        under periodic scaling, the held values."""
+        held = {role: getattr(self, f"held_{role}").detach().clone() for role in _ROLES} if self.periodic else {}
+        return {"step": self.step, "forwards": self._forwards, "sampled_at": dict(self._sampled_at), "held": held}
+
+    def set_extra_state(self, state: dict) -> None:
+        if bool(state["held"]) != self.periodic:
+            saved = "periodic" if state["held"] else "current"
+            raise ValueError(f"fp4sim.torch.Linear {self.name or '(unnamed)'}: the checkpoint's tensor scaling is "
+                             f"{saved}, this layer's (recipe {self.recipe}) is not")
+        self.step, self._forwards, self._sampled_at = state["step"], state["forwards"], dict(state["sampled_at"])
+        for role, value in state["held"].items():
+            getattr(self, f"held_{role}").copy_(value)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        key = prefix + "_extra_state"
+        if key not in state_dict:  # a plain nn.Linear's checkpoint loads too, and the clock starts afresh
+            if key in missing_keys:
+                missing_keys.remove(key)
+            self.step, self._forwards, self._sampled_at = None, 0, {}
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, recipe={self.recipe}, datapath={self.datapath}, "
@@ -180,14 +208,35 @@ class Linear(nn.Linear):
             c = c + bias.detach().to(torch.float32)
         return c.to(out_dtype)
 
+    def check_k(self, x: Tensor) -> None:
+        """Refuses, in one line before any GEMM runs, a call whose GEMMs the datapath cannot take: every K a
+        multiple of its k_multiple (probe-matched: 64): in, out where dX will be computed, the tokens where dW
+        will (so inference, or a frozen weight, takes any token count).
+        Tokens are not padded to the multiple: zero tokens would move the Philox bits of every row of dYᵀ but
+        the first (an element's draw is indexed by its row-major position) and change the shape a caller's
+        rbits draws, so the stochastic rounding would no longer be that of the layer's own operands."""
+        m = self._k_multiple
+        if m == 1:
+            return
+        tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        grad = torch.is_grad_enabled()
+        ks = [("in_features (fprop's K)", self.in_features)]
+        if grad and x.requires_grad:
+            ks.append(("out_features (dgrad's K)", self.out_features))
+        if grad and self.weight.requires_grad:
+            ks.append(("tokens, the product of X's leading dimensions (wgrad's K)", tokens))
+        for what, k in ks:
+            if k % m:
+                raise ValueError(f"fp4sim.torch.Linear {self.name or '(unnamed)'}: the {self.datapath} datapath "
+                                 f"(recipe {self.recipe}) needs every GEMM's K a multiple of {m}; {what} is {k}: "
+                                 f"use a multiple of {m} or datapath='{_BF16_TC_DATAPATH}'")
+
     def forward(self, x: Tensor) -> Tensor:
+        self.check_k(x)
         if self.step is None:
             self._forwards += 1
         step = self.step if self.step is not None else self._forwards
-        if torch.is_autocast_enabled(x.device.type):
-            out_dtype = torch.get_autocast_dtype(x.device.type)
-        else:
-            out_dtype = x.dtype
+        out_dtype, dx_dtype = _boundary_dtypes(x)
         amax_x = amax_w = None
         refresh_dy = False
         if self.periodic:  # sampled here, outside the autograd.Function, whose forward has no side effects
@@ -195,13 +244,25 @@ class Linear(nn.Linear):
                                     if self.refreshes("activation", step) else None)
             amax_w = self.held_amax("weight", self.weight.detach() if self.refreshes("weight", step) else None)
             refresh_dy = self.refreshes("grad_output", step)
-        return _LinearFunction.apply(x, self.weight, self.bias, self, step, out_dtype, amax_x, amax_w, refresh_dy)
+        return _LinearFunction.apply(x, self.weight, self.bias, self, step, out_dtype, dx_dtype, amax_x, amax_w,
+                                     refresh_dy)
+
+
+def _boundary_dtypes(x: Tensor):
+    """The dtypes of Y and of dX as the dgrad GEMM rounds it, before the cast to X's dtype: those of nn.Linear
+    under the autocast that is on. Autocast casts a floating X other than float64 to its dtype (at::autocast's
+    is_eligible), so nn.Linear's dX is computed in that dtype and widened to X's by the cast's backward; Y is
+    in autocast's dtype. Without autocast both are X's dtype."""
+    if not torch.is_autocast_enabled(x.device.type):
+        return x.dtype, x.dtype
+    cast = torch.get_autocast_dtype(x.device.type)
+    return cast, (cast if x.is_floating_point() and x.dtype != torch.float64 else x.dtype)
 
 
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], layer: Linear, step: int,
-                out_dtype: torch.dtype, amax_x: Optional[Tensor], amax_w: Optional[Tensor],
+                out_dtype: torch.dtype, dx_dtype: torch.dtype, amax_x: Optional[Tensor], amax_w: Optional[Tensor],
                 refresh_dy: bool) -> Tensor:
         shape = x.shape
         x2 = x.reshape(-1, shape[-1]).to(torch.bfloat16)  # the layer's input is BF16, and saved so
@@ -210,7 +271,8 @@ class _LinearFunction(torch.autograd.Function):
         with torch.autocast(x.device.type, enabled=False):
             y = layer.run_gemm("fprop", x2, w, step, refs, bias, out_dtype)
         ctx.save_for_backward(x2, weight)
-        ctx.layer, ctx.step, ctx.refs, ctx.x_shape, ctx.x_dtype = layer, step, refs, shape, x.dtype
+        ctx.layer, ctx.step, ctx.refs, ctx.x_shape = layer, step, refs, shape
+        ctx.x_dtype, ctx.dx_dtype = x.dtype, dx_dtype
         ctx.has_bias, ctx.refresh_dy = bias is not None, refresh_dy
         return y.reshape(*shape[:-1], y.shape[-1])
 
@@ -227,13 +289,14 @@ class _LinearFunction(torch.autograd.Function):
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
                 wt = torch.ops.fp4sim.transpose(weight.detach().to(torch.float32))
-                dx = layer.run_gemm("dgrad", dy, wt, step, refs, out_dtype=ctx.x_dtype).reshape(ctx.x_shape)
+                dx = layer.run_gemm("dgrad", dy, wt, step, refs, out_dtype=ctx.dx_dtype)
+                dx = dx.to(ctx.x_dtype).reshape(ctx.x_shape)  # autocast's cast backward: widened, or none
             if ctx.needs_input_grad[1]:
                 dw = layer.run_gemm("wgrad", torch.ops.fp4sim.transpose(dy), torch.ops.fp4sim.transpose(x2), step,
                                     refs, out_dtype=weight.dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
                 db = dy.sum(0, dtype=torch.float32)
-        return dx, dw, db, None, None, None, None, None, None
+        return dx, dw, db, None, None, None, None, None, None, None
 
 
 def begin_step(model: nn.Module, step: int) -> None:

@@ -100,7 +100,13 @@ def _require_cuda() -> None:
 
 
 def _numpy_f32(x: Tensor) -> np.ndarray:
-    return x.detach().to(torch.float32).contiguous().numpy()
+    # A copy: a numpy view would mark the caller's storage not resizable, and FSDP2 frees an all-gathered
+    # weight by resizing its storage to 0.
+    return _copy_numpy(x, torch.float32)
+
+
+def _copy_numpy(x: Tensor, dtype: torch.dtype) -> np.ndarray:
+    return x.detach().to(dtype, memory_format=torch.contiguous_format, copy=True).numpy()
 
 
 def _rbits_cpu(r: Optional[Tensor], sr_bits: int, what: str) -> Optional[tuple]:
@@ -108,7 +114,7 @@ def _rbits_cpu(r: Optional[Tensor], sr_bits: int, what: str) -> Optional[tuple]:
     the golden model takes them: uint8 for sr_bits <= 8, else uint32."""
     if r is None:
         return None
-    v = r.detach().to(torch.int64).contiguous().numpy()
+    v = _copy_numpy(r, torch.int64)
     if v.size and (v.min() < 0 or v.max() >= (1 << sr_bits)):
         raise ValueError(f"{what}: random integers must lie in [0, 2^{sr_bits})")
     if sr_bits <= 8:
