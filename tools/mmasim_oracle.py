@@ -14,6 +14,7 @@ differs with every rule applied is unexplained. Exit 1 when any line is unexplai
   .venv-oracle/bin/python tools/mmasim_oracle.py [--cases N] [--rows sm90-bf16,...] [--fp4sim build/fp4sim]
 """
 import argparse
+import gzip
 import json
 import pathlib
 import shutil
@@ -202,7 +203,6 @@ def random_block_scaled(rng, row, n):
 
 def corner_cases(folder, k):
     """fp4sim's H200 corner inputs (a, b, c) for an instruction of the same formats and K."""
-    import gzip
     d = CORNERS / folder
     lines = {}
     for name in "abc":
@@ -225,14 +225,15 @@ class Oracle:
         from mmasim.simulator import arithmetic, nv_ptx
 
         self.torch, self.arithmetic, self.nv_ptx = torch, arithmetic, nv_ptx
-        self.originals = (arithmetic.fused_sum, arithmetic.fused_dot_add, nv_ptx.nv_fused_dot_add)
+        self.originals = (arithmetic.fused_sum, arithmetic.fused_dot_add, nv_ptx.nv_fused_dot_add,
+                          nv_ptx.nv_fused_dot_add_with_block_scale)
         self.instances = {}
 
     def patch(self, row, active):
         """MMA-Sim with fp4sim's rules `active` (indices into RULES) for `row`; the empty set: MMA-Sim as it is."""
         torch, ar, ptx = self.torch, self.arithmetic, self.nv_ptx
-        fused_sum, fused_dot_add, nv_fused_dot_add = self.originals
-        ar.fused_sum, ar.fused_dot_add, ptx.nv_fused_dot_add = self.originals
+        fused_sum, fused_dot_add, nv_fused_dot_add, nv_block_scale = self.originals
+        ar.fused_sum, ar.fused_dot_add, ptx.nv_fused_dot_add, ptx.nv_fused_dot_add_with_block_scale = self.originals
         if 0 in active or 1 in active:
             floor = row.floor if 1 in active else None
             zeros_out = 0 in active
@@ -253,16 +254,28 @@ class Oracle:
 
             ar.fused_dot_add = patched_dot_add
         if 2 in active:
-            def patched_nv(a, b, c, n_fractional_bits, output_type, scale_a=None, scale_b=None):
-                out = nv_fused_dot_add(a, b, c, n_fractional_bits, output_type, scale_a, scale_b)
-                if out.item() == 0:
-                    if scale_a is None or scale_b is None:
-                        scale_a, scale_b = torch.tensor(1.0), torch.tensor(1.0)
-                    if ar.fused_dot_add(a, b, c, n_fractional_bits, scale_a, scale_b)[0] < 0:
-                        out = -out
-                return out
+            # The sign of the truncated sum that the instruction's one fused_sum call returned: a negative one
+            # that rounds to zero gives -0 (fp4sim's signed_underflow), where MMA-Sim's int arithmetic gives +0.
+            last = {}
+            summing = ar.fused_sum
 
-            ptx.nv_fused_dot_add = patched_nv
+            def recording_sum(*args):
+                result = summing(*args)
+                last["sum"] = result[0]
+                return result
+
+            ar.fused_sum = recording_sum
+
+            def signed(function):
+                def wrapped(*args, **kwargs):
+                    last["sum"] = 0.0
+                    out = function(*args, **kwargs)
+                    return -out if out.item() == 0 and last["sum"] < 0 else out
+
+                return wrapped
+
+            ptx.nv_fused_dot_add = signed(nv_fused_dot_add)
+            ptx.nv_fused_dot_add_with_block_scale = signed(nv_block_scale)
 
     def instance(self, row):
         key = (row.cls, row.arch, row.qualifier)
@@ -282,9 +295,13 @@ class Oracle:
 
         if row.scale:
             a, b, c, sa, sb = case
-            nib = {v: i for i in range(16) for v in [decode("e2m1", i)] if not (i == 8)}
-            pack = lambda t: [nib[float(np.uint32(t[2 * i]).view(np.float32))] |
-                              nib[float(np.uint32(t[2 * i + 1]).view(np.float32))] << 4 for i in range(32)]
+            magnitude = {decode("e2m1", i): i for i in range(8)}
+
+            def nibble(token):  # MMA-Sim's packing: element 2i in the low nibble of byte i
+                v = float(np.uint32(token).view(np.float32))
+                return magnitude[abs(v)] | (8 if np.signbit(v) else 0)
+
+            pack = lambda t: [nibble(t[2 * i]) | nibble(t[2 * i + 1]) << 4 for i in range(32)]
             A = torch.tensor(pack(a), dtype=torch.uint8).reshape(1, 32)
             B = torch.tensor(pack(b), dtype=torch.uint8).reshape(32, 1)
             C = torch.tensor(np.array([c], dtype=np.uint32).view(np.float32).copy()).reshape(1, 1)
@@ -294,8 +311,7 @@ class Oracle:
         else:
             a, b, c = case
             k = inst.k
-            C = tensor([c], inst.c_type, (1, 1)) if inst.c_type != torch.float16 else \
-                torch.tensor(np.array([c], dtype=np.uint32).view(np.float32).copy()).to(torch.float16).reshape(1, 1)
+            C = tensor([c], inst.c_type, (1, 1))  # an fp16 C is exact in float32, so .to() is exact
             d = inst(tensor(a, inst.a_type, (1, k)), tensor(b, inst.b_type, (k, 1)), C)
         if d.dtype == torch.float16:
             h = int(d.view(torch.int16).item()) & 0xFFFF
