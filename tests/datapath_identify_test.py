@@ -157,3 +157,52 @@ def test_bad_folders_are_one_line_exit_3(tmp_path):
         assert out.returncode == 3, (bad, out.stderr)
         assert out.stdout == ""  # nothing printed for the good folder either
         assert words in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+def write_block_scaled(folder, lines):
+    """lines: (a values, b values, c bits, sa codes, sb codes, d bits), 64 elements per line."""
+    folder.mkdir()
+    f32 = lambda v: int(np.array(v, np.float32).view(np.uint32))
+    files = {name: open(folder / f"{name}.txt", "w") for name in ("a", "b", "c", "sa", "sb", "d")}
+    for a, b, c, sa, sb, d in lines:
+        files["a"].write(" ".join(f"{f32(v):08x}" for v in a) + "\n")
+        files["b"].write(" ".join(f"{f32(v):08x}" for v in b) + "\n")
+        files["c"].write(f"{c:032b}\n")
+        files["sa"].write(" ".join(f"{s:02x}" for s in sa) + "\n")
+        files["sb"].write(" ".join(f"{s:02x}" for s in sb) + "\n")
+        files["d"].write(f"{d:032b}\n")
+    for f in files.values():
+        f.close()
+    return folder
+
+
+def test_block_scaled_folders_are_read_with_their_scales(tmp_path):
+    ones = [1.0] * 64
+    # Issue 25 item 5's witness (UE8M0 per 16): sub-block 0 = 1*1 - 1*1 under 2^5 * 2^5, sub-block 1 = 1*1
+    # under 2^-15 * 2^-15, the rest zero: the exact result 2^-30 (0x30800000) when the zero sub-block takes no
+    # part in E_max; MMA-Sim's rule (its scale exponent 10 in E_max) would cut the 2^-30 term away.
+    a = [1.0, 1.0] + [0.0] * 14 + [1.0] + [0.0] * 47
+    b = [1.0, -1.0] + [0.0] * 14 + [1.0] + [0.0] * 47
+    e8m0 = write_block_scaled(tmp_path / "probe_e2m1_ue8m0_block16_f32", [
+        (ones, ones, 0, [127] * 4, [127] * 4, 0x42800000),              # 64 * 1 * 1 = 64
+        (a, b, 0, [132, 112, 127, 127], [132, 112, 127, 127], 0x30800000),
+        (ones, ones, 0, [0xFF, 127, 127, 127], [127] * 4, 0x7FFFFFFF),  # a NaN scale
+    ])
+    [report] = identify(e8m0)
+    assert report["instruction"] == "e2m1 x e2m1, e8m0 scales per 16 -> f32"
+    assert [(r["row"], r["differ"]) for r in report["rows"]] == [("sm100-mxf4nvf4", 0)]
+    # UE4M3 per 16: a scale byte's sign bit is ignored (MMA-Sim's abs()); 0x38 is 1.0, 0x40 is 2.0.
+    ue4m3 = write_block_scaled(tmp_path / "probe_e2m1_ue4m3_block16_f32", [
+        (ones, ones, 0x3F800000, [0x40, 0x38, 0x38, 0x38], [0xB8, 0x38, 0x38, 0x38], 0x42A20000),  # 16*2 + 48 + 1 = 81
+    ])
+    assert fits(identify(ue4m3)[0]) == {"sm100-mxf4nvf4"}
+    # UE4M3 per 32 is no PTX mode, but the row takes it (O7: the modes are not modelled per chip).
+    block32 = write_block_scaled(tmp_path / "probe_e2m1_ue4m3_block32_f32", [(ones, ones, 0, [0x38] * 2, [0x38] * 2, 0x42800000)])
+    assert fits(identify(block32)[0]) == {"sm100-mxf4nvf4"}
+    fp8 = tmp_path / "probe_e4m3_ue8m0_block32_f32"  # kind::mxf8f6f4: no row of the table
+    write_block_scaled(fp8, [(ones[:32], ones[:32], 0, [127], [127], 0x42000000)])
+    out = subprocess.run([FP4SIM, "datapath", "identify", str(fp8)], capture_output=True, text=True)
+    assert out.returncode == 0 and "no row takes these formats" in out.stdout, out.stdout + out.stderr
+    short = write_block_scaled(tmp_path / "probe2_e2m1_ue8m0_block32_f32", [(ones, ones, 0, [127], [127], 0)])
+    out = subprocess.run([FP4SIM, "datapath", "identify", str(short)], capture_output=True, text=True)
+    assert out.returncode == 3 and "sa and sb must hold 2 scale codes" in out.stderr, out.stderr
