@@ -77,18 +77,11 @@ std::uint32_t predict_tfdpa(const Datapath& row, const Measurement& m, std::size
 std::uint32_t predict_gst(const Datapath& row, const Measurement& m, std::size_t line) {
   const MeasuredInstruction& ins = m.instruction;
   const Format fe = find_input(row, ins.a_input)->format;
-  const std::vector<double> a = [&] {
-    std::vector<double> v;
-    for (std::uint32_t t : m.a[line]) v.push_back(widen_binary32(t));
-    return v;
-  }();
-  const std::vector<double> b = [&] {
-    std::vector<double> v;
-    for (std::uint32_t t : m.b[line]) v.push_back(widen_binary32(t));
-    return v;
-  }();
-  codes(fe, ins.a_input, m.a[line], line, "a");  // exactness of every element
+  codes(fe, ins.a_input, m.a[line], line, "a");  // every element exact in E2M1
   codes(fe, ins.b_input, m.b[line], line, "b");
+  std::vector<double> a, b;
+  for (std::uint32_t t : m.a[line]) a.push_back(widen_binary32(t));
+  for (std::uint32_t t : m.b[line]) b.push_back(widen_binary32(t));
   const auto kinst = static_cast<std::size_t>(row.instruction_k);
   const auto sub = static_cast<std::size_t>(row.fused.subblock);
   const auto block = static_cast<std::size_t>(ins.scale_block);
