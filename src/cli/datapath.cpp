@@ -171,6 +171,7 @@ void run_identify(const IdentifyOptions& o) {
 
 void setup_datapath(CLI::App& app) {
   app.require_subcommand(1);
+  add_example(app, "fp4sim datapath identify --json tests/data/tensorcore_corners/H200/wgmma_bf16_f32");
   CLI::App& identify = *app.add_subcommand(
       "identify", "say which datapath rows reproduce every output of measurement folders (tests/data/tensorcore_corners format)");
   auto o = std::make_shared<IdentifyOptions>();
