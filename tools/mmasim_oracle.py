@@ -79,6 +79,8 @@ def shared_rows():
     for a, b in (("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")):
         add(Row("sm100-f8f6f4", "tcgen05mma", "Blackwell", f"m64n8k32.f32.{a}.{b}", f"tcgen05-kind-f8f6f4_{a}_{b}_f32",
                 -133, signed_zero=True, corners=f"wgmma_{a}_{b}_f32"))
+        add(Row("sm100-f8f6f4-f16acc", "tcgen05mma", "Blackwell", f"m64n8k32.f16.{a}.{b}",
+                f"tcgen05-kind-f8f6f4_{a}_{b}_f16", -21, signed_zero=True, c_leading=True, corners=f"wgmma_{a}_{b}_f16"))
     for scale, block in (("ue8m0", 32), ("ue8m0", 16), ("ue4m3", 16)):
         add(Row("sm100-mxf4nvf4", "tcgen05mma_block_scale", "Blackwell", f"m128n8k64.block{block}.f32.e2m1.e2m1.{scale}",
                 f"tcgen05-mxf4nvf4_e2m1_{scale}_block{block}_f32", None, signed_zero=True, scale=(scale, block)))
