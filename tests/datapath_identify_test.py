@@ -38,13 +38,13 @@ def fits(report):
 
 
 # Folder -> the rows that reproduce every vendored line, and the other candidates with how many lines they
-# miss (sm100 rows: the sign of an underflowing zero, O9; sm80: G = 8, F = 24).
+# miss (sm100 rows: the sign of an underflowing zero, O9, and F = 25 for FP8; sm80: G = 8, F = 24).
 H200_EXPECTED = {
     "mma_sync_bf16_f32": ({"sm90-bf16"}, {"sm80": 442, "sm100-f16": 201}),
     "mma_sync_f16_f16": ({"sm90-f16acc"}, {"sm100-f16acc": 287}),
     "mma_sync_tf32_f32": ({"sm90-tf32"}, {"sm80-tf32": 552, "sm100-tf32": 185}),
     "wgmma_e5m2_e4m3_f32": ({"sm90-fp8"}, {"sm100-f8f6f4": 1838}),
-    "wgmma_e4m3_e5m2_f16": ({"sm90-fp8-f16acc"}, {}),
+    "wgmma_e4m3_e5m2_f16": ({"sm90-fp8-f16acc"}, {"sm100-f8f6f4-f16acc": 326}),
 }
 
 
@@ -120,6 +120,7 @@ GENERATED = [
     ("sm90-fp8", "wgmma_e4m3_e5m2_f32", "gen-wgmma_e4m3_e5m2_f32", "e4m3", "e5m2", set()),
     ("sm100-f8f6f4", "wgmma_e4m3_e5m2_f32", "gen-wgmma_e4m3_e5m2_f32", "e4m3", "e5m2", set()),
     ("sm90-fp8-f16acc", "wgmma_e5m2_e5m2_f16", "gen-wgmma_e5m2_f16", "e5m2", "e5m2", set()),
+    ("sm100-f8f6f4-f16acc", "wgmma_e5m2_e5m2_f16", "gen-wgmma_e5m2_f16", "e5m2", "e5m2", set()),
 ]
 
 

@@ -159,9 +159,9 @@ void run_identify(const IdentifyOptions& o) {
     if (fits.empty()) std::printf("  no row takes these formats\n");
     for (const RowFit& fit : fits) {
       if (fit.differing.empty())
-        std::printf("  %-16s reproduces every output\n", std::string(fit.row->name).c_str());
+        std::printf("  %-20s reproduces every output\n", std::string(fit.row->name).c_str());
       else
-        std::printf("  %-16s %zu of %zu differ (first: line %zu)\n", std::string(fit.row->name).c_str(),
+        std::printf("  %-20s %zu of %zu differ (first: line %zu)\n", std::string(fit.row->name).c_str(),
                     fit.differing.size(), fit.lines, fit.differing.front() + 1);
     }
   }
