@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 SUBCOMMANDS = ["formats", "convert", "quantize", "gemm", "mma", "crosscheck", "verify", "verify quantize",
-               "verify gemm", "replay", "sweep", "vectors"]
+               "verify gemm", "replay", "sweep", "vectors", "datapath", "datapath identify"]
 
 
 def run(*args, **kwargs):

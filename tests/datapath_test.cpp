@@ -374,6 +374,18 @@ TEST(Ue5m3Native, WholeScaleRangeIsExact) {
   EXPECT_BITS(gst(f65, formats::ue5m3, sums), 0u);
 }
 
+// tcgen05 kind::f8f6f4 with an f16 accumulator (MMA-Sim: F = 25, RNE) against Hopper wgmma's F = 13: products
+// 1*1, 2^-9*2^-2 = 2^-11 (half an fp16 ulp of 1: a tie) and 2^-9*2^-5 = 2^-14. F = 25 keeps the 2^-14 and
+// rounds the tie up to 1 + 2^-10 (0x3C01); F = 13 cuts it, and the tie goes to even, 1.0.
+TEST(DatapathTable, Fp8F16AccumulatorWindowOnBlackwell) {
+  std::vector<std::uint32_t> a(32, 0), b(32, 0);
+  a[0] = 0x38, b[0] = 0x38;  // e4m3 1.0
+  a[1] = 0x01, b[1] = 0x28;  // 2^-9 * 2^-2
+  a[2] = 0x01, b[2] = 0x10;  // 2^-9 * 2^-5
+  EXPECT_BITS(tfdpa_dot(*find_datapath("sm100-f8f6f4-f16acc"), formats::e4m3, a, b, 0), 0x3F802000u);
+  EXPECT_BITS(tfdpa_dot(*find_datapath("sm90-fp8-f16acc"), formats::e4m3, a, b, 0), 0x3F800000u);
+}
+
 // Every row of the table is valid and printable.
 TEST(DatapathTable, RowsValidate) {
   for (const Datapath* dp : datapath_presets()) {

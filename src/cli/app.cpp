@@ -49,6 +49,7 @@ void build_app(CLI::App& app) {
   setup_quantize(*app.add_subcommand("quantize", "block-quantize one tensor under a recipe (HDF5 and/or .npy out)"));
   setup_gemm(*app.add_subcommand("gemm", "C = A·Bᵀ of two quantized operands through a GEMM datapath; --list-datapaths"));
   setup_mma(*app.add_subcommand("mma", "raw D = A·B + C as a modeled tensor-core instruction chain computes it"));
+  setup_datapath(*app.add_subcommand("datapath", "tensor-core datapath rows against measurements: identify"));
   setup_crosscheck(*app.add_subcommand("crosscheck", "run the CUDA kernels and the golden model on the same cases; exit 4 on any mismatch (needs a GPU)"));
   setup_verify(*app.add_subcommand("verify", "check your own kernel's quantize or GEMM output against the golden model"));
   setup_replay(*app.add_subcommand("replay", "replay a tensor trace through recipes: error, scale and GEMM statistics"));

@@ -27,6 +27,7 @@ void setup_convert(CLI::App& app);
 void setup_quantize(CLI::App& app);
 void setup_gemm(CLI::App& app);
 void setup_mma(CLI::App& app);
+void setup_datapath(CLI::App& app);
 void setup_crosscheck(CLI::App& app);
 void setup_verify(CLI::App& app);
 void setup_replay(CLI::App& app);

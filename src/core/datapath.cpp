@@ -235,6 +235,15 @@ constinit const Datapath sm100_f8f6f4{
     .fused = tc(32, 25, -133),
     .inputs = kF8f6f4In};
 
+constinit const Datapath sm100_f8f6f4_f16acc{
+    .name = "sm100-f8f6f4-f16acc",
+    .summary = "B200 tcgen05.mma kind::f8f6f4 -> f16 accumulator: T-FDPA G=32, F=25, RNE to fp16",
+    .source = "MMA-Sim nv_ptx.py tcgen05mma (f16 output: F = 25, RNE); E_floor -21 as sm100-f16acc (Khattak–Mikaitis "
+              "B200TC.m fp16 min_exp_limit; it cannot cut an FP8/FP6/FP4 product: all >= 2^-32); unmeasured",
+    .fused = tc(32, 25, -21, formats::fp16, OutputRounding::rne),
+    .inputs = kF8f6f4In,
+    .nan_bits = kF16Nan};
+
 constinit const Datapath sm100_mxf4nvf4{
     .name = "sm100-mxf4nvf4",
     .kind = DatapathKind::gst_fdpa,
@@ -260,7 +269,7 @@ constinit const Datapath ue5m3_native{
 }  // namespace datapaths
 
 namespace {
-constexpr const Datapath* kTable[] = {&datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80, &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32, &datapaths::sm90_fp8, &datapaths::sm90_fp8_f16acc, &datapaths::sm100_f16, &datapaths::sm100_f16acc, &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native};
+constexpr const Datapath* kTable[] = {&datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80, &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32, &datapaths::sm90_fp8, &datapaths::sm90_fp8_f16acc, &datapaths::sm100_f16, &datapaths::sm100_f16acc, &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_f8f6f4_f16acc, &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native};
 }  // namespace
 
 std::span<const Datapath* const> datapath_presets() { return kTable; }

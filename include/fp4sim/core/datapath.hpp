@@ -115,7 +115,8 @@ struct Datapath {
 // table of them in --list-datapaths order.
 namespace datapaths {
 extern const Datapath exact, fp32_seq, probe_matched, sm70, sm80, sm80_tf32, sm90_bf16, sm90_f16acc, sm90_tf32,
-    sm90_fp8, sm90_fp8_f16acc, sm100_f16, sm100_f16acc, sm100_tf32, sm100_f8f6f4, sm100_mxf4nvf4, ue5m3_native;
+    sm90_fp8, sm90_fp8_f16acc, sm100_f16, sm100_f16acc, sm100_tf32, sm100_f8f6f4, sm100_f8f6f4_f16acc, sm100_mxf4nvf4,
+    ue5m3_native;
 }  // namespace datapaths
 std::span<const Datapath* const> datapath_presets();
 const Datapath* find_datapath(std::string_view name);
