@@ -97,7 +97,9 @@ stage="ctest${FP4SIM_CTEST_ARGS:+ $FP4SIM_CTEST_ARGS}${FP4SIM_CTEST_ARGS:-, all 
 failed_tests_log=$build/Testing/Temporary/LastTestsFailed.log
 rm -f "$failed_tests_log"
 # shellcheck disable=SC2086  # word splitting of the optional extra arguments is intended
-ctest --test-dir "$build" --output-on-failure -j 2 ${FP4SIM_CTEST_ARGS:-}
+# Twice as many tests as cores at once: several tests mostly wait (on subprocesses, on mpirun's stop
+# sequence), and the exhaustive sweeps count as two each (PROCESSORS, tests/CMakeLists.txt).
+ctest --test-dir "$build" --output-on-failure -j $((2 * jobs)) ${FP4SIM_CTEST_ARGS:-}
 stage_done "$stage"
 
 # The sanitizer build is clang's, as libFuzzer needs (tools/fuzz.sh), and leaves out the CUDA kernels

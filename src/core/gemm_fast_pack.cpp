@@ -97,7 +97,16 @@ Panels pack(const OperandInfo& a, const OperandInfo& b, const Side& sb, const Gr
   const std::size_t m = grid.m, n = grid.n, k = grid.k, kb_len = grid.kb_len, nkb = grid.nkb;
   const std::size_t n_ip = grid.n_ip, n_jp = grid.n_jp;
   Panels panels;
-  auto& [a_pack, b_pack, a_pack8, b_pack8, b_colsum, b_sd, b_sf, b_l, b_m] = panels;
+  // References, not a structured binding: clang 14 cannot use a binding inside the OpenMP regions below.
+  auto& a_pack = panels.a_pack;
+  auto& b_pack = panels.b_pack;
+  auto& a_pack8 = panels.a_pack8;
+  auto& b_pack8 = panels.b_pack8;
+  auto& b_colsum = panels.b_colsum;
+  auto& b_sd = panels.b_sd;
+  auto& b_sf = panels.b_sf;
+  auto& b_l = panels.b_l;
+  auto& b_m = panels.b_m;
   const std::size_t k_pad = nkb * kb_len;
   const auto ipn = static_cast<std::int64_t>(n_ip), jpn = static_cast<std::int64_t>(n_jp);
   if (int8_panels) {
