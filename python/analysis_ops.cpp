@@ -29,7 +29,7 @@ std::tuple<std::string, std::string> replay_py(const std::string& trace, const r
   }
   std::ostringstream json;
   replay::write_json(result, json);
-  return {json.str(), replay::summary(result)};
+  return {json.str(), front::render(replay::summary(result), front::Spelling::python)};
 }
 
 std::tuple<std::string, std::string> sweep_py(const sweep::Call& call) {

@@ -825,7 +825,7 @@ class LayerFilter {
       std::regex(pattern, kFlags);  // the pattern on its own is valid: "a)(b" must not pass once wrapped
       anywhere_ = std::regex("[\\s\\S]*(?:" + pattern + ")[\\s\\S]*", kFlags);
     } catch (const std::regex_error& e) {
-      throw UsageError("--layers: invalid regular expression '" + pattern + "': " + e.what());
+      throw UsageError("{layers}: invalid regular expression '" + pattern + "': " + e.what());
     }
   }
   bool matches(const std::string& name) const { return std::regex_match(name, anywhere_); }
@@ -847,7 +847,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     if (!problems.empty()) throw UsageError("recipe " + r.name + ": " + problems.front());
   }
   if (o.datapath != kF64 && o.datapath != kRecipeDatapath && !o.gemm_evaluator && !find_datapath(o.datapath)) {
-    throw UsageError("--datapath: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
+    throw UsageError("{datapath}: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
   }
   if (o.headroom_period < 1) throw UsageError("the headroom period D must be >= 1");
   const std::optional<LayerFilter> layer_filter =
@@ -884,7 +884,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     };
     for (std::int64_t s : o.steps.value_or(std::vector<std::int64_t>{})) {
       const trace::StepInfo* si = info.find_step(s);
-      if (!si) throw UsageError("--steps: step " + std::to_string(s) + " is not in " + info.path + " (captured: " + known + ")");
+      if (!si) throw UsageError("{steps}: step " + std::to_string(s) + " is not in " + info.path + " (captured: " + known + ")");
       take(si);
     }
     for (const auto& [first, last] : o.step_ranges) {
@@ -896,7 +896,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
         }
       }
       if (!any) {
-        throw UsageError("--steps: no captured step in " + std::to_string(first) + "-" + std::to_string(last) + " of " +
+        throw UsageError("{steps}: no captured step in " + std::to_string(first) + "-" + std::to_string(last) + " of " +
                          info.path + " (captured: " + known + ")");
       }
     }
@@ -911,7 +911,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
       work.emplace_back(s, &l);
     }
   }
-  if (work.empty()) throw UsageError("--layers '" + o.layers + "' matches no layer of " + info.path);
+  if (work.empty()) throw UsageError("{layers} '" + o.layers + "' matches no layer of " + info.path);
   for (const auto* s : steps) result.steps.push_back(s->step);
 
   // Units of work (share.hpp): a layer name, or without GEMM entries a (layer name, tensor), through every
