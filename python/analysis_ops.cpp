@@ -10,6 +10,7 @@
 
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/front/arguments.hpp"
 #include "fp4sim/analysis/sweep.hpp"
 
 namespace nb = nanobind;

@@ -1,6 +1,7 @@
 #include "operand.hpp"
 
 #include <Python.h>
+#include <nanobind/stl/string.h>
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm_call.hpp"
