@@ -39,6 +39,7 @@ Recipe RecipeOverrides::resolve() const {
     r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "{dequantize_order}");
   }
   if (!rounding.empty()) parse_name_or_throw<Rounding>(rounding, "{rounding}");
+  if (!alpha.empty()) r.alpha = parse_name_or_throw<AlphaRule>(alpha, "{alpha}");
   // rht takes part: the recipe is checked as the operands will use it.
   Recipe checked = r;
   if (rht) checked.rht_wgrad = *rht;

@@ -744,6 +744,24 @@ def test_keywords_take_numpy_scalars_of_their_kind_and_mean_one_thing_in_every_c
         fp4sim.convert(x, "e2m1", 0)
 
 
+@needs_cli
+def test_alpha_is_a_recipe_override_of_both_front_ends(tmp_path):
+    x, w = tensor(4, 64), tensor(3, 64, seed=1)
+    default = fp4sim.gemm(x, w, "nvfp4", datapath="exact")
+    assert (fp4sim.gemm(x, w, "nvfp4", datapath="exact", alpha="division") == default).all()  # nvfp4's own rule
+    unscaled = fp4sim.gemm(x, w, "nvfp4", datapath="exact", alpha="one")
+    ratio = default / unscaled  # the exact datapath applies alpha exactly, then rounds once
+    np.testing.assert_allclose(ratio, ratio.flat[0], rtol=1e-6)
+    assert not np.isclose(ratio.flat[0], 1.0)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    cli("gemm", "--recipe", "nvfp4", "--datapath", "exact", "--alpha", "one", "--a", tmp_path / "x.npy", "--b",
+        tmp_path / "w.npy", "--out", tmp_path / "c.npy")
+    assert (np.load(tmp_path / "c.npy") == unscaled).all()
+    with pytest.raises(fp4sim.UsageError, match=r"^alpha: expected one, reciprocal or division, got 'half'$"):
+        fp4sim.gemm(x, w, "nvfp4", alpha="half")
+
+
 def test_recipe_overrides_of_the_wrong_type_or_empty_are_usage_errors():
     x = tensor(4, 64)
     with pytest.raises(fp4sim.UsageError, match="block: expected an integer, got str"):
