@@ -218,7 +218,8 @@ QuantizedTensor quantize_py(const FloatIn& x, const std::string& recipe_name, co
 QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::size_t rows, std::size_t cols,
                              const std::string& recipe_name, const nb::dict& overrides, const std::string& role,
                              float tensor_amax, float encode, float decode) {
-  const python::ResolvedOperand r = python::resolve_operand(QuantizeCall{overrides_from(recipe_name, overrides)}, role);
+  const QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, nb::none(), nb::none());
+  const python::ResolvedOperand r = python::resolve_operand(call, role);
   if (r.recipe.amax_scope == AmaxScope::row) {
     throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
   }
@@ -333,7 +334,8 @@ nb::ndarray<nb::numpy, float> gemm_py(const FloatIn& a, const FloatIn& b, const 
 // The settings of operand `role` of a recipe (python/operand.hpp), without data: what a caller needs to
 // allocate the codes and scales and to choose how to scale the operand.
 nb::dict operand_info_py(const std::string& recipe_name, const nb::dict& overrides, const std::string& role) {
-  const python::ResolvedOperand r = python::resolve_operand(QuantizeCall{overrides_from(recipe_name, overrides)}, role);
+  const QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, nb::none(), nb::none());
+  const python::ResolvedOperand r = python::resolve_operand(call, role);
   nb::dict d;
   d["block_rows"] = r.request.spec.two_d ? r.recipe.block : 1;
   d["block_cols"] = r.recipe.block;
@@ -362,9 +364,12 @@ nb::ndarray<nb::numpy, float> gemm_quantized_py(const QuantizedTensor& qa, const
 }
 
 nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const std::optional<DoubleIn>& c,
-                                     const std::string& datapath, const std::string& input_format,
-                                     const std::string& a_format, const std::string& b_format) {
-  const MmaCall call{datapath, input_format, a_format, b_format};
+                                     nb::handle datapath, nb::handle input_format, nb::handle a_format,
+                                     nb::handle b_format) {
+  MmaCall call;
+  const std::pair<const char*, nb::handle> keywords[] = {
+      {"datapath", datapath}, {"input_format", input_format}, {"a_format", a_format}, {"b_format", b_format}};
+  for (const auto& [key, value] : keywords) python::set_keyword(front::mma_arguments(), call, key, value);
   const MmaCall::Resolved r = call.resolve();
   const std::optional<MmaOperand> c_operand =
       c ? std::optional<MmaOperand>(MmaOperand{{"C", shape_of(*c)}, span_of(*c)}) : std::nullopt;
@@ -382,17 +387,16 @@ nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const
 
 std::tuple<std::string, std::string, bool> verify_quantize_py(
     const FloatIn& x, const BytesIn& codes, const BytesIn& scales, const std::string& recipe_name, nb::dict overrides,
-    const std::string& role, const std::string& layout, const std::string& nibbles, std::optional<float> tensor_scale,
-    const std::string& kind, nb::handle amax_ref, nb::handle seed, const std::optional<RandomBitsIn>& rbits,
-    std::size_t max_explained) {
+    const std::string& role, nb::handle layout, nb::handle nibbles, std::optional<float> tensor_scale,
+    nb::handle kind, nb::handle amax_ref, nb::handle seed, const std::optional<RandomBitsIn>& rbits,
+    nb::handle max_explained) {
   VerifyQuantizeCall call;
   call.quantize = python::quantize_call_from(recipe_name, overrides, role, amax_ref, seed);
   call.quantize.operand.random_bits = rbits.has_value();
-  call.layout = layout;
-  call.nibbles = nibbles;
+  const std::pair<const char*, nb::handle> keywords[] = {
+      {"layout", layout}, {"nibbles", nibbles}, {"tensor_scale_kind", kind}, {"max_explained", max_explained}};
+  for (const auto& [key, value] : keywords) python::set_keyword(front::verify_quantize_arguments(), call, key, value);
   call.tensor_scale = tensor_scale;
-  call.tensor_scale_kind = kind;
-  call.max_explained = max_explained;
   VerifyQuantizeCall::Resolved r = call.resolve();
   const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), r.recipe.sr_bits,
                                        r.request.quantize);
@@ -412,8 +416,9 @@ std::tuple<std::string, std::string, bool> verify_quantize_py(
 std::tuple<std::string, std::string, bool> verify_gemm_py(const FloatIn& a, const FloatIn& b, const FloatIn& c,
                                                           const std::string& recipe_name, const nb::dict& overrides,
                                                           const nb::dict& args, const std::optional<RandomBitsIn>& rbits_a,
-                                                          const std::optional<RandomBitsIn>& rbits_b, std::size_t worst) {
-  VerifyGemmCall call{gemm_call_from(recipe_name, overrides, args), worst};
+                                                          const std::optional<RandomBitsIn>& rbits_b, nb::handle worst) {
+  VerifyGemmCall call{gemm_call_from(recipe_name, overrides, args)};
+  python::set_keyword(front::verify_gemm_arguments(), call, "worst", worst);
   call.gemm.a.random_bits = rbits_a.has_value();
   call.gemm.b.random_bits = rbits_b.has_value();
   VerifyGemmCall::Resolved r = call.resolve();
@@ -578,8 +583,8 @@ NB_MODULE(_fp4sim, m) {
 #if defined(FP4SIM_PYTHON_ANALYSIS)
   python::register_analysis_ops(m);
 #endif
-  m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a, "input_format"_a,
-        "a_format"_a, "b_format"_a);
+  m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a.none(),
+        "input_format"_a.none(), "a_format"_a.none(), "b_format"_a.none());
   m.def("verify_quantize", &verify_quantize_py, "x"_a.noconvert(), "codes"_a.noconvert(), "scales"_a.noconvert(),
         "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a,
         "amax_ref"_a.none(), "seed"_a, "rbits"_a.none(), "max_explained"_a);
@@ -590,7 +595,7 @@ NB_MODULE(_fp4sim, m) {
       "scales_to_layout",
       [](const BytesIn& scales, std::size_t rows, std::size_t cols, int block_rows, int block_cols, const std::string& layout) {
         const ScaleGrid g = scale_grid(rows, cols, block_rows, block_cols);
-        const auto l = parse_name_or_throw<ScaleLayout>(layout, "--layout");
+        const auto l = parse_name_or_throw<ScaleLayout>(layout, "{layout}");
         return to_numpy(scales_to_layout(span_of(scales), g, l), ScaleStorage::canonical_shape(l, g));
       },
       "scales"_a.noconvert(), "rows"_a, "cols"_a, "block_rows"_a, "block_cols"_a, "layout"_a);
@@ -599,21 +604,21 @@ NB_MODULE(_fp4sim, m) {
       [](const BytesIn& stored, std::size_t rows, std::size_t cols, int block_rows, int block_cols, const std::string& layout) {
         const ScaleGrid g = scale_grid(rows, cols, block_rows, block_cols);
         return to_numpy(scales_from_layout(span_of(stored), shape_of(stored), g,
-                                           parse_name_or_throw<ScaleLayout>(layout, "--layout")),
+                                           parse_name_or_throw<ScaleLayout>(layout, "{layout}")),
                         {g.scale_rows(), g.scale_cols()});
       },
       "stored"_a.noconvert(), "rows"_a, "cols"_a, "block_rows"_a, "block_cols"_a, "layout"_a);
   m.def(
       "codes_to_order",
       [](const BytesIn& codes, std::size_t rows, std::size_t cols, const std::string& nibbles) {
-        const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles");
+        const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}");
         return to_numpy(codes_to_order(span_of(codes), rows, cols, order), codes_shape(order, rows, cols));
       },
       "codes"_a.noconvert(), "rows"_a, "cols"_a, "nibbles"_a);
   m.def(
       "codes_from_order",
       [](const BytesIn& stored, std::size_t rows, std::size_t cols, const std::string& nibbles) {
-        return to_numpy(codes_from_order(span_of(stored), rows, cols, parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles")),
+        return to_numpy(codes_from_order(span_of(stored), rows, cols, parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}")),
                         codes_shape(NibbleOrder::low_first, rows, cols));
       },
       "stored"_a.noconvert(), "rows"_a, "cols"_a, "nibbles"_a);

@@ -76,7 +76,7 @@ void quantize(std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, c
 void dequantize(std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::size_t rows, std::size_t cols,
                 const std::string& recipe, const nb::dict& overrides, const std::string& role, std::uintptr_t out,
                 std::uintptr_t stream) {
-  const ResolvedOperand r = resolve_operand(QuantizeCall{overrides_from(recipe, overrides)}, role);
+  const ResolvedOperand r = resolve_operand(quantize_call_from(recipe, overrides, role, nb::none(), nb::none()), role);
   check(
       gpu::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes), ptr<const std::uint8_t>(scales),
                              ptr<const float>(scalars), ptr<float>(out), stream_of(stream)),

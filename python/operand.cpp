@@ -105,6 +105,11 @@ template bool set_keyword(std::span<const front::Argument<RecipeOverrides>>, Rec
 template bool set_keyword(std::span<const front::Argument<QuantizeCall>>, QuantizeCall&, std::string_view, nb::handle);
 template bool set_keyword(std::span<const front::Argument<GemmCall>>, GemmCall&, std::string_view, nb::handle);
 template bool set_keyword(std::span<const front::Argument<ConvertCall>>, ConvertCall&, std::string_view, nb::handle);
+template bool set_keyword(std::span<const front::Argument<MmaCall>>, MmaCall&, std::string_view, nb::handle);
+template bool set_keyword(std::span<const front::Argument<VerifyQuantizeCall>>, VerifyQuantizeCall&, std::string_view,
+                          nb::handle);
+template bool set_keyword(std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&, std::string_view,
+                          nb::handle);
 
 RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
   RecipeOverrides o;

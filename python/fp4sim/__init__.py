@@ -448,7 +448,8 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
                         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
 
 
-def mma(a, b, c=None, *, datapath: str, input_format: str = "", a_format: str = "", b_format: str = "") -> _np.ndarray:
+def mma(a, b, c=None, *, datapath: str, input_format: Optional[str] = None, a_format: Optional[str] = None,
+        b_format: Optional[str] = None) -> _np.ndarray:
     """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
     for inputs exactly representable in ``input_format`` (``fp4sim mma``); ``a_format`` and ``b_format``
     give A and B their own formats (e4m3 x e5m2 on ``sm90-fp8``), each defaulting to ``input_format``.

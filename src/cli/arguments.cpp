@@ -76,6 +76,9 @@ template void add_arguments(CLI::App&, std::span<const front::Argument<RecipeOve
 template void add_arguments(CLI::App&, std::span<const front::Argument<QuantizeCall>>, QuantizeCall&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<GemmCall>>, GemmCall&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<ConvertCall>>, ConvertCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<MmaCall>>, MmaCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyQuantizeCall>>, VerifyQuantizeCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&);
 
 CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
   std::vector<std::string> presets;
@@ -102,12 +105,6 @@ CLI::Validator not_empty_path() {
 }
 
 void add_example(CLI::App& app, const std::string& example) { app.footer("Example:\n  " + example); }
-
-std::string datapath_help() {
-  std::string help;
-  for (const Datapath* dp : datapath_presets()) help += "\n  " + std::string(dp->name) + ": " + std::string(dp->summary);
-  return help;
-}
 
 namespace {
 

@@ -44,8 +44,7 @@ void add_recipe_options(CLI::App& app, RecipeOverrides& overrides);
 // --rbits-a/-b (file paths into rbits_a, rbits_b); the caller words --datapath's help for its choices.
 void add_gemm_options(CLI::App& app, GemmCall& call, std::string& rbits_a, std::string& rbits_b);
 
-// "\n  name: summary" for every datapath preset, for a --datapath help text.
-std::string datapath_help();
+using front::datapath_help;
 
 // Every numeric option of `app` and its subcommands checked as its type demands, before CLI11 converts it:
 // unsigned (UINT): digits only, no sign, within 64 bits; signed (INT): within 64 bits; FLOAT: a finite

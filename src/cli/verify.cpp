@@ -77,17 +77,8 @@ void setup_verify_quantize(CLI::App& app) {
   app.add_option("--codes", o->codes, "your packed E2M1 codes .npy (uint8 [rows, ceil(cols/2)]; see --nibbles)")
       ->required();
   app.add_option("--scales", o->scales, "your block-scale bytes .npy (uint8; see --layout)")->required();
-  app.add_option("--tensor-scale-value", c.tensor_scale_text,
-                 "your FP32 tensor scale (also accepted as --tensor-scale V when V is a number)");
-  app.add_option("--tensor-scale-policy", c.tensor_scale_policy, "tensor scale policy override: none, current or periodic:D");
-  names_of<TensorScaleKind>(app.add_option("--tensor-scale-kind", c.tensor_scale_kind,
-                                            "which golden value your tensor scale is"))
-      ->default_val("any");
-  names_of<ScaleLayout>(app.add_option("--layout", c.layout, "how your scales are stored (docs/layouts.md)"))
-      ->default_val("rowmajor");
-  names_of<NibbleOrder>(app.add_option("--nibbles", c.nibbles, "how your codes are stored"))->default_val("low-first");
+  add_arguments(app, front::verify_quantize_arguments(), c);
   app.add_flag("--json", o->json, "print one JSON object instead of text");
-  app.add_option("--max-explained", c.max_explained, "explain at most N mismatches")->default_val(10);
   add_example(app, "fp4sim verify quantize --recipe nvfp4 --in x.npy --codes my_codes.npy --scales my_scales.npy");
   app.callback([o] { run_verify_quantize(*o); });
 }
@@ -145,7 +136,7 @@ void setup_verify_gemm(CLI::App& app) {
   app.remove_option(app.get_option("--frac-bits"));
   app.remove_option(app.get_option("--reference"));
   app.add_flag("--json", o->json, "print one JSON object instead of text");
-  app.add_option("--worst", o->call.worst, "trace the N worst outputs through the datapath")->default_val(3);
+  add_arguments(app, front::verify_gemm_arguments(), o->call);
   add_progress_flags(app, o->progress);
   add_example(app, "fp4sim verify gemm --recipe nvfp4 --a x.npy --b w.npy --c my_c.npy --datapath auto");
   app.callback([o] { run_verify_gemm(*o); });

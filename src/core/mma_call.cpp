@@ -14,7 +14,7 @@ MmaCall::Resolved MmaCall::resolve() const {
   r.row = &datapath_argument(datapath, "{datapath}");
   if (r.row->kind != DatapathKind::tfdpa) {
     throw UsageError("{datapath} " + datapath + " is a block-scaled GEMM datapath; mma takes a tensor-core row "
-                     "(block-scaled instructions are `fp4sim gemm --datapath sm100-mxf4nvf4`)");
+                     "(block-scaled instructions are gemm's: {datapath} sm100-mxf4nvf4)");
   }
   auto operand_input = [&](const std::string& own, const std::string& key) {
     const std::string& name = own.empty() ? input_format : own;

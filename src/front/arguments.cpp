@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/hadamard.hpp"
+#include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe.hpp"
 
@@ -156,6 +158,44 @@ const Argument<ConvertCall> kConvert[] = {
      .default_text = "hardware"},
 };
 
+const Argument<MmaCall> kMma[] = {
+    {.key = "datapath", .type = ArgType::text, .help = "tensor-core datapath row:", .set = FP4SIM_SETS(datapath),
+     .metavar = "NAME", .names_help = &datapath_help},
+    {.key = "input_format", .type = ArgType::text,
+     .help = "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2); required unless both of the next two",
+     .set = FP4SIM_SETS(input_format), .metavar = "TEXT"},
+    {.key = "a_format", .type = ArgType::text, .help = "format of A alone (default --input-format)",
+     .set = FP4SIM_SETS(a_format), .metavar = "TEXT"},
+    {.key = "b_format", .type = ArgType::text,
+     .help = "format of B alone (e.g. e5m2 beside an e4m3 A; default --input-format)", .set = FP4SIM_SETS(b_format),
+     .metavar = "TEXT"},
+};
+
+const Argument<VerifyQuantizeCall> kVerifyQuantize[] = {
+    {.key = "tensor_scale_value", .type = ArgType::text,
+     .help = "your FP32 tensor scale (also accepted as --tensor-scale V when V is a number)",
+     .set = FP4SIM_SETS(tensor_scale_text), .metavar = "TEXT"},
+    {.key = "tensor_scale_policy", .type = ArgType::text,
+     .help = "tensor scale policy override: none, current or periodic:D", .set = FP4SIM_SETS(tensor_scale_policy),
+     .metavar = "TEXT"},
+    {.key = "tensor_scale_kind", .type = ArgType::text, .help = "which golden value your tensor scale is",
+     .set = FP4SIM_SETS(tensor_scale_kind), .metavar = "NAME", .names = kNames<TensorScaleKind>,
+     .names_help = kNamesHelp<TensorScaleKind>, .default_text = "any"},
+    {.key = "layout", .type = ArgType::text, .help = "how your scales are stored (docs/layouts.md)",
+     .set = FP4SIM_SETS(layout), .metavar = "NAME", .names = kNames<ScaleLayout>, .names_help = kNamesHelp<ScaleLayout>,
+     .default_text = "rowmajor"},
+    {.key = "nibbles", .type = ArgType::text, .help = "how your codes are stored", .set = FP4SIM_SETS(nibbles),
+     .metavar = "NAME", .names = kNames<NibbleOrder>, .names_help = kNamesHelp<NibbleOrder>,
+     .default_text = "low-first"},
+    {.key = "max_explained", .type = ArgType::count, .help = "explain at most N mismatches",
+     .set = FP4SIM_SETS(max_explained), .default_text = "10"},
+};
+
+const Argument<VerifyGemmCall> kVerifyGemm[] = {
+    {.key = "worst", .type = ArgType::count, .help = "trace the N worst outputs through the datapath",
+     .set = FP4SIM_SETS(worst), .default_text = "3"},
+};
+
 #undef FP4SIM_SETS
 
 // The CLI's flag for the false side of switch `key` ("" when the key is no switch of any call).
@@ -179,6 +219,9 @@ std::span<const Argument<RecipeOverrides>> recipe_arguments() { return kRecipe; 
 std::span<const Argument<QuantizeCall>> quantize_arguments() { return kQuantize; }
 std::span<const Argument<GemmCall>> gemm_arguments() { return kGemm; }
 std::span<const Argument<ConvertCall>> convert_arguments() { return kConvert; }
+std::span<const Argument<MmaCall>> mma_arguments() { return kMma; }
+std::span<const Argument<VerifyQuantizeCall>> verify_quantize_arguments() { return kVerifyQuantize; }
+std::span<const Argument<VerifyGemmCall>> verify_gemm_arguments() { return kVerifyGemm; }
 
 std::string cli_flag(std::string_view key, std::string_view value) {
   if (value != "false") return "--" + dashed(key);
@@ -197,5 +240,11 @@ std::string render(std::string_view keyed, Spelling spelling) {
 }
 
 std::string recipe_help() { return "recipe preset:" + recipe_names_help(); }
+
+std::string datapath_help() {
+  std::string help;
+  for (const Datapath* dp : datapath_presets()) help += "\n  " + std::string(dp->name) + ": " + std::string(dp->summary);
+  return help;
+}
 
 }  // namespace fp4sim::front

@@ -742,6 +742,15 @@ def test_keywords_take_numpy_scalars_of_their_kind_and_mean_one_thing_in_every_c
         fp4sim.convert(x, "e2m1", saturate=1)
     with pytest.raises(fp4sim.UsageError, match=r"^rounding: expected a string, got int$"):
         fp4sim.convert(x, "e2m1", 0)
+    with pytest.raises(fp4sim.UsageError, match=r"^input_format: expected a string, got type$"):
+        fp4sim.mma(np.ones((2, 16)), np.ones((16, 2)), datapath="sm90-bf16", input_format=np.float32)
+    codes, scales = np.zeros((4, 32), np.uint8), np.zeros((4, 4), np.uint8)
+    with pytest.raises(fp4sim.UsageError, match=r"^max_explained: expected an integer in 0\.\.2\^64-1, got -1$"):
+        fp4sim.verify_quantize(x, codes, scales, "nvfp4", max_explained=-1)
+    with pytest.raises(fp4sim.UsageError, match=r"^layout: expected a string, got int$"):
+        fp4sim.verify_quantize(x, codes, scales, "nvfp4", layout=0)
+    with pytest.raises(fp4sim.UsageError, match=r"^worst: expected an integer, got float$"):
+        fp4sim.verify_gemm(x, x, np.zeros((4, 4), np.float32), "nvfp4", worst=2.5)
 
 
 @needs_cli

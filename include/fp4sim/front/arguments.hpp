@@ -15,8 +15,10 @@
 
 #include "fp4sim/core/convert_call.hpp"
 #include "fp4sim/core/gemm_call.hpp"
+#include "fp4sim/core/mma_call.hpp"
 #include "fp4sim/core/quantize_call.hpp"
 #include "fp4sim/core/recipe_overrides.hpp"
+#include "fp4sim/verify/verify_call.hpp"
 
 namespace fp4sim::front {
 
@@ -55,6 +57,13 @@ std::span<const Argument<QuantizeCall>> quantize_arguments();
 std::span<const Argument<GemmCall>> gemm_arguments();
 // An element-wise conversion.
 std::span<const Argument<ConvertCall>> convert_arguments();
+// One tensor-core instruction's inputs (mma).
+std::span<const Argument<MmaCall>> mma_arguments();
+// The rest of a verify quantize call (how their bytes are stored, their tensor scale, how much to
+// explain); the quantize call's rows apply to call.quantize.
+std::span<const Argument<VerifyQuantizeCall>> verify_quantize_arguments();
+// The rest of a verify gemm call; the GEMM call's rows apply to call.gemm.
+std::span<const Argument<VerifyGemmCall>> verify_gemm_arguments();
 
 // How a front end spells a key.
 enum class Spelling {
@@ -68,5 +77,7 @@ std::string cli_flag(std::string_view key, std::string_view value = "");
 
 // "recipe preset:" and one line per preset with its source (the --recipe help).
 std::string recipe_help();
+// "\n  name: summary" for every datapath preset, for a datapath argument's help.
+std::string datapath_help();
 
 }  // namespace fp4sim::front
