@@ -30,6 +30,12 @@ TEST(Render, LeavesOtherBracesAlone) {
   }
 }
 
+TEST(Render, FindsKeysInsideOtherBraces) {
+  const std::string json = "{\"hints\": [\"read as {layout} swizzled-128x4\"], \"x\": {\"y\": 1}}";
+  EXPECT_EQ(front::render(json, Spelling::cli), "{\"hints\": [\"read as --layout swizzled-128x4\"], \"x\": {\"y\": 1}}");
+  EXPECT_EQ(front::render("{{snap=false}}", Spelling::python), "{snap=False}");
+}
+
 TEST(KeyedError, WhatShowsBareKeysAndKeyedKeepsTheMarks) {
   const UsageError e("{sr_bits}: must be between 1 and 16 ({snap=false})");
   EXPECT_STREQ(e.what(), "sr_bits: must be between 1 and 16 (snap=false)");

@@ -771,6 +771,15 @@ def test_alpha_is_a_recipe_override_of_both_front_ends(tmp_path):
         fp4sim.gemm(x, w, "nvfp4", alpha="half")
 
 
+def test_verify_reports_name_keywords():
+    x = tensor(128, 64)
+    q = fp4sim.quantize(x, "nvfp4")
+    r = fp4sim.verify_quantize(x, q.codes, q.scales_in("swizzled-128x4"), "nvfp4")
+    assert any("read as layout swizzled-128x4" in h for h in r["hints"]), r["hints"]
+    assert not any("{" in h or "--" in h for h in r["hints"]), r["hints"]
+    assert "{layout}" not in str(r) and "--layout" not in str(r)
+
+
 def test_recipe_overrides_of_the_wrong_type_or_empty_are_usage_errors():
     x = tensor(4, 64)
     with pytest.raises(fp4sim.UsageError, match="block: expected an integer, got str"):

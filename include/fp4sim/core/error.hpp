@@ -48,7 +48,12 @@ std::string render_keys(std::string_view keyed, Spell spell) {
     const bool is_key = !key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string_view::npos &&
                         (eq == std::string_view::npos || value == "true" || value == "false");
     out += keyed.substr(i, open - i);
-    out += is_key ? spell(key, value) : std::string(keyed.substr(open, close - open + 1));
+    if (!is_key) {  // a brace of other text ("{\"a\": {layout} ...}"): a mark may still follow it
+      out += '{';
+      i = open + 1;
+      continue;
+    }
+    out += spell(key, value);
     i = close + 1;
   }
   out += keyed.substr(i);
