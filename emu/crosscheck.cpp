@@ -411,7 +411,7 @@ std::uint64_t run(const Options& o, std::FILE* log) {
       char x1 = 0, x2 = 0;
       if (std::sscanf(text.c_str(), "%zu%c%zu%c%zu", &sh.m, &x1, &sh.n, &x2, &sh.k) != 5 || x1 != 'x' || x2 != 'x' ||
           sh.m == 0 || sh.n == 0 || sh.k == 0)
-        throw UsageError("crosscheck: --shape wants MxNxK, got '" + text + "'");
+        throw UsageError("crosscheck: {shape} wants MxNxK, got '" + text + "'");
       fixed.push_back(sh);
     }
     if (!fixed.empty()) {

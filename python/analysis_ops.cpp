@@ -10,6 +10,7 @@
 
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/front/arguments.hpp"
 #include "fp4sim/analysis/sweep.hpp"
 
 namespace nb = nanobind;
@@ -29,7 +30,7 @@ std::tuple<std::string, std::string> replay_py(const std::string& trace, const r
   }
   std::ostringstream json;
   replay::write_json(result, json);
-  return {json.str(), replay::summary(result)};
+  return {json.str(), front::render(replay::summary(result), front::Spelling::python)};
 }
 
 std::tuple<std::string, std::string> sweep_py(const sweep::Call& call) {

@@ -90,7 +90,12 @@ std::optional<RandomBitsArray> random_bits_array(const std::optional<RandomBitsI
   return RandomBitsArray{what, dtype, shape_of(values), std::vector<std::uint32_t>(values.data(), values.data() + values.size())};
 }
 
+using python::gemm_call_from;
 using python::overrides_from;
+
+// A report or message that names arguments by key (fp4sim/core/error.hpp) with each spelled as the
+// keyword that sets it (amax_ref_a, snap=False).
+std::string in_python_terms(const std::string& keyed) { return front::render(keyed, front::Spelling::python); }
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -120,10 +125,23 @@ nb::list formats_list() {
   return out;
 }
 
-nb::object convert_py(const DoubleIn& x, const std::string& format, const std::string& rounding, int sr_bits,
-                   std::uint64_t seed, const std::optional<RandomBitsIn>& rbits, std::optional<bool> saturate,
-                   const std::string& specials) {
-  const ConvertCall call{format, rounding, sr_bits, seed, saturate, specials, rbits.has_value()};
+// The keywords of fp4sim.convert, each type-checked through its row of the argument table.
+ConvertCall convert_call_from(const std::string& format, nb::handle rounding, nb::handle sr_bits, nb::handle seed,
+                              nb::handle saturate, nb::handle specials, bool random_bits) {
+  ConvertCall call;
+  call.format = format;
+  const auto rows = front::convert_arguments();
+  const std::pair<const char*, nb::handle> keywords[] = {
+      {"rounding", rounding}, {"sr_bits", sr_bits}, {"seed", seed}, {"saturate", saturate}, {"specials", specials}};
+  for (const auto& [key, value] : keywords) python::set_keyword(rows, call, key, value);
+  call.random_bits = random_bits;
+  return call;
+}
+
+nb::object convert_py(const DoubleIn& x, const std::string& format, nb::handle rounding, nb::handle sr_bits,
+                      nb::handle seed, const std::optional<RandomBitsIn>& rbits, nb::handle saturate,
+                      nb::handle specials) {
+  const ConvertCall call = convert_call_from(format, rounding, sr_bits, seed, saturate, specials, rbits.has_value());
   const ConvertCall::Resolved r = call.resolve();
   const std::optional<RandomBitsArray> bits = random_bits_array(rbits, "rbits");
   std::vector<std::uint32_t> codes;
@@ -151,10 +169,10 @@ nb::object convert_float32_as(const ConvertCall& call, const ConvertCall::Resolv
   return nb::cast(to_numpy(std::move(codes), input.shape));
 }
 
-nb::object convert_float32_py(const FloatIn& x, const std::string& format, const std::string& rounding, int sr_bits,
-                              std::uint64_t seed, const std::optional<RandomBitsIn>& rbits,
-                              std::optional<bool> saturate, const std::string& specials) {
-  const ConvertCall call{format, rounding, sr_bits, seed, saturate, specials, rbits.has_value()};
+nb::object convert_float32_py(const FloatIn& x, const std::string& format, nb::handle rounding, nb::handle sr_bits,
+                              nb::handle seed, const std::optional<RandomBitsIn>& rbits, nb::handle saturate,
+                              nb::handle specials) {
+  const ConvertCall call = convert_call_from(format, rounding, sr_bits, seed, saturate, specials, rbits.has_value());
   const ConvertCall::Resolved r = call.resolve();
   const std::optional<RandomBitsArray> bits = random_bits_array(rbits, "rbits");
   const RandomBitsArray* b = bits ? &*bits : nullptr;
@@ -183,10 +201,11 @@ nb::ndarray<nb::numpy, float> decode_codes(const nb::ndarray<const Code, nb::c_c
 
 // `role`: a role, or operand "<gemm>.a" / "<gemm>.b" of a GEMM (python/operand.hpp).
 QuantizedTensor quantize_py(const FloatIn& x, const std::string& recipe_name, const nb::dict& overrides,
-                            const std::string& role, std::optional<float> amax_ref, std::uint64_t seed,
+                            const std::string& role, nb::handle amax_ref, nb::handle seed,
                             const std::optional<RandomBitsIn>& rbits) {
-  python::ResolvedOperand r =
-      python::resolve_operand(overrides_from(recipe_name, overrides), role, seed, amax_ref, rbits.has_value());
+  QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, amax_ref, seed);
+  call.operand.random_bits = rbits.has_value();
+  python::ResolvedOperand r = python::resolve_operand(call, role);
   const auto [rows, cols] = rows_cols(x, "x");
   const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), r.recipe.sr_bits, r.request);
   nb::gil_scoped_release release;
@@ -199,8 +218,8 @@ QuantizedTensor quantize_py(const FloatIn& x, const std::string& recipe_name, co
 QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::size_t rows, std::size_t cols,
                              const std::string& recipe_name, const nb::dict& overrides, const std::string& role,
                              float tensor_amax, float encode, float decode) {
-  const python::ResolvedOperand r =
-      python::resolve_operand(overrides_from(recipe_name, overrides), role, 0, std::nullopt, false);
+  const QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, nb::none(), nb::none());
+  const python::ResolvedOperand r = python::resolve_operand(call, role);
   if (r.recipe.amax_scope == AmaxScope::row) {
     throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
   }
@@ -291,28 +310,6 @@ nb::ndarray<nb::numpy, float> dequantize_raw_py(const BytesIn& codes, const Byte
   return to_numpy(std::move(out), {rows, cols});
 }
 
-// gemm=, datapath=, inner=, snap=, out_dtype=, amax_ref_a/b=, target_a/b=, seed= (None: the default).
-GemmCall gemm_call_from(const std::string& recipe_name, const nb::dict& overrides, const nb::dict& d) {
-  GemmCall g;
-  g.recipe = overrides_from(recipe_name, overrides);
-  for (auto [key, value] : d) {
-    const std::string k = nb::cast<std::string>(key);
-    if (value.is_none()) continue;
-    if (k == "gemm") g.gemm = nb::cast<std::string>(value);
-    else if (k == "datapath") g.datapath = nb::cast<std::string>(value);
-    else if (k == "inner") g.inner = nb::cast<std::string>(value);
-    else if (k == "out_dtype") g.out_dtype = nb::cast<std::string>(value);
-    else if (k == "snap") g.snap = nb::cast<bool>(value);
-    else if (k == "amax_ref_a") g.a.amax_ref = nb::cast<float>(value);
-    else if (k == "amax_ref_b") g.b.amax_ref = nb::cast<float>(value);
-    else if (k == "target_a") g.a.target = nb::cast<float>(value);
-    else if (k == "target_b") g.b.target = nb::cast<float>(value);
-    else if (k == "seed") g.seed = nb::cast<std::uint64_t>(value);
-    else throw UsageError("unknown GEMM option '" + k + "'");
-  }
-  return g;
-}
-
 nb::ndarray<nb::numpy, float> gemm_py(const FloatIn& a, const FloatIn& b, const std::string& recipe_name,
                                       const nb::dict& overrides, const nb::dict& args,
                                       const std::optional<RandomBitsIn>& rbits_a, const std::optional<RandomBitsIn>& rbits_b) {
@@ -337,8 +334,8 @@ nb::ndarray<nb::numpy, float> gemm_py(const FloatIn& a, const FloatIn& b, const 
 // The settings of operand `role` of a recipe (python/operand.hpp), without data: what a caller needs to
 // allocate the codes and scales and to choose how to scale the operand.
 nb::dict operand_info_py(const std::string& recipe_name, const nb::dict& overrides, const std::string& role) {
-  const python::ResolvedOperand r =
-      python::resolve_operand(overrides_from(recipe_name, overrides), role, 0, std::nullopt, false);
+  const QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, nb::none(), nb::none());
+  const python::ResolvedOperand r = python::resolve_operand(call, role);
   nb::dict d;
   d["block_rows"] = r.request.spec.two_d ? r.recipe.block : 1;
   d["block_cols"] = r.recipe.block;
@@ -367,9 +364,12 @@ nb::ndarray<nb::numpy, float> gemm_quantized_py(const QuantizedTensor& qa, const
 }
 
 nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const std::optional<DoubleIn>& c,
-                                     const std::string& datapath, const std::string& input_format,
-                                     const std::string& a_format, const std::string& b_format) {
-  const MmaCall call{datapath, input_format, a_format, b_format};
+                                     nb::handle datapath, nb::handle input_format, nb::handle a_format,
+                                     nb::handle b_format) {
+  MmaCall call;
+  const std::pair<const char*, nb::handle> keywords[] = {
+      {"datapath", datapath}, {"input_format", input_format}, {"a_format", a_format}, {"b_format", b_format}};
+  for (const auto& [key, value] : keywords) python::set_keyword(front::mma_arguments(), call, key, value);
   const MmaCall::Resolved r = call.resolve();
   const std::optional<MmaOperand> c_operand =
       c ? std::optional<MmaOperand>(MmaOperand{{"C", shape_of(*c)}, span_of(*c)}) : std::nullopt;
@@ -387,16 +387,16 @@ nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const
 
 std::tuple<std::string, std::string, bool> verify_quantize_py(
     const FloatIn& x, const BytesIn& codes, const BytesIn& scales, const std::string& recipe_name, nb::dict overrides,
-    const std::string& role, const std::string& layout, const std::string& nibbles, std::optional<float> tensor_scale,
-    const std::string& kind, std::optional<float> amax_ref, std::uint64_t seed, const std::optional<RandomBitsIn>& rbits,
-    std::size_t max_explained) {
+    const std::string& role, nb::handle layout, nb::handle nibbles, std::optional<float> tensor_scale,
+    nb::handle kind, nb::handle amax_ref, nb::handle seed, const std::optional<RandomBitsIn>& rbits,
+    nb::handle max_explained) {
   VerifyQuantizeCall call;
-  call.quantize = {overrides_from(recipe_name, overrides), role, seed, {amax_ref, std::nullopt, rbits.has_value()}};
-  call.layout = layout;
-  call.nibbles = nibbles;
+  call.quantize = python::quantize_call_from(recipe_name, overrides, role, amax_ref, seed);
+  call.quantize.operand.random_bits = rbits.has_value();
+  const std::pair<const char*, nb::handle> keywords[] = {
+      {"layout", layout}, {"nibbles", nibbles}, {"tensor_scale_kind", kind}, {"max_explained", max_explained}};
+  for (const auto& [key, value] : keywords) python::set_keyword(front::verify_quantize_arguments(), call, key, value);
   call.tensor_scale = tensor_scale;
-  call.tensor_scale_kind = kind;
-  call.max_explained = max_explained;
   VerifyQuantizeCall::Resolved r = call.resolve();
   const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), r.recipe.sr_bits,
                                        r.request.quantize);
@@ -410,14 +410,15 @@ std::tuple<std::string, std::string, bool> verify_quantize_py(
     nb::gil_scoped_release release;
     rep = verify_quantize(r.recipe, r.request, span_of(x), rows, cols, r.theirs);
   }
-  return {to_json(rep), to_text(rep), rep.bit_exact()};
+  return {in_python_terms(to_json(rep)), in_python_terms(to_text(rep)), rep.bit_exact()};
 }
 
 std::tuple<std::string, std::string, bool> verify_gemm_py(const FloatIn& a, const FloatIn& b, const FloatIn& c,
                                                           const std::string& recipe_name, const nb::dict& overrides,
                                                           const nb::dict& args, const std::optional<RandomBitsIn>& rbits_a,
-                                                          const std::optional<RandomBitsIn>& rbits_b, std::size_t worst) {
-  VerifyGemmCall call{gemm_call_from(recipe_name, overrides, args), worst};
+                                                          const std::optional<RandomBitsIn>& rbits_b, nb::handle worst) {
+  VerifyGemmCall call{gemm_call_from(recipe_name, overrides, args)};
+  python::set_keyword(front::verify_gemm_arguments(), call, "worst", worst);
   call.gemm.a.random_bits = rbits_a.has_value();
   call.gemm.b.random_bits = rbits_b.has_value();
   VerifyGemmCall::Resolved r = call.resolve();
@@ -432,7 +433,7 @@ std::tuple<std::string, std::string, bool> verify_gemm_py(const FloatIn& a, cons
     rep = verify_gemm(r.recipe, r.request, span_of(a), span_of(b), m, n, k, span_of(c));
   }
   const bool ok = rep.auto_mode ? !rep.explained_by.empty() : rep.bit_exact();
-  return {to_json(rep), to_text(rep), ok};
+  return {in_python_terms(to_json(rep)), in_python_terms(to_text(rep)), ok};
 }
 
 }  // namespace
@@ -440,8 +441,19 @@ std::tuple<std::string, std::string, bool> verify_gemm_py(const FloatIn& a, cons
 NB_MODULE(_fp4sim, m) {
   m.doc() = "fp4sim: bit-exact emulator of FP4 (E2M1) block-scaled formats, recipes and GEMM datapaths";
   m.attr("__version__") = FP4SIM_VERSION;  // project()'s VERSION (CMakeLists.txt), as `fp4sim --version` prints it
-  nb::exception<fp4sim::UsageError>(m, "UsageError", PyExc_ValueError);
-  nb::exception<fp4sim::DataError>(m, "DataError", PyExc_ValueError);
+  // The library's errors as fp4sim.UsageError / fp4sim.DataError, their message in Python's terms.
+  // (the module holds the two types for as long as the translator can run)
+  static PyObject* usage_error = nb::exception<fp4sim::UsageError>(m, "UsageError", PyExc_ValueError).ptr();
+  static PyObject* data_error = nb::exception<fp4sim::DataError>(m, "DataError", PyExc_ValueError).ptr();
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const fp4sim::UsageError& e) {
+      PyErr_SetString(usage_error, in_python_terms(e.keyed()).c_str());
+    } catch (const fp4sim::DataError& e) {
+      PyErr_SetString(data_error, in_python_terms(e.keyed()).c_str());
+    }
+  });
 
   m.def("formats", &formats_list, "Every known number format (the fields of `fp4sim formats --json`).");
   m.def(
@@ -571,8 +583,8 @@ NB_MODULE(_fp4sim, m) {
 #if defined(FP4SIM_PYTHON_ANALYSIS)
   python::register_analysis_ops(m);
 #endif
-  m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a, "input_format"_a,
-        "a_format"_a, "b_format"_a);
+  m.def("mma", &mma_py, "a"_a.noconvert(), "b"_a.noconvert(), "c"_a.none(), "datapath"_a.none(),
+        "input_format"_a.none(), "a_format"_a.none(), "b_format"_a.none());
   m.def("verify_quantize", &verify_quantize_py, "x"_a.noconvert(), "codes"_a.noconvert(), "scales"_a.noconvert(),
         "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a,
         "amax_ref"_a.none(), "seed"_a, "rbits"_a.none(), "max_explained"_a);
@@ -583,7 +595,7 @@ NB_MODULE(_fp4sim, m) {
       "scales_to_layout",
       [](const BytesIn& scales, std::size_t rows, std::size_t cols, int block_rows, int block_cols, const std::string& layout) {
         const ScaleGrid g = scale_grid(rows, cols, block_rows, block_cols);
-        const auto l = parse_name_or_throw<ScaleLayout>(layout, "--layout");
+        const auto l = parse_name_or_throw<ScaleLayout>(layout, "{layout}");
         return to_numpy(scales_to_layout(span_of(scales), g, l), ScaleStorage::canonical_shape(l, g));
       },
       "scales"_a.noconvert(), "rows"_a, "cols"_a, "block_rows"_a, "block_cols"_a, "layout"_a);
@@ -592,21 +604,21 @@ NB_MODULE(_fp4sim, m) {
       [](const BytesIn& stored, std::size_t rows, std::size_t cols, int block_rows, int block_cols, const std::string& layout) {
         const ScaleGrid g = scale_grid(rows, cols, block_rows, block_cols);
         return to_numpy(scales_from_layout(span_of(stored), shape_of(stored), g,
-                                           parse_name_or_throw<ScaleLayout>(layout, "--layout")),
+                                           parse_name_or_throw<ScaleLayout>(layout, "{layout}")),
                         {g.scale_rows(), g.scale_cols()});
       },
       "stored"_a.noconvert(), "rows"_a, "cols"_a, "block_rows"_a, "block_cols"_a, "layout"_a);
   m.def(
       "codes_to_order",
       [](const BytesIn& codes, std::size_t rows, std::size_t cols, const std::string& nibbles) {
-        const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles");
+        const auto order = parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}");
         return to_numpy(codes_to_order(span_of(codes), rows, cols, order), codes_shape(order, rows, cols));
       },
       "codes"_a.noconvert(), "rows"_a, "cols"_a, "nibbles"_a);
   m.def(
       "codes_from_order",
       [](const BytesIn& stored, std::size_t rows, std::size_t cols, const std::string& nibbles) {
-        return to_numpy(codes_from_order(span_of(stored), rows, cols, parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles")),
+        return to_numpy(codes_from_order(span_of(stored), rows, cols, parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}")),
                         codes_shape(NibbleOrder::low_first, rows, cols));
       },
       "stored"_a.noconvert(), "rows"_a, "cols"_a, "nibbles"_a);

@@ -56,7 +56,8 @@ QuantizedTensor described(const ResolvedOperand& r, std::size_t rows, std::size_
 void quantize(std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, const std::string& recipe, const nb::dict& overrides,
               const std::string& role, std::uint64_t seed, std::uintptr_t held, std::uintptr_t rbits,
               std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::uintptr_t stream) {
-  const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, seed, std::nullopt, rbits != 0);
+  const QuantizeCall call{overrides_from(recipe, overrides), role, seed, {std::nullopt, std::nullopt, rbits != 0}};
+  const ResolvedOperand r = resolve_operand(call, role);
   gpu::QuantizePlan plan;
   check(gpu::make_plan(r.recipe, r.request, rows, cols, plan), "quantize");
   float* s = ptr<float>(scalars);
@@ -75,7 +76,7 @@ void quantize(std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, c
 void dequantize(std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::size_t rows, std::size_t cols,
                 const std::string& recipe, const nb::dict& overrides, const std::string& role, std::uintptr_t out,
                 std::uintptr_t stream) {
-  const ResolvedOperand r = resolve_operand(overrides_from(recipe, overrides), role, 0, std::nullopt, false);
+  const ResolvedOperand r = resolve_operand(quantize_call_from(recipe, overrides, role, nb::none(), nb::none()), role);
   check(
       gpu::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes), ptr<const std::uint8_t>(scales),
                              ptr<const float>(scalars), ptr<float>(out), stream_of(stream)),

@@ -1,6 +1,7 @@
 #include "operand.hpp"
 
-#include <type_traits>
+#include <Python.h>
+#include <nanobind/stl/string.h>
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm_call.hpp"
@@ -12,69 +13,142 @@ namespace fp4sim::python {
 
 namespace {
 
-// One override's value as the type its field holds; another type is a UsageError naming the keyword
-// (nanobind's own failure is a bare std::bad_cast).
-template <class T>
-T override_value(const std::string& key, nb::handle value, const char* expected) {
-  T out{};
-  bool ok = false;
-  if constexpr (std::is_same_v<T, std::string>) {
-    ok = nb::isinstance<nb::str>(value);  // nb::try_cast has no cleanup list for a string's conversion
-    if (ok) out = nb::cast<std::string>(value);
-  } else {
-    ok = nb::try_cast<T>(value, out);
+std::string type_of(nb::handle value) { return nb::cast<std::string>(value.type().attr("__name__")); }
+
+// NumPy's scalars (and 0-d arrays) by their dtype's kind: 'b' bool, 'i'/'u' integers, 'f' floats.
+char numpy_kind(nb::handle value) {
+  if (!nb::hasattr(value, "dtype") || !nb::hasattr(value, "ndim") || nb::cast<int>(value.attr("ndim")) != 0) return 0;
+  const nb::object kind = value.attr("dtype").attr("kind");
+  return nb::isinstance<nb::str>(kind) ? nb::cast<std::string>(kind)[0] : 0;
+}
+
+[[noreturn]] void wrong_type(std::string_view key, const char* wanted, nb::handle value) {
+  throw UsageError("{" + std::string(key) + "}: expected " + wanted + ", got " + type_of(value));
+}
+
+// An exact Python int of `value` (an int or a NumPy integer), or a UsageError.
+nb::object whole_number(std::string_view key, nb::handle value) {
+  const char kind = numpy_kind(value);
+  const bool is_int = PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr());
+  if (!is_int && kind != 'i' && kind != 'u') wrong_type(key, "an integer", value);
+  return nb::steal(PyNumber_Index(value.ptr()));
+}
+
+template <class Call>
+front::ArgValue keyword_value(const front::Argument<Call>& row, nb::handle value) {
+  const std::string key(row.key);
+  switch (row.type) {
+    case front::ArgType::switch_:
+      if (!PyBool_Check(value.ptr()) && numpy_kind(value) != 'b') wrong_type(key, "a bool (True or False)", value);
+      return PyObject_IsTrue(value.ptr()) == 1;
+    case front::ArgType::integer: {
+      const nb::object n = whole_number(key, value);
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(n.ptr(), &overflow);
+      if (overflow != 0 || (row.min <= row.max && (v < row.min || v > row.max))) {
+        throw UsageError("{" + key + "}: must be between " + std::to_string(row.min) + " and " + std::to_string(row.max) +
+                         ", got " + nb::cast<std::string>(nb::str(n)));
+      }
+      return static_cast<std::int64_t>(v);
+    }
+    case front::ArgType::count: {
+      const nb::object n = whole_number(key, value);
+      const unsigned long long v = PyLong_AsUnsignedLongLong(n.ptr());
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        throw UsageError("{" + key + "}: expected an integer in 0..2^64-1, got " + nb::cast<std::string>(nb::str(n)));
+      }
+      return static_cast<std::uint64_t>(v);
+    }
+    case front::ArgType::real: {
+      const char kind = numpy_kind(value);
+      const bool number = (PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr())) && !PyBool_Check(value.ptr());
+      if (!number && kind != 'f' && kind != 'i' && kind != 'u') wrong_type(key, "a number", value);
+      const double v = PyFloat_AsDouble(value.ptr());
+      if (PyErr_Occurred()) {  // an int beyond double's range
+        PyErr_Clear();
+        throw UsageError("{" + key + "}: " + nb::cast<std::string>(nb::str(value)) + " is beyond the range of a double");
+      }
+      return v;
+    }
+    case front::ArgType::text:
+      if (!nb::isinstance<nb::str>(value)) wrong_type(key, "a string", value);
+      // "" is the call's "not given": an empty text must be refused, not read as the default
+      if (nb::len(value) == 0) throw UsageError(key + "='': an empty value names nothing (None keeps the default)");
+      return nb::cast<std::string>(value);
   }
-  if (!ok) {
-    throw UsageError("recipe override " + key + ": expected " + expected + ", got " +
-                     nb::cast<std::string>(value.type().attr("__name__")));
+  throw std::logic_error("keyword_value: unknown argument type");
+}
+
+std::string known_keys(std::span<const front::Argument<RecipeOverrides>> rows) {
+  std::string known;
+  for (const auto& row : rows) {
+    if (row.key != "recipe") known += (known.empty() ? "" : ", ") + std::string(row.key);
   }
-  return out;
+  return known;
 }
 
 }  // namespace
 
+template <class Call>
+bool set_keyword(std::span<const front::Argument<Call>> rows, Call& call, std::string_view key, nb::handle value) {
+  for (const front::Argument<Call>& row : rows) {
+    if (row.key != key) continue;
+    if (!value.is_none()) row.set(call, keyword_value(row, value));
+    return true;
+  }
+  return false;
+}
+
+template bool set_keyword(std::span<const front::Argument<RecipeOverrides>>, RecipeOverrides&, std::string_view,
+                          nb::handle);
+template bool set_keyword(std::span<const front::Argument<QuantizeCall>>, QuantizeCall&, std::string_view, nb::handle);
+template bool set_keyword(std::span<const front::Argument<GemmCall>>, GemmCall&, std::string_view, nb::handle);
+template bool set_keyword(std::span<const front::Argument<ConvertCall>>, ConvertCall&, std::string_view, nb::handle);
+template bool set_keyword(std::span<const front::Argument<MmaCall>>, MmaCall&, std::string_view, nb::handle);
+template bool set_keyword(std::span<const front::Argument<VerifyQuantizeCall>>, VerifyQuantizeCall&, std::string_view,
+                          nb::handle);
+template bool set_keyword(std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&, std::string_view,
+                          nb::handle);
+
 RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
   RecipeOverrides o;
   o.recipe = recipe;
+  const auto rows = front::recipe_arguments();
   for (auto [key, value] : d) {
     const std::string k = nb::cast<std::string>(key);
-    if (value.is_none()) continue;
-    // "" is RecipeOverrides' "not given": an empty text must be refused, not read as the preset's value
-    if (nb::isinstance<nb::str>(value) && nb::len(value) == 0) {
-      throw UsageError("recipe override " + k + "='': an empty value names nothing (None keeps the preset's)");
-    }
-    if (k == "block") o.block = override_value<int>(k, value, "an integer");
-    else if (k == "two_d") o.two_d = override_value<bool>(k, value, "a bool");
-    else if (k == "scale_format") o.scale_format = override_value<std::string>(k, value, "a string");
-    else if (k == "element_format") o.element_format = override_value<std::string>(k, value, "a string");
-    else if (k == "target") o.target = override_value<float>(k, value, "a number");
-    else if (k == "tensor_scale") o.tensor_scale = override_value<std::string>(k, value, "a string");
-    else if (k == "scale_rule") o.scale_rule = override_value<std::string>(k, value, "a string");
-    else if (k == "zero_scale") o.zero_scale = override_value<std::string>(k, value, "a string");
-    else if (k == "element_scaling") o.element_scaling = override_value<std::string>(k, value, "a string");
-    else if (k == "block_choice") o.block_choice = override_value<std::string>(k, value, "a string");
-    else if (k == "amax_scope") o.amax_scope = override_value<std::string>(k, value, "a string");
-    else if (k == "rht_signs") o.rht_signs = override_value<std::string>(k, value, "a string");
-    else if (k == "dequantize_order") o.dequantize_order = override_value<std::string>(k, value, "a string");
-    else if (k == "sr_bits") o.sr_bits = override_value<int>(k, value, "an integer");
-    else if (k == "rht") o.rht = override_value<bool>(k, value, "a bool");
-    else if (k == "rounding") o.rounding = override_value<std::string>(k, value, "a string");
-    else {
-      throw UsageError("unknown recipe override '" + k +
-                       "' (known: block, two_d, scale_format, element_format, target, tensor_scale, scale_rule, "
-                       "zero_scale, element_scaling, block_choice, amax_scope, rht_signs, dequantize_order, "
-                       "rounding, sr_bits, rht)");
+    if (k == "recipe" || !set_keyword(rows, o, k, value)) {
+      throw UsageError("unknown recipe override '" + k + "' (known: " + known_keys(rows) + ")");
     }
   }
   return o;
 }
 
-ResolvedOperand resolve_operand(const RecipeOverrides& recipe, const std::string& where, std::uint64_t seed,
-                                std::optional<float> amax_ref, bool random_bits) {
-  const OperandArguments operand{amax_ref, std::nullopt, random_bits};
+GemmCall gemm_call_from(const std::string& recipe, const nb::dict& overrides, const nb::dict& args) {
+  GemmCall g;
+  g.recipe = overrides_from(recipe, overrides);
+  for (auto [key, value] : args) {
+    const std::string k = nb::cast<std::string>(key);
+    if (!set_keyword(front::gemm_arguments(), g, k, value)) throw UsageError("unknown GEMM option '" + k + "'");
+  }
+  return g;
+}
+
+QuantizeCall quantize_call_from(const std::string& recipe, const nb::dict& overrides, const std::string& role,
+                                nb::handle amax_ref, nb::handle seed) {
+  QuantizeCall call;
+  call.recipe = overrides_from(recipe, overrides);
+  call.role = role;
+  set_keyword(front::quantize_arguments(), call, "amax_ref", amax_ref);
+  set_keyword(front::quantize_arguments(), call, "seed", seed);
+  return call;
+}
+
+ResolvedOperand resolve_operand(const QuantizeCall& quantize, const std::string& where) {
   const std::size_t dot = where.find('.');
   if (dot == std::string::npos) {
-    const QuantizeCall call{recipe, where, seed, operand};
+    QuantizeCall call = quantize;
+    call.role = where;
     QuantizeCall::Resolved r = call.resolve();
     return {r.recipe, r.request};
   }
@@ -83,10 +157,10 @@ ResolvedOperand resolve_operand(const RecipeOverrides& recipe, const std::string
     throw UsageError("operand '" + where + "': expected a role or <gemm>.a / <gemm>.b (fprop.a, wgrad.b, ...)");
   }
   GemmCall call;
-  call.recipe = recipe;
+  call.recipe = quantize.recipe;
   call.gemm = where.substr(0, dot);
-  call.seed = seed;
-  (side == "a" ? call.a : call.b) = operand;
+  call.seed = quantize.seed;
+  (side == "a" ? call.a : call.b) = quantize.operand;
   GemmCall::Resolved r = call.resolve();
   return {r.recipe, side == "a" ? r.a : r.b};
 }

@@ -429,7 +429,7 @@ TEST(PlantedCause, NibbleOrder) {
   const auto x = normal_tensor(16, 64, 23);
   Golden planted = golden(recipe, request, x, 16, 64, ScaleLayout::rowmajor, NibbleOrder::high_first);
   planted.theirs.nibbles = NibbleOrder::low_first;  // a kernel that packs element 2j in the high nibble
-  expect_named(recipe, request, x, 16, 64, planted, "another nibble order (--nibbles high-first)");
+  expect_named(recipe, request, x, 16, 64, planted, "another nibble order ({nibbles} high-first)");
 }
 
 TEST(PlantedCause, ScaleLayout) {
@@ -439,7 +439,7 @@ TEST(PlantedCause, ScaleLayout) {
   const auto x = normal_tensor(128, 64, 24);  // rowmajor and swizzled scales are both [128, 4]
   Golden planted = golden(recipe, request, x, 128, 64, ScaleLayout::swizzled_128x4);
   planted.theirs.layout = ScaleLayout::rowmajor;
-  expect_named(recipe, request, x, 128, 64, planted, "another layout (--layout swizzled-128x4)");
+  expect_named(recipe, request, x, 128, 64, planted, "another layout ({layout} swizzled-128x4)");
 }
 
 TEST(PlantedCause, HadamardSignVector) {

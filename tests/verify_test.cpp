@@ -147,8 +147,8 @@ TEST(Hints, ScalesInAnotherLayoutAndCodesInAnotherNibbleOrder) {
   const auto rep = run(recipe, request, x, 128, 64, g, 3);
   EXPECT_GT(rep.mismatched_scales, 0u);
   EXPECT_EQ(rep.explained.size(), 3u);
-  EXPECT_TRUE(contains(rep.hints, "your scales match the golden ones exactly when read as --layout swizzled-128x4"));
-  EXPECT_TRUE(contains(rep.hints, "your codes match the golden ones exactly when read as --nibbles high-first"));
+  EXPECT_TRUE(contains(rep.hints, "your scales match the golden ones exactly when read as {layout} swizzled-128x4"));
+  EXPECT_TRUE(contains(rep.hints, "your codes match the golden ones exactly when read as {nibbles} high-first"));
 }
 
 TEST(TensorScale, ComparedWithEncodeDecodeOrAmax) {

@@ -31,7 +31,6 @@ import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from . import _dtypes, _fp4sim, _ml_dtypes_conventions
-from ._errors import in_python_terms
 from ._fp4sim import DataError, UsageError
 
 __all__ = [
@@ -255,7 +254,6 @@ class VerifyReport(dict):
 # The API
 
 
-@in_python_terms
 def formats() -> list:
     """Every known number format: the fields of ``fp4sim formats --json`` (min_subnormal None if none).
 
@@ -266,7 +264,6 @@ def formats() -> list:
     return _fp4sim.formats()
 
 
-@in_python_terms
 def recipes() -> list:
     """The recipe preset names (``fp4sim quantize --help`` lists them under ``--recipe``, with their sources).
 
@@ -276,7 +273,6 @@ def recipes() -> list:
     return _fp4sim.recipes()
 
 
-@in_python_terms
 def datapaths() -> list:
     """The datapath preset names (``fp4sim gemm --list-datapaths``).
 
@@ -286,7 +282,6 @@ def datapaths() -> list:
     return _fp4sim.datapaths()
 
 
-@in_python_terms
 def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0, rbits=None,
             saturate: Optional[bool] = None, specials: str = "hardware"):
     """Element-wise encode (``fp4sim convert``), as ``x.astype(dtype)`` does in ml_dtypes.
@@ -341,7 +336,6 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     return out[0] if scalar else out
 
 
-@in_python_terms
 def decode(codes, format=None) -> _np.ndarray:
     """The exact value of each code, as float32 (every format's values are binary32 values).
 
@@ -363,7 +357,6 @@ def decode(codes, format=None) -> _np.ndarray:
     return values[0] if scalar else values
 
 
-@in_python_terms
 def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[float] = None, seed: int = 0,
              rbits=None, **overrides) -> Quantized:
     """Block quantization of one tensor (``fp4sim quantize``). Recipe overrides as keywords: block,
@@ -393,7 +386,6 @@ def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[flo
     return Quantized(native, shape)
 
 
-@in_python_terms
 def dequantize(q, scales=None, recipe: Optional[str] = None, *, shape: Optional[tuple] = None, tensor_scale=None,
                tensor_scale_kind: str = "amax", layout: str = "rowmajor", nibbles: str = "low-first",
                role: str = "activation", **overrides) -> _np.ndarray:
@@ -437,7 +429,6 @@ def _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, t
             "seed": seed}
 
 
-@in_python_terms
 def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None, inner: Optional[str] = None,
          snap: bool = True, out_dtype: str = "f32", amax_ref_a: Optional[float] = None,
          amax_ref_b: Optional[float] = None, target_a: Optional[float] = None, target_b: Optional[float] = None,
@@ -457,8 +448,8 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
                         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
 
 
-@in_python_terms
-def mma(a, b, c=None, *, datapath: str, input_format: str = "", a_format: str = "", b_format: str = "") -> _np.ndarray:
+def mma(a, b, c=None, *, datapath: str, input_format: Optional[str] = None, a_format: Optional[str] = None,
+        b_format: Optional[str] = None) -> _np.ndarray:
     """D = A·B + C (A [M, K], B [K, N], C and D float32 [M, N]) as the modeled tensor core computes it,
     for inputs exactly representable in ``input_format`` (``fp4sim mma``); ``a_format`` and ``b_format``
     give A and B their own formats (e4m3 x e5m2 on ``sm90-fp8``), each defaulting to ``input_format``.
@@ -472,7 +463,6 @@ def mma(a, b, c=None, *, datapath: str, input_format: str = "", a_format: str = 
     return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format, a_format, b_format)
 
 
-@in_python_terms
 def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, layout: str = "rowmajor",
                     nibbles: str = "low-first", tensor_scale=None, tensor_scale_kind: str = "any",
                     amax_ref: Optional[float] = None, seed: int = 0, rbits=None, max_explained: int = 10,
@@ -502,7 +492,6 @@ def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, 
     return VerifyReport(json_text, text, ok)
 
 
-@in_python_terms
 def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None,
                 inner: Optional[str] = None, snap: bool = True, out_dtype: str = "f32",
                 amax_ref_a: Optional[float] = None, amax_ref_b: Optional[float] = None,
@@ -527,7 +516,6 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
     return VerifyReport(json_text, text, ok)
 
 
-@in_python_terms
 def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
     """Row-major block-grid scales of a [rows, cols] tensor -> a kernel's layout (docs/layouts.md).
 
@@ -538,7 +526,6 @@ def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: 
     return _fp4sim.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
-@in_python_terms
 def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
     """A kernel's scale bytes -> row-major block-grid scales (the copies of a 2-D tile must agree).
 
@@ -550,7 +537,6 @@ def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols
     return _fp4sim.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
-@in_python_terms
 def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     """fp4sim's low-first packed codes -> low-first, high-first or unpacked (one code a byte).
 
@@ -562,7 +548,6 @@ def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     return _fp4sim.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
 
 
-@in_python_terms
 def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     """Codes stored in a nibble order -> fp4sim's low-first packing.
 
@@ -633,7 +618,6 @@ def _trace_file(path) -> str:
     return text
 
 
-@in_python_terms
 def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", steps=None, layers: str = "",
            seed: int = 0, hold: str = "window", gemms: bool = True, period: int = 50,
            slab_mib: float = 256) -> AnalysisReport:
@@ -658,7 +642,6 @@ def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", step
     return AnalysisReport(json_text, summary)
 
 
-@in_python_terms
 def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,normal+outliers:0.001:100",
           rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
           scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",

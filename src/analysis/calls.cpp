@@ -32,10 +32,10 @@ std::vector<Recipe> recipes_from(const std::string& text) {
   std::vector<Recipe> out;
   for (const std::string& name : split_list(text)) {
     const Recipe* r = find_recipe(name);
-    if (!r) throw UsageError("--recipes: unknown recipe '" + name + "' (known: " + recipe_names() + ")");
+    if (!r) throw UsageError("{recipes}: unknown recipe '" + name + "' (known: " + recipe_names() + ")");
     out.push_back(*r);
   }
-  if (out.empty()) throw UsageError("--recipes: no recipe named");
+  if (out.empty()) throw UsageError("{recipes}: no recipe named");
   return out;
 }
 
@@ -52,7 +52,7 @@ StepSelection steps_from(const std::string& text) {
       std::int64_t v = 0;
       const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
       if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
-        throw UsageError("--steps: '" + item + "' is not a step or a range A-B");
+        throw UsageError("{steps}: '" + item + "' is not a step or a range A-B");
       }
       return v;
     };
@@ -61,12 +61,12 @@ StepSelection steps_from(const std::string& text) {
       out.steps.push_back(parse(item));
     } else {
       const std::int64_t a = parse(item.substr(0, dash)), b = parse(item.substr(dash + 1));
-      if (b < a) throw UsageError("--steps: range '" + item + "' ends before it starts");
+      if (b < a) throw UsageError("{steps}: range '" + item + "' ends before it starts");
       out.ranges.emplace_back(a, b);
     }
   }
   if (out.steps.empty() && out.ranges.empty()) {
-    throw UsageError("--steps: '" + text + "' names no step (leave --steps out to replay every captured step)");
+    throw UsageError("{steps}: '" + text + "' names no step (leave {steps} out to replay every captured step)");
   }
   return out;
 }
@@ -78,7 +78,7 @@ std::size_t slab_bytes(double slab_mib) {
   if (!(slab_mib > 0) || !(slab_mib <= kMaxSlabMiB)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", slab_mib);
-    throw UsageError(std::string("--slab-mib must be in (0, 16777216] (MiB), got ") + text);
+    throw UsageError(std::string("{slab_mib} must be in (0, 16777216] (MiB), got ") + text);
   }
   return static_cast<std::size_t>(slab_mib * 1024 * 1024);
 }
@@ -96,7 +96,7 @@ replay::Options replay::Call::resolve() const {
   }
   options.layers = layers;
   options.seed = seed;
-  options.hold = parse_name_or_throw<HoldRule>(hold, "--hold");
+  options.hold = parse_name_or_throw<HoldRule>(hold, "{hold}");
   options.gemms = gemms;
   options.headroom_period = period;
   options.max_slab_bytes = slab_bytes(slab_mib);
@@ -105,12 +105,12 @@ replay::Options replay::Call::resolve() const {
 
 sweep::Options sweep::Call::resolve() const {
   Options s;
-  if (!find_recipe(base)) throw UsageError("--base: unknown recipe '" + base + "' (known: " + recipe_names() + ")");
+  if (!find_recipe(base)) throw UsageError("{base}: unknown recipe '" + base + "' (known: " + recipe_names() + ")");
   s.grid.base = base;
   s.grid.element_formats.clear();
-  for (const auto& f : split_list(element_formats)) s.grid.element_formats.push_back(format_argument(f, "--element-formats"));
+  for (const auto& f : split_list(element_formats)) s.grid.element_formats.push_back(format_argument(f, "{element_formats}"));
   s.grid.scale_formats.clear();
-  for (const auto& f : split_list(scale_formats)) s.grid.scale_formats.push_back(format_argument(f, "--scale-formats"));
+  for (const auto& f : split_list(scale_formats)) s.grid.scale_formats.push_back(format_argument(f, "{scale_formats}"));
   s.grid.blocks.clear();
   for (const auto& b : split_list(blocks)) {
     std::size_t used = 0;
@@ -120,24 +120,24 @@ sweep::Options sweep::Call::resolve() const {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != b.size() || v < 2 || v > 256) throw UsageError("--blocks: '" + b + "' is not a block size in 2..256");
+    if (used != b.size() || v < 2 || v > 256) throw UsageError("{blocks}: '" + b + "' is not a block size in 2..256");
     s.grid.blocks.push_back(v);
   }
   for (const auto& t : split_list(tensor_scales)) {
     const auto ts = parse_tensor_scale(t);
-    if (!ts) throw UsageError("--tensor-scales: expected none, current or periodic:D, got '" + t + "'");
+    if (!ts) throw UsageError("{tensor_scales}: expected none, current or periodic:D, got '" + t + "'");
     s.grid.tensor_scales.push_back(*ts);
   }
   s.grid.roundings.clear();
-  for (const auto& r : split_list(roundings)) s.grid.roundings.push_back(parse_name_or_throw<Rounding>(r, "--roundings"));
+  for (const auto& r : split_list(roundings)) s.grid.roundings.push_back(parse_name_or_throw<Rounding>(r, "{roundings}"));
   s.grid.rhos.clear();
   for (const auto& r : split_list(rhos)) {
     char* end = nullptr;
     const double v = std::strtod(r.c_str(), &end);
-    if (end != r.c_str() + r.size() || !(v > 0) || !std::isfinite(v)) throw UsageError("--rho: bad value '" + r + "'");
+    if (end != r.c_str() + r.size() || !(v > 0) || !std::isfinite(v)) throw UsageError("{rho}: bad value '" + r + "'");
     s.grid.rhos.push_back(v);
   }
-  s.role = parse_name_or_throw<Role>(role, "--role");
+  s.role = parse_name_or_throw<Role>(role, "{role}");
   s.rows = rows;
   s.cols = cols;
   s.seed = seed;
@@ -150,12 +150,12 @@ sweep::Options sweep::Call::resolve() const {
       s.step_ranges = std::move(selection.ranges);
     }
     s.layers = layers;
-    s.hold = parse_name_or_throw<replay::HoldRule>(hold, "--hold");
+    s.hold = parse_name_or_throw<replay::HoldRule>(hold, "{hold}");
   } else {
     for (const auto& d : split_list(synthetic)) {
       const auto dist = parse_distribution(d);
       if (!dist) {
-        throw UsageError("--synthetic: unknown distribution '" + d +
+        throw UsageError("{synthetic}: unknown distribution '" + d +
                          "' (normal, laplace, student-t:NU, lognormal:SIGMA, each with optional +outliers:P:K)");
       }
       s.distributions.push_back(*dist);

@@ -701,7 +701,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     if (!problems.empty()) throw UsageError("recipe " + r.name + ": " + problems.front());
   }
   if (o.datapath != kF64 && o.datapath != kRecipeDatapath && !o.gemm_evaluator && !find_datapath(o.datapath)) {
-    throw UsageError("--datapath: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
+    throw UsageError("{datapath}: unknown datapath '" + o.datapath + "' (known: recipe f64 " + datapath_names() + ")");
   }
   if (o.headroom_period < 1) throw UsageError("the headroom period D must be >= 1");
   const std::optional<detail::LayerFilter> layer_filter =

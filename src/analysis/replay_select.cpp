@@ -12,7 +12,7 @@ LayerFilter::LayerFilter(const std::string& pattern) {
     std::regex(pattern, kFlags);  // the pattern on its own is valid: "a)(b" must not pass once wrapped
     anywhere_ = std::regex("[\\s\\S]*(?:" + pattern + ")[\\s\\S]*", kFlags);
   } catch (const std::regex_error& e) {
-    throw UsageError("--layers: invalid regular expression '" + pattern + "': " + e.what());
+    throw UsageError("{layers}: invalid regular expression '" + pattern + "': " + e.what());
   }
 }
 
@@ -27,7 +27,7 @@ Selection select(const trace::TraceInfo& info, const Options& o, const std::opti
     };
     for (std::int64_t s : o.steps.value_or(std::vector<std::int64_t>{})) {
       const trace::StepInfo* si = info.find_step(s);
-      if (!si) throw UsageError("--steps: step " + std::to_string(s) + " is not in " + info.path + " (captured: " + known + ")");
+      if (!si) throw UsageError("{steps}: step " + std::to_string(s) + " is not in " + info.path + " (captured: " + known + ")");
       take(si);
     }
     for (const auto& [first, last] : o.step_ranges) {
@@ -39,7 +39,7 @@ Selection select(const trace::TraceInfo& info, const Options& o, const std::opti
         }
       }
       if (!any) {
-        throw UsageError("--steps: no captured step in " + std::to_string(first) + "-" + std::to_string(last) + " of " +
+        throw UsageError("{steps}: no captured step in " + std::to_string(first) + "-" + std::to_string(last) + " of " +
                          info.path + " (captured: " + known + ")");
       }
     }
@@ -54,7 +54,7 @@ Selection select(const trace::TraceInfo& info, const Options& o, const std::opti
       work.emplace_back(s, &l);
     }
   }
-  if (work.empty()) throw UsageError("--layers '" + o.layers + "' matches no layer of " + info.path);
+  if (work.empty()) throw UsageError("{layers} '" + o.layers + "' matches no layer of " + info.path);
   return selection;
 }
 

@@ -158,7 +158,7 @@ std::string summary(const Result& r) {
     }
     out << "  held amax exact (refresh step captured) for " << exact << " of " << r.headroom.size() << " tensors";
     if (exact < r.headroom.size() && r.hold == HoldRule::window) {
-      out << "; others use their own amax (rho = 1): try --hold previous to stress staleness";
+      out << "; others use their own amax (rho = 1): try {hold} previous to stress staleness";
     }
     out << "\n";
     if (worst) {

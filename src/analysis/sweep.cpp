@@ -249,14 +249,14 @@ Result run(const Options& o) {
     result.tensors = std::move(rr.tensors);
   } else {
     if (o.distributions.empty()) throw UsageError("sweep: no synthetic distribution");
-    if (o.rows == 0 || o.cols == 0) throw UsageError("sweep: --rows and --cols must be positive");
+    if (o.rows == 0 || o.cols == 0) throw UsageError("sweep: {rows} and {cols} must be positive");
     // A synthetic tensor is generated whole: it must fit the memory --slab-mib allows.
     std::size_t bytes = 0;
     if (__builtin_mul_overflow(o.rows, o.cols, &bytes) || __builtin_mul_overflow(bytes, sizeof(float), &bytes) ||
         bytes > o.max_slab_bytes) {
-      throw UsageError("sweep: --rows x --cols (" + std::to_string(o.rows) + " x " + std::to_string(o.cols) +
-                       " float32) exceeds --slab-mib (" + std::to_string(o.max_slab_bytes >> 20) +
-                       " MiB); shrink them or raise --slab-mib");
+      throw UsageError("sweep: {rows} x {cols} (" + std::to_string(o.rows) + " x " + std::to_string(o.cols) +
+                       " float32) exceeds {slab_mib} (" + std::to_string(o.max_slab_bytes >> 20) +
+                       " MiB); shrink them or raise {slab_mib}");
     }
     result.input = "synthetic";
     result.rows = o.rows;
@@ -318,9 +318,9 @@ Result run(const Options& o) {
         }
       }
     } catch (const std::bad_alloc&) {
-      throw DataError("sweep: out of memory for --rows x --cols (" + std::to_string(o.rows) + " x " +
+      throw DataError("sweep: out of memory for {rows} x {cols} (" + std::to_string(o.rows) + " x " +
                       std::to_string(o.cols) + " float32, " + std::to_string(bytes >> 20) +
-                      " MiB a tensor, a few held at once): shrink them (--slab-mib allows " +
+                      " MiB a tensor, a few held at once): shrink them ({slab_mib} allows " +
                       std::to_string(o.max_slab_bytes >> 20) + " MiB, more than this machine gives)");
     }
     if (o.progress) o.progress(total, total, "done");

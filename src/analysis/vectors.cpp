@@ -244,13 +244,13 @@ void detail::check_cases(const Recipe& recipe, std::size_t cases) {
   if (recipe.element != formats::e2m1) throw UsageError("vectors: only E2M1 element formats are supported");
   const Plans plans = edge_plans(recipe);
   if (cases < edge_count(plans)) {
-    throw UsageError("--cases: recipe " + recipe.name + " has " + std::to_string(edge_count(plans)) +
+    throw UsageError("{cases}: recipe " + recipe.name + " has " + std::to_string(edge_count(plans)) +
                      " edge cases; give at least that many (got " + std::to_string(cases) + ")");
   }
   // Each case is a handful of files of at most a few KiB: a million cases is already gigabytes.
   constexpr std::size_t kMaxCases = 1'000'000;
   if (cases > kMaxCases) {
-    throw UsageError("--cases: at most " + std::to_string(kMaxCases) + " (got " + std::to_string(cases) + ")");
+    throw UsageError("{cases}: at most " + std::to_string(kMaxCases) + " (got " + std::to_string(cases) + ")");
   }
 }
 

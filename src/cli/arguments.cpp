@@ -1,6 +1,7 @@
 #include "arguments.hpp"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 
@@ -9,75 +10,93 @@
 
 namespace fp4sim::cli {
 
+namespace {
+
+// A text argument's value "" names nothing: it must not pass as "not given", the default taken silently.
+const CLI::Validator kNotEmpty(
+    [](const std::string& text) { return text.empty() ? std::string("an empty value names nothing") : std::string(); },
+    "");
+
+template <class T, class Call>
+CLI::Option* add_value(CLI::App& app, const front::Argument<Call>& row, Call& call, const std::string& help) {
+  return app.add_option_function<T>(
+      front::cli_flag(row.key), [&row, &call](const T& value) { row.set(call, value); }, help);
+}
+
+}  // namespace
+
+template <class Call>
+void add_arguments(CLI::App& app, std::span<const front::Argument<Call>> rows, Call& call) {
+  for (const front::Argument<Call>& row : rows) {
+    std::string help(row.help);
+    if (row.names && row.names_help) help += ":";
+    if (row.names_help) help += row.names_help();
+    CLI::Option* option = nullptr;
+    switch (row.type) {
+      case front::ArgType::switch_: {
+        if (row.on_flag) {
+          option = app.add_flag_function(front::cli_flag(row.key), [&row, &call](std::int64_t) { row.set(call, true); },
+                                         help);
+        }
+        if (!row.off.empty()) {
+          CLI::Option* off = app.add_flag_function(
+              "--" + std::string(row.off), [&row, &call](std::int64_t) { row.set(call, false); }, std::string(row.off_help));
+          if (option) off->excludes(option);
+        }
+        continue;
+      }
+      case front::ArgType::integer:
+        option = add_value<std::int64_t>(app, row, call, help);
+        if (row.min <= row.max) {
+          CLI::Validator range = CLI::Range(row.min, row.max);
+          // a range that only keeps the value within an int says nothing worth a line of --help
+          if (row.min == INT_MIN && row.max == INT_MAX) range.description("");
+          option->check(range);
+        }
+        break;
+      case front::ArgType::count: option = add_value<std::uint64_t>(app, row, call, help); break;
+      case front::ArgType::real: option = add_value<double>(app, row, call, help); break;
+      case front::ArgType::text:
+        option = add_value<std::string>(app, row, call, help);
+        if (row.names) {
+          CLI::Validator member = CLI::IsMember(row.names());
+          member.description("");
+          option->check(member);
+        } else {
+          option->check(kNotEmpty);
+        }
+        option->type_name(std::string(row.metavar));
+        break;
+    }
+    if (!row.default_text.empty()) option->default_str(std::string(row.default_text));
+  }
+}
+
+template void add_arguments(CLI::App&, std::span<const front::Argument<RecipeOverrides>>, RecipeOverrides&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<QuantizeCall>>, QuantizeCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<GemmCall>>, GemmCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<ConvertCall>>, ConvertCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<MmaCall>>, MmaCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyQuantizeCall>>, VerifyQuantizeCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&);
+
 CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
   std::vector<std::string> presets;
   for (const Recipe& preset : recipe_presets()) presets.push_back(preset.name);
   CLI::Validator member = CLI::IsMember(presets);
   member.description("");
-  return app.add_option("--recipe", recipe, recipe_help())->check(member)->type_name("NAME");
+  return app.add_option("--recipe", recipe, front::recipe_help())->check(member)->type_name("NAME");
 }
 
-namespace {
-// A recipe override's text is "" when not given (RecipeOverrides): an empty value must not pass as "not
-// given", the preset's value taken silently.
-const CLI::Validator kNotEmpty(
-    [](const std::string& text) { return text.empty() ? std::string("an empty value names nothing") : std::string(); },
-    "");
-}  // namespace
-
 void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
-  add_recipe_option(app, o.recipe)->required();
-  app.add_option("--block", o.block, "block size B along the reduction dimension");
-  auto* two = app.add_flag_function("--two-d", [&o](std::int64_t) { o.two_d = true; }, "B x B tiles");
-  app.add_flag_function("--one-d", [&o](std::int64_t) { o.two_d = false; }, "1 x B blocks")->excludes(two);
-  app.add_option("--scale-format", o.scale_format,
-                 "block scale format: ue5m3, ue4m3, ue5m3fn, e8m0, ... or ueXmY (fp4sim formats lists them)")
-      ->check(kNotEmpty)
-      ->type_name("FORMAT");
-  app.add_option("--element-format", o.element_format,
-                 "element format: e2m1, e2m3, e3m2, ... or eXmY (fp4sim formats lists them)")
-      ->check(kNotEmpty)
-      ->type_name("FORMAT");
-  app.add_option("--target", o.target, "scale target T");
-  app.add_option("--tensor-scale", o.tensor_scale,
-                 "tensor scale policy: none, current or periodic:D:" + name_help<TensorScalePolicy>())
-      ->check(kNotEmpty)
-      ->type_name("POLICY");
-  names_of<ScaleRule>(app.add_option("--scale-rule", o.scale_rule, "how a block's scale is chosen from its amax"));
-  names_of<ZeroScale>(app.add_option("--zero-scale", o.zero_scale, "a block scale that rounds to zero"));
-  names_of<ElementScaling>(app.add_option("--element-scaling", o.element_scaling,
-                                          "how a two-level block's elements are scaled before rounding"));
-  names_of<BlockScaleChoice>(app.add_option("--block-choice", o.block_choice,
-                                            "scale candidates per two-level block (TE 4over6 tries two)"));
-  names_of<AmaxScope>(app.add_option("--amax-scope", o.amax_scope, "what the tensor scale's amax is taken over"));
-  names_of<DequantizeOrder>(app.add_option("--dequantize-order", o.dequantize_order,
-                                           "order of the multiplications that reconstruct a value"));
-  names_of<Rounding>(app.add_option("--rounding", o.rounding, "element rounding of this operand"));
-  app.add_option("--sr-bits", o.sr_bits, "random bits per element for stochastic rounding")->check(CLI::Range(1, 16));
-  auto* on = app.add_flag_function("--rht", [&o](std::int64_t) { o.rht = true; }, "apply the 16-point RHT");
-  app.add_flag_function("--no-rht", [&o](std::int64_t) { o.rht = false; }, "no RHT")->excludes(on);
-  app.add_option("--rht-signs", o.rht_signs,
-                 "the RHT's 16 signs as + and - (default TE's " + rht_signs_text(kRhtSigns) + "; CPU model only)")
-      ->check(kNotEmpty)
-      ->type_name("SIGNS");
+  add_arguments(app, front::recipe_arguments(), o);
+  app.get_option("--recipe")->required();
 }
 
 void add_gemm_options(CLI::App& app, GemmCall& c, std::string& rbits_a, std::string& rbits_b) {
-  names_of<Gemm>(app.add_option("--gemm", c.gemm, "which GEMM of a linear layer"))->default_val("fprop");
-  app.add_option("--inner", c.inner, "probe-matched: the inner tensor-core datapath per 64-group (default sm90-bf16; "
-                                     "sm100-f16 for Blackwell tcgen05)");
-  app.add_flag_function("--no-snap", [&c](std::int64_t) { c.snap = false; },
-                        "probe-matched: skip the RNE(C*1024)/1024 lattice snap");
-  app.add_option("--out-dtype", c.out_dtype, "f32, or bf16 (every output rounded RNE to BF16, as the training code casts next)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->default_val("f32");
-  app.add_option("--amax-ref-a", c.a.amax_ref, "held tensor amax of operand A (periodic scaling)");
-  app.add_option("--amax-ref-b", c.b.amax_ref, "held tensor amax of operand B");
-  app.add_option("--target-a", c.a.target, "scale target T of operand A");
-  app.add_option("--target-b", c.b.target, "scale target T of operand B");
+  add_arguments(app, front::gemm_arguments(), c);
   app.add_option("--rbits-a", rbits_a, "explicit stochastic-rounding integers for A (.npy uint8, shape of A)");
   app.add_option("--rbits-b", rbits_b, "explicit stochastic-rounding integers for B (.npy uint8, shape of B)");
-  app.add_option("--seed", c.seed, "Philox seed of the stochastic-rounding bits (A: stream 0, B: stream 1)")->default_val(0);
 }
 
 CLI::Validator not_empty_path() {
@@ -86,12 +105,6 @@ CLI::Validator not_empty_path() {
 }
 
 void add_example(CLI::App& app, const std::string& example) { app.footer("Example:\n  " + example); }
-
-std::string datapath_help() {
-  std::string help;
-  for (const Datapath* dp : datapath_presets()) help += "\n  " + std::string(dp->name) + ": " + std::string(dp->summary);
-  return help;
-}
 
 namespace {
 

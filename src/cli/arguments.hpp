@@ -1,6 +1,7 @@
-// The flags several subcommands share, bound to the fields of the library's call objects, which check
-// them: the recipe overrides of `quantize`, `gemm` and `verify` (docs/cli.md), and the operand flags of
-// `gemm` and `verify gemm`. And the random-bits files those flags name.
+// The flags of the library's calls, one per row of their argument tables (fp4sim/front/arguments.hpp),
+// bound to the fields of the call objects, which check them: the recipe overrides of `quantize`, `gemm`
+// and `verify` (docs/cli.md), the rest of a quantize, GEMM or convert call. And the random-bits files
+// those flags name.
 #pragma once
 
 #include <optional>
@@ -10,6 +11,7 @@
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe_overrides.hpp"
+#include "fp4sim/front/arguments.hpp"
 
 namespace fp4sim::cli {
 
@@ -28,16 +30,21 @@ CLI::Validator not_empty_path();
 // An example command line closing a subcommand's --help.
 void add_example(CLI::App& app, const std::string& example);
 
+// One flag per row of `rows` (a switch: its flag pair), bound to `call`; a name argument accepts exactly
+// its table's names, a text argument no empty value (that would pass as "not given"), an integer its range.
+template <class Call>
+void add_arguments(CLI::App& app, std::span<const front::Argument<Call>> rows, Call& call);
+
 // --recipe NAME: a preset, each listed in --help with its source.
 CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe);
+// --recipe (required) and every recipe override.
 void add_recipe_options(CLI::App& app, RecipeOverrides& overrides);
 
-// --gemm, --inner, --no-snap, --out-dtype and the per-operand --amax-ref-a/-b, --target-a/-b, --rbits-a/-b
-// (file paths into rbits_a, rbits_b) and --seed; the caller adds --datapath with its own choices.
+// The rows of a GEMM call (--gemm, --datapath, --inner, --no-snap, ..., --seed) and the per-operand
+// --rbits-a/-b (file paths into rbits_a, rbits_b); the caller words --datapath's help for its choices.
 void add_gemm_options(CLI::App& app, GemmCall& call, std::string& rbits_a, std::string& rbits_b);
 
-// "\n  name: summary" for every datapath preset, for a --datapath help text.
-std::string datapath_help();
+using front::datapath_help;
 
 // Every numeric option of `app` and its subcommands checked as its type demands, before CLI11 converts it:
 // unsigned (UINT): digits only, no sign, within 64 bits; signed (INT): within 64 bits; FLOAT: a finite

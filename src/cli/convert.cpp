@@ -68,26 +68,9 @@ void run_convert(const ConvertOptions& o) {
 
 void setup_convert(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
-  app.add_option("--format", o->call.format, "target format: a preset (see `fp4sim formats`) or eXmY/ueXmY[bN][fn|fin]")
-      ->type_name("FORMAT")
-      ->required();
-  names_of<Rounding>(app.add_option("--rounding", o->call.rounding, "rounding mode"))->default_val("rne");
-  app.add_option("--sr-bits", o->call.sr_bits, "random bits per element for stochastic rounding (k)")
-      ->check(CLI::Range(1, 16))
-      ->default_val(8);
-  app.add_option("--seed", o->call.seed, "Philox seed for stochastic rounding bits (stream 0)")->default_val(0);
+  add_arguments(app, front::convert_arguments(), o->call);
+  app.get_option("--format")->required();
   app.add_option("--rbits", o->rbits, "explicit random integers (.npy, uint8/16/32, shape of --in)");
-  auto* sat = app.add_flag_function(
-      "--saturate", [o](std::int64_t) { o->call.saturate = true; },
-      "overflow and +-Inf to +-max finite, as cvt .satfinite, IEEE formats too (default for formats without "
-      "Inf)");
-  app.add_flag_function(
-         "--no-saturate", [o](std::int64_t) { o->call.saturate = false; },
-         "overflow to +-Inf, else NaN with the sign, else a data error where the format has neither (default for "
-         "IEEE formats)")
-      ->excludes(sat);
-  names_of<SpecialConvention>(app.add_option("--specials", o->call.specials, "-0 and NaN convention"))
-      ->default_val("hardware");
   app.add_option("--in", o->in, "input .npy (float32 or float64, 1-D or 2-D, C order)")->required();
   app.add_option("--out", o->out, "output codes .npy (uint8, uint16 for 16-bit formats, uint32 for fp32)")
       ->required()->check(not_empty_path());

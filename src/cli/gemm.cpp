@@ -84,12 +84,9 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--a", o->a, "operand A [M, K] (.npy float32)");
   app.add_option("--b", o->b, "operand B [N, K] (.npy float32); C = A·Bᵀ");
   add_gemm_options(app, c, o->rbits_a, o->rbits_b);
-  app.add_option("--datapath", c.datapath,
-                 "accumulation datapath (default: the recipe's; --list-datapaths has the parameters):" + datapath_help())
-      ->type_name("NAME");
-  app.add_option("--frac-bits", c.frac_bits,
-                 "what-if: replace the tensor-core row's alignment width F (e.g. ue5m3-native with F=35)");
-  app.add_flag("--reference", c.reference, "run the plain scalar golden loop instead of the fast kernels (slow)");
+  app.get_option("--datapath")
+      ->description("accumulation datapath (default: the recipe's; --list-datapaths has the parameters):" +
+                    datapath_help());
   app.add_option("--out", o->out, "output C [M, N] (.npy float32)")->check(not_empty_path());
   add_progress_flags(app, o->progress);
   add_example(app, "fp4sim gemm --recipe ue5m3 --a x.npy --b w.npy --datapath exact --out c.npy");

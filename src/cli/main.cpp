@@ -8,6 +8,7 @@
 #include "interrupt.hpp"
 #include "ranks.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/front/arguments.hpp"
 #include "fp4sim/io/hdf5.hpp"
 #include "fp4sim/io/output_file.hpp"
 
@@ -32,6 +33,11 @@ void check_subcommand(CLI::App& app, int argc, char** argv) {
     known += (known.empty() ? "" : ", ") + sub->get_name();
   }
   throw fp4sim::UsageError(std::string("unknown subcommand '") + argv[1] + "' (known: " + known + "; see 'fp4sim --help')");
+}
+
+// A library error's message with each argument it names spelled as its flag.
+std::string flags_of(const fp4sim::KeyedError& e) {
+  return fp4sim::front::render(e.keyed(), fp4sim::front::Spelling::cli);
 }
 
 }  // namespace
@@ -65,7 +71,7 @@ int main(int argc, char** argv) {
   } catch (const fp4sim::cli::ReportedByRankZero&) {
     return 0;
   } catch (const fp4sim::UsageError& e) {
-    std::fprintf(stderr, "fp4sim: error: %s\n", fp4sim::cli::printable(e.what()).c_str());
+    std::fprintf(stderr, "fp4sim: error: %s\n", fp4sim::cli::printable(flags_of(e)).c_str());
     return 2;
   } catch (const fp4sim::cli::Mismatch& e) {
     // The report of the mismatches went to standard output: a report that did not arrive is exit 3.
@@ -77,6 +83,9 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "fp4sim: %s\n", fp4sim::cli::printable(e.what()).c_str());
     return 4;
+  } catch (const fp4sim::DataError& e) {
+    std::fprintf(stderr, "fp4sim: error: %s\n", fp4sim::cli::printable(flags_of(e)).c_str());
+    return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fp4sim: error: %s\n", fp4sim::cli::printable(e.what()).c_str());
     return 3;

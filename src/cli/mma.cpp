@@ -39,13 +39,8 @@ void run_mma(const MmaOptions& o) {
 
 void setup_mma(CLI::App& app) {
   auto o = std::make_shared<MmaOptions>();
-  app.add_option("--datapath", o->call.datapath, "tensor-core datapath row:" + datapath_help())
-      ->type_name("NAME")
-      ->required();
-  app.add_option("--input-format", o->call.input_format,
-                 "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2); required unless both of the next two");
-  app.add_option("--a-format", o->call.a_format, "format of A alone (default --input-format)");
-  app.add_option("--b-format", o->call.b_format, "format of B alone (e.g. e5m2 beside an e4m3 A; default --input-format)");
+  add_arguments(app, front::mma_arguments(), o->call);
+  app.get_option("--datapath")->required();
   app.add_option("--a", o->a, "A [M, K] (.npy float32/float64, values exact in the input format)")
       ->required();
   app.add_option("--b", o->b, "B [K, N] (.npy)")->required();

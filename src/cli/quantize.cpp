@@ -127,11 +127,7 @@ void run_quantize(const QuantizeOptions& o) {
 void setup_quantize(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
   add_recipe_options(app, o->call.recipe);
-  names_of<Role>(app.add_option("--role", o->call.role, "operand role, quantized as in its first GEMM"))
-      ->default_val("activation");
-  app.add_option("--amax-ref", o->call.operand.amax_ref,
-                 "held (stale) tensor amax for periodic scaling; default: current amax");
-  app.add_option("--seed", o->call.seed, "Philox seed for stochastic rounding bits (stream 0)")->default_val(0);
+  add_arguments(app, front::quantize_arguments(), o->call);
   app.add_option("--rbits", o->rbits, "explicit stochastic-rounding integers (.npy uint8, shape of --in)");
   app.add_option("--in", o->in, "input .npy (float32, or float64 holding binary32 values; 1-D or 2-D)")->required();
   app.add_option("--out", o->out, "output HDF5 file, .h5 or .hdf5 (codes, scales, dequantized, attributes)")

@@ -18,7 +18,9 @@ std::string describe(const std::exception_ptr& failure) {
   try {
     std::rethrow_exception(failure);
   } catch (const UsageError& e) {
-    return std::string("u") + e.what();
+    return std::string("u") + e.keyed();
+  } catch (const DataError& e) {
+    return std::string("d") + e.keyed();
   } catch (const std::exception& e) {
     return std::string("d") + e.what();
   } catch (...) {

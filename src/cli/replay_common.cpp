@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/front/arguments.hpp"
 #include "fp4sim/io/output_file.hpp"
 #include "interrupt.hpp"
 
@@ -155,7 +156,8 @@ FatalSignalGuard::~FatalSignalGuard() {
 
 void write_outputs(const ResultWriters& w, const OutputFlags& flags, const fs::path& script, bool quiet) {
   const bool json_stdout = flags.json == "-";
-  if (!quiet) std::fputs(w.summary().c_str(), json_stdout ? stderr : stdout);
+  // the summary's advice names arguments by key: spelled here as flags
+  if (!quiet) std::fputs(front::render(w.summary(), front::Spelling::cli).c_str(), json_stdout ? stderr : stdout);
   std::unique_ptr<OutputFile> json;
   std::unique_ptr<OutputPath> h5;
   std::unique_ptr<OutputDirectory> plots;

@@ -12,13 +12,13 @@ namespace fp4sim {
 
 ConvertCall::Resolved ConvertCall::resolve() const {
   Resolved r;
-  r.format = format_argument(format, "--format");
-  r.options.rounding = parse_name_or_throw<Rounding>(rounding, "--rounding");
-  if (sr_bits < 1 || sr_bits > 16) throw UsageError("--sr-bits: must be between 1 and 16");
+  r.format = format_argument(format, "{format}");
+  r.options.rounding = parse_name_or_throw<Rounding>(rounding, "{rounding}");
+  if (sr_bits < 1 || sr_bits > 16) throw UsageError("{sr_bits}: must be between 1 and 16");
   r.options.sr_bits = sr_bits;
   r.options.saturate = saturate.value_or(default_saturate(r.format));
-  r.options.convention = parse_name_or_throw<SpecialConvention>(specials, "--specials");
-  if (random_bits && !is_stochastic(r.options.rounding)) throw UsageError("--rbits needs a stochastic --rounding");
+  r.options.convention = parse_name_or_throw<SpecialConvention>(specials, "{specials}");
+  if (random_bits && !is_stochastic(r.options.rounding)) throw UsageError("{rbits} needs a stochastic {rounding}");
   return r;
 }
 
@@ -41,10 +41,10 @@ std::vector<std::uint32_t> random_integers(const ConvertCall& call, const Conver
 [[noreturn]] void throw_unrepresentable(const ConvertCall& call, const ConvertCall::Resolved& resolved,
                                         const ArrayShape& input, std::size_t index, double v) {
   const Format& f = resolved.format;
-  const std::string why = std::isnan(v)                      ? "NaN and the format has no NaN (try --saturate)"
+  const std::string why = std::isnan(v)                      ? "NaN and the format has no NaN (try {saturate=true})"
                           : (std::signbit(v) && !f.is_signed) ? "negative value in an unsigned format"
-                          : f.has_zero() ? "out of range and --no-saturate (the format has no Inf)"
-                                         : "zero or out of range and --no-saturate";
+                          : f.has_zero() ? "out of range and {saturate=false} (the format has no Inf)"
+                                         : "zero or out of range and {saturate=false}";
   char text[64];
   std::snprintf(text, sizeof text, "%.17g", v);
   throw DataError(input.source + ": element " + position_text(input.shape, index) + " = " + text +

@@ -49,7 +49,7 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
                       "does), got K = " + std::to_string(a.cols));
     const Datapath& inner = inner_of(o);
     if (inner.kind != DatapathKind::tfdpa || !find_input(inner, "bf16"))
-      throw UsageError("gemm: --inner must be a tensor-core row that takes bf16, got " + std::string(inner.name));
+      throw UsageError("gemm: {inner} must be a tensor-core row that takes bf16, got " + std::string(inner.name));
   }
   if (dp.kind == DatapathKind::gst_fdpa) {
     if (!(dp.inputs.front().format == a.element))
@@ -164,17 +164,17 @@ GemmOptions gemm_options(const Recipe& recipe, const GemmRequest& request) {
   if (probe_matched) {
     o.inner = request.inner ? request.inner : o.datapath->inner;
   } else if (request.inner) {
-    throw UsageError("--inner applies only to --datapath probe-matched");
+    throw UsageError("{inner} applies only to {datapath} probe-matched");
   }
-  if (!request.snap && !probe_matched) throw UsageError("--no-snap applies only to --datapath probe-matched");
+  if (!request.snap && !probe_matched) throw UsageError("{snap=false} applies only to {datapath} probe-matched");
   if (request.frac_bits) {
     // A what-if row: the datapath (or probe-matched's inner row) with another alignment width F.
     Datapath modified = probe_matched ? *o.inner : *o.datapath;
     if (modified.kind != DatapathKind::tfdpa && modified.kind != DatapathKind::gst_fdpa)
-      throw UsageError("--frac-bits applies to tensor-core datapaths (T-FDPA, GST-FDPA, or probe-matched's inner)");
+      throw UsageError("{frac_bits} applies to tensor-core datapaths (T-FDPA, GST-FDPA, or probe-matched's inner)");
     modified.fused.frac_bits = *request.frac_bits;
     const auto problems = validate(modified);
-    if (!problems.empty()) throw UsageError("--frac-bits " + std::to_string(*request.frac_bits) + ": " + problems.front());
+    if (!problems.empty()) throw UsageError("{frac_bits} " + std::to_string(*request.frac_bits) + ": " + problems.front());
     o.what_if = std::make_shared<const Datapath>(modified);
     (probe_matched ? o.inner : o.datapath) = o.what_if.get();
   }

@@ -9,16 +9,16 @@ GemmCall::Resolved GemmCall::resolve() const {
   Resolved r;
   r.recipe = recipe.resolve();
   if (r.recipe.amax_scope == AmaxScope::row) {
-    throw UsageError("--amax-scope row: a GEMM of row-scaled operands needs a per-row alpha, which fp4sim does not "
+    throw UsageError("{amax_scope} row: a GEMM of row-scaled operands needs a per-row alpha, which fp4sim does not "
                      "model; quantize and verify quantize take it");
   }
-  r.gemm = parse_name_or_throw<Gemm>(gemm, "--gemm");
+  r.gemm = parse_name_or_throw<Gemm>(gemm, "{gemm}");
   if (out_dtype != "f32" && out_dtype != "bf16") {
-    throw UsageError("--out-dtype: expected f32 or bf16, got '" + out_dtype + "'");
+    throw UsageError("{out_dtype}: expected f32 or bf16, got '" + out_dtype + "'");
   }
   GemmRequest& g = r.request;
-  g.datapath = datapath.empty() ? r.recipe.default_datapath : &datapath_argument(datapath, "--datapath");
-  if (!inner.empty()) g.inner = &datapath_argument(inner, "--inner");
+  g.datapath = datapath.empty() ? r.recipe.default_datapath : &datapath_argument(datapath, "{datapath}");
+  if (!inner.empty()) g.inner = &datapath_argument(inner, "{inner}");
   g.snap = snap;
   g.bf16_output = out_dtype == "bf16";
   g.impl = reference ? GemmImpl::reference : GemmImpl::fast;
@@ -30,8 +30,8 @@ GemmCall::Resolved GemmCall::resolve() const {
   r.a.random.seed = r.b.random.seed = seed;
   r.a.random.stream = 0;
   r.b.random.stream = 1;
-  a.apply_to(r.a, "-a");
-  b.apply_to(r.b, "-b");
+  a.apply_to(r.a, "_a");
+  b.apply_to(r.b, "_b");
   return r;
 }
 

@@ -11,24 +11,24 @@ namespace fp4sim {
 
 MmaCall::Resolved MmaCall::resolve() const {
   Resolved r;
-  r.row = &datapath_argument(datapath, "--datapath");
+  r.row = &datapath_argument(datapath, "{datapath}");
   if (r.row->kind != DatapathKind::tfdpa) {
-    throw UsageError("--datapath " + datapath + " is a block-scaled GEMM datapath; mma takes a tensor-core row "
-                     "(block-scaled instructions are `fp4sim gemm --datapath sm100-mxf4nvf4`)");
+    throw UsageError("{datapath} " + datapath + " is a block-scaled GEMM datapath; mma takes a tensor-core row "
+                     "(block-scaled instructions are gemm's: {datapath} sm100-mxf4nvf4)");
   }
-  auto operand_input = [&](const std::string& own, const std::string& flag) {
+  auto operand_input = [&](const std::string& own, const std::string& key) {
     const std::string& name = own.empty() ? input_format : own;
-    if (name.empty()) throw UsageError("mma: --input-format, or " + flag + " for each operand, is required");
+    if (name.empty()) throw UsageError("mma: {input_format}, or " + key + " for each operand, is required");
     const auto input = find_input(*r.row, name);
     if (!input) {
       std::string accepted;
       for (const auto& in : r.row->inputs) accepted += (accepted.empty() ? "" : ", ") + std::string(in.name);
-      throw UsageError((own.empty() ? "--input-format" : flag) + " " + name + ": " + datapath + " takes " + accepted);
+      throw UsageError((own.empty() ? "{input_format}" : key) + " " + name + ": " + datapath + " takes " + accepted);
     }
     return *input;
   };
-  r.a = operand_input(a_format, "--a-format");
-  r.b = operand_input(b_format, "--b-format");
+  r.a = operand_input(a_format, "{a_format}");
+  r.b = operand_input(b_format, "{b_format}");
   if (r.a.instruction_k != r.b.instruction_k) {
     throw UsageError("mma: A's " + std::string(r.a.name) + " and B's " + std::string(r.b.name) +
                      " are not one instruction on " + datapath + " (K " + std::to_string(r.a.instruction_k) +

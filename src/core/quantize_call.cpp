@@ -7,18 +7,18 @@
 
 namespace fp4sim {
 
-void OperandArguments::apply_to(QuantizeRequest& request, const std::string& flag) const {
+void OperandArguments::apply_to(QuantizeRequest& request, const std::string& suffix) const {
   if (amax_ref && !(*amax_ref >= 0.0f && std::isfinite(*amax_ref))) {
-    throw UsageError("--amax-ref" + flag + " must be a finite non-negative number");
+    throw UsageError("{amax_ref" + suffix + "} must be a finite non-negative number");
   }
   request.amax_ref = amax_ref;
   if (target && !valid_target(*target)) {
-    throw UsageError("--target" + flag + ": must be a positive normal number (2^-126 <= T <= 3.4e38), got " +
+    throw UsageError("{target" + suffix + "}: must be a positive normal number (2^-126 <= T <= 3.4e38), got " +
                      std::to_string(*target));
   }
   if (target) request.spec.target = *target;
   if (random_bits && !is_stochastic(request.spec.rounding)) {
-    throw UsageError("--rbits" + flag + ": the operand is not stochastically rounded (rounding " +
+    throw UsageError("{rbits" + suffix + "}: the operand is not stochastically rounded (rounding " +
                      std::string(name_of(request.spec.rounding)) + ")");
   }
 }
@@ -35,7 +35,7 @@ std::vector<std::uint32_t> attach_random_bits(const std::optional<RandomBitsArra
 QuantizeCall::Resolved QuantizeCall::resolve() const {
   Resolved r;
   r.recipe = recipe.resolve();
-  r.role = parse_name_or_throw<Role>(role, "--role");
+  r.role = parse_name_or_throw<Role>(role, "{role}");
   r.request.spec = recipe.apply(operand_for_role(r.recipe, r.role));
   r.request.random.seed = seed;
   r.request.random.stream = 0;

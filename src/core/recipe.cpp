@@ -221,15 +221,13 @@ std::string recipe_names() {
 
 bool valid_target(float target) { return std::isnormal(target) && target > 0.0f; }
 
-std::vector<std::string> cpu_only_settings(const Recipe& r) {
-  std::vector<std::string> settings;
-  if (r.element_scaling != ElementScaling::reciprocal) {
-    settings.push_back("--element-scaling " + std::string(name_of(r.element_scaling)));
-  }
-  if (r.block_choice != BlockScaleChoice::single) settings.push_back("--block-choice " + std::string(name_of(r.block_choice)));
-  if (r.amax_scope != AmaxScope::tensor) settings.push_back("--amax-scope " + std::string(name_of(r.amax_scope)));
-  if (r.rht_signs != kRhtSigns) settings.push_back("--rht-signs " + rht_signs_text(r.rht_signs));
-  return settings;
+std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
+  std::vector<std::string_view> keys;
+  if (r.element_scaling != ElementScaling::reciprocal) keys.push_back("element_scaling");
+  if (r.block_choice != BlockScaleChoice::single) keys.push_back("block_choice");
+  if (r.amax_scope != AmaxScope::tensor) keys.push_back("amax_scope");
+  if (r.rht_signs != kRhtSigns) keys.push_back("rht_signs");
+  return keys;
 }
 
 std::vector<std::string> validate(const Recipe& r) {
@@ -251,7 +249,7 @@ std::vector<std::string> validate(const Recipe& r) {
     problems.push_back("a power-of-two scale format (e8m0) needs scale rule floor, ceil, even or rceil");
   }
   if (pow2 && r.tensor_scale != TensorScalePolicy::none) {
-    problems.push_back("power-of-two scale rules take no tensor scale (--tensor-scale none)");
+    problems.push_back("power-of-two scale rules take no tensor scale ({tensor_scale} none)");
   }
   if (r.tensor_scale == TensorScalePolicy::periodic && r.period < 1) problems.push_back("period D must be >= 1");
   if (!valid_target(r.target) || !valid_target(r.wgrad_grad_target)) {
@@ -263,7 +261,7 @@ std::vector<std::string> validate(const Recipe& r) {
     problems.push_back("4over6 needs two-level scales with a tensor scale");
   }
   if (r.amax_scope == AmaxScope::row && (!has_tensor_scale(r) || r.tensor_scale != TensorScalePolicy::current)) {
-    problems.push_back("row-scaled amax needs two-level scales with --tensor-scale current");
+    problems.push_back("row-scaled amax needs two-level scales with {tensor_scale} current");
   }
   if (!r.default_datapath) problems.push_back("default GEMM datapath missing");
   return problems;

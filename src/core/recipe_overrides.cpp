@@ -5,47 +5,42 @@
 
 namespace fp4sim {
 
-std::string recipe_help() {
-  std::string help = "recipe preset:";
-  for (const Recipe& preset : recipe_presets()) help += "\n  " + preset.name + ": " + preset.source;
-  return help;
-}
-
 Recipe RecipeOverrides::resolve() const {
   const Recipe* preset = find_recipe(recipe);
-  if (!preset) throw UsageError("--recipe: unknown recipe '" + recipe + "' (known: " + recipe_names() + ")");
+  if (!preset) throw UsageError("{recipe}: unknown recipe '" + recipe + "' (known: " + recipe_names() + ")");
   Recipe r = *preset;
   if (block) r.block = *block;
-  if (!scale_format.empty()) r.scale = format_argument(scale_format, "--scale-format");
-  if (!element_format.empty()) r.element = format_argument(element_format, "--element-format");
+  if (!scale_format.empty()) r.scale = format_argument(scale_format, "{scale_format}");
+  if (!element_format.empty()) r.element = format_argument(element_format, "{element_format}");
   if (target) r.target = r.wgrad_grad_target = *target;
   if (sr_bits) {
-    if (*sr_bits < 1 || *sr_bits > 16) throw UsageError("--sr-bits: must be between 1 and 16");
+    if (*sr_bits < 1 || *sr_bits > 16) throw UsageError("{sr_bits}: must be between 1 and 16");
     r.sr_bits = *sr_bits;
   }
   if (!tensor_scale.empty()) {
     const auto setting = parse_tensor_scale(tensor_scale);
-    if (!setting) throw UsageError("--tensor-scale: expected none, current or periodic:D, got '" + tensor_scale + "'");
+    if (!setting) throw UsageError("{tensor_scale}: expected none, current or periodic:D, got '" + tensor_scale + "'");
     r.tensor_scale = setting->policy;
     r.period = setting->period;
   }
-  if (!scale_rule.empty()) r.scale_rule = parse_name_or_throw<ScaleRule>(scale_rule, "--scale-rule");
-  if (!zero_scale.empty()) r.zero_scale = parse_name_or_throw<ZeroScale>(zero_scale, "--zero-scale");
+  if (!scale_rule.empty()) r.scale_rule = parse_name_or_throw<ScaleRule>(scale_rule, "{scale_rule}");
+  if (!zero_scale.empty()) r.zero_scale = parse_name_or_throw<ZeroScale>(zero_scale, "{zero_scale}");
   if (!element_scaling.empty()) {
-    r.element_scaling = parse_name_or_throw<ElementScaling>(element_scaling, "--element-scaling");
+    r.element_scaling = parse_name_or_throw<ElementScaling>(element_scaling, "{element_scaling}");
   }
-  if (!block_choice.empty()) r.block_choice = parse_name_or_throw<BlockScaleChoice>(block_choice, "--block-choice");
-  if (!amax_scope.empty()) r.amax_scope = parse_name_or_throw<AmaxScope>(amax_scope, "--amax-scope");
+  if (!block_choice.empty()) r.block_choice = parse_name_or_throw<BlockScaleChoice>(block_choice, "{block_choice}");
+  if (!amax_scope.empty()) r.amax_scope = parse_name_or_throw<AmaxScope>(amax_scope, "{amax_scope}");
   if (!rht_signs.empty()) {
     const auto signs = parse_rht_signs(rht_signs);
-    if (!signs) throw UsageError("--rht-signs: expected 16 characters, each + or -, got '" + rht_signs + "'");
+    if (!signs) throw UsageError("{rht_signs}: expected 16 characters, each + or -, got '" + rht_signs + "'");
     r.rht_signs = *signs;
   }
   if (!dequantize_order.empty()) {
-    r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "--dequantize-order");
+    r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "{dequantize_order}");
   }
-  if (!rounding.empty()) parse_name_or_throw<Rounding>(rounding, "--rounding");
-  // --rht / --no-rht take part: the recipe is checked as the operands will use it.
+  if (!rounding.empty()) parse_name_or_throw<Rounding>(rounding, "{rounding}");
+  if (!alpha.empty()) r.alpha = parse_name_or_throw<AlphaRule>(alpha, "{alpha}");
+  // rht takes part: the recipe is checked as the operands will use it.
   Recipe checked = r;
   if (rht) checked.rht_wgrad = *rht;
   const auto problems = validate(checked);
@@ -59,7 +54,7 @@ Recipe RecipeOverrides::resolve() const {
 
 OperandSpec RecipeOverrides::apply(OperandSpec spec) const {
   if (two_d) spec.two_d = *two_d;
-  if (!rounding.empty()) spec.rounding = parse_name_or_throw<Rounding>(rounding, "--rounding");
+  if (!rounding.empty()) spec.rounding = parse_name_or_throw<Rounding>(rounding, "{rounding}");
   if (rht) spec.rht = *rht;
   if (target) spec.target = *target;
   return spec;

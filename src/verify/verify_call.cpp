@@ -28,15 +28,15 @@ VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
   const std::string& t = q.recipe.tensor_scale;
   if (!t.empty() && !parse_tensor_scale(t)) {
     if (!parse_float(t)) {
-      throw UsageError("--tensor-scale: expected none, current, periodic:D (the policy) or a number (your FP32 "
+      throw UsageError("{tensor_scale}: expected none, current, periodic:D (the policy) or a number (your FP32 "
                        "tensor scale), got '" + t + "'");
     }
-    if (!value_text.empty()) throw UsageError("--tensor-scale V and --tensor-scale-value both give your tensor scale");
+    if (!value_text.empty()) throw UsageError("{tensor_scale} V and {tensor_scale_value} both give your tensor scale");
     value_text = t;
     q.recipe.tensor_scale.clear();
   }
   if (!tensor_scale_policy.empty()) {
-    if (!q.recipe.tensor_scale.empty()) throw UsageError("--tensor-scale P and --tensor-scale-policy both set the policy");
+    if (!q.recipe.tensor_scale.empty()) throw UsageError("{tensor_scale} P and {tensor_scale_policy} both set the policy");
     q.recipe.tensor_scale = tensor_scale_policy;
   }
   const QuantizeCall::Resolved base = q.resolve();
@@ -45,13 +45,13 @@ VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
   r.request.quantize = base.request;
   r.request.role = base.role;
   r.request.max_explained = max_explained;
-  r.theirs.layout = parse_name_or_throw<ScaleLayout>(layout, "--layout");
-  r.theirs.nibbles = parse_name_or_throw<NibbleOrder>(nibbles, "--nibbles");
-  r.theirs.tensor_scale_kind = parse_name_or_throw<TensorScaleKind>(tensor_scale_kind, "--tensor-scale-kind");
+  r.theirs.layout = parse_name_or_throw<ScaleLayout>(layout, "{layout}");
+  r.theirs.nibbles = parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}");
+  r.theirs.tensor_scale_kind = parse_name_or_throw<TensorScaleKind>(tensor_scale_kind, "{tensor_scale_kind}");
   r.theirs.tensor_scale = tensor_scale;
   if (!value_text.empty()) {
     const auto v = parse_float(value_text);
-    if (!v) throw UsageError("--tensor-scale-value: expected a number, got '" + value_text + "'");
+    if (!v) throw UsageError("{tensor_scale_value}: expected a number, got '" + value_text + "'");
     r.theirs.tensor_scale = *v;
   }
   return r;
@@ -60,7 +60,7 @@ VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
 VerifyGemmCall::Resolved VerifyGemmCall::resolve() const {
   const bool automatic = gemm.datapath == "auto";
   if (automatic && (!gemm.inner.empty() || !gemm.snap)) {
-    throw UsageError("--datapath auto tries every inner datapath and snap setting itself: drop --inner/--no-snap");
+    throw UsageError("{datapath} auto tries every inner datapath and snap setting itself: drop {inner}/{snap=false}");
   }
   GemmCall g = gemm;
   if (automatic) g.datapath.clear();

@@ -45,7 +45,7 @@ MismatchNote explain_tensor_scale(const Recipe& recipe, const QuantizedTensor& q
   n.details.push_back("golden encode scale G = RN(RN(" + float_text(el_max) + " * T) / amax) = " +
                       with_bits(q.global_encode_scale) + "; decode scale Gd = RN(1/G) = " +
                       with_bits(q.global_decode_scale) + "; tensor amax = " + with_bits(q.tensor_amax) +
-                      (held_amax ? " (held, from --amax-ref)" : " (current)") + ", T = " +
+                      (held_amax ? " (held, from {amax_ref})" : " (current)") + ", T = " +
                       float_text(q.target));
   if (!q.tensor_scaled) n.details.push_back("this recipe has no tensor scale: G = Gd = 1");
   // Common departures: true division for Gd, or G from the unrounded product.
@@ -230,7 +230,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     for (ScaleLayout other : {ScaleLayout::rowmajor, ScaleLayout::te_rowrep, ScaleLayout::swizzled_128x4}) {
       if (other == theirs.layout) continue;
       if (auto bad = scale_mismatches_under(other, q, theirs); bad && *bad == 0) {
-        rep.hints.push_back("your scales match the golden ones exactly when read as --layout " +
+        rep.hints.push_back("your scales match the golden ones exactly when read as {layout} " +
                             std::string(name_of(other)));
       }
     }
@@ -239,7 +239,7 @@ QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeR
     for (NibbleOrder other : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked}) {
       if (other == theirs.nibbles) continue;
       if (auto bad = code_mismatches_under(other, q, theirs); bad && *bad == 0) {
-        rep.hints.push_back("your codes match the golden ones exactly when read as --nibbles " +
+        rep.hints.push_back("your codes match the golden ones exactly when read as {nibbles} " +
                             std::string(name_of(other)));
       }
     }

@@ -100,21 +100,21 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
         add("one scale per block, not " + std::string(name_of(recipe.block_choice)), other, request);
         continue;
       }
-      add("TE's " + name + " adaptive block scaling (map-to-4 or map-to-6 per block, --block-choice " + name + ")",
+      add("TE's " + name + " adaptive block scaling (map-to-4 or map-to-6 per block, {block_choice} " + name + ")",
           other, request);
       if (request.spec.target != 256.0f) {
         QuantizeRequest at256 = request;
         at256.spec.target = 256.0f;
-        add("TE's " + name + " adaptive block scaling with its E4M3 bound 256 (--block-choice " + name +
-                " --target 256)", other, at256);
+        add("TE's " + name + " adaptive block scaling with its E4M3 bound 256 ({block_choice} " + name +
+                " {target} 256)", other, at256);
       }
     }
     const bool row_possible = !request.spec.two_d && !request.amax_ref && recipe.tensor_scale == TensorScalePolicy::current;
     if (recipe.amax_scope == AmaxScope::tensor && row_possible) {
-      add("row-scaled NVFP4: one amax, G and Gd per row (--amax-scope row)",
+      add("row-scaled NVFP4: one amax, G and Gd per row ({amax_scope} row)",
           with([](Recipe& r) { r.amax_scope = AmaxScope::row; }), request);
     } else if (recipe.amax_scope == AmaxScope::row) {
-      add("one tensor amax (--amax-scope tensor), not one per row", with([](Recipe& r) { r.amax_scope = AmaxScope::tensor; }),
+      add("one tensor amax ({amax_scope} tensor), not one per row", with([](Recipe& r) { r.amax_scope = AmaxScope::tensor; }),
           request);
     }
   }
@@ -128,16 +128,16 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
         {reversed, "the RHT with the sign vector in reverse order"}};
     for (const auto& [signs, label] : sign_vectors) {
       if (signs == recipe.rht_signs) continue;
-      add(std::string(label) + " (--rht-signs " + rht_signs_text(signs) + ")",
+      add(std::string(label) + " ({rht_signs} " + rht_signs_text(signs) + ")",
           with([s = signs](Recipe& r) { r.rht_signs = s; }), request);
     }
     QuantizeRequest plain = request;
     plain.spec.rht = false;
-    add("no RHT (--no-rht)", recipe, plain);
+    add("no RHT ({rht=false})", recipe, plain);
   } else if (cols % 16 == 0) {
     QuantizeRequest transformed = request;
     transformed.spec.rht = true;
-    add("the RHT applied (--rht --rht-signs " + rht_signs_text(recipe.rht_signs) + ")", recipe, transformed);
+    add("the RHT applied ({rht=true} {rht_signs} " + rht_signs_text(recipe.rht_signs) + ")", recipe, transformed);
   }
   const std::pair<Rounding, const char*> modes[] = {{Rounding::rne, "to nearest, ties to even (rne)"},
                                                     {Rounding::rna, "to nearest, ties away from zero (rna)"},
@@ -155,7 +155,7 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
   for (NibbleOrder order : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::unpacked}) {
     if (order == theirs.nibbles) continue;
     if (const auto bad = code_mismatches_under(order, golden, theirs)) {
-      out.push_back({{"your codes stored in another nibble order (--nibbles " + std::string(name_of(order)) + ")", *bad,
+      out.push_back({{"your codes stored in another nibble order ({nibbles} " + std::string(name_of(order)) + ")", *bad,
                       golden_scales},
                      {},
                      true});
@@ -164,7 +164,7 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
   for (const auto& row : names(ScaleLayout{})) {
     if (row.value == theirs.layout) continue;
     if (const auto bad = scale_mismatches_under(row.value, golden, theirs)) {
-      out.push_back({{"your scales stored in another layout (--layout " + std::string(row.name) + ")", golden_codes,
+      out.push_back({{"your scales stored in another layout ({layout} " + std::string(row.name) + ")", golden_codes,
                       *bad},
                      {},
                      true});

@@ -70,7 +70,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
     why = "y = " + yt + " lies between " + code_text(ef, b.lo | sign) + " and " + code_text(ef, b.hi | sign) +
           ", delta = " + delta + " of the way; stochastic rounding " + std::string(name_of(ctx.spec.rounding)) +
           " with random integer r = " + std::to_string(rnd) + " (" + std::to_string(rc.sr_bits) + " bits, " +
-          (ctx.random.explicit_bits.empty() ? "Philox seed " + std::to_string(ctx.random.seed) : std::string("--rbits")) +
+          (ctx.random.explicit_bits.empty() ? "Philox seed " + std::to_string(ctx.random.seed) : std::string("{rbits}")) +
           ") rounds " + ((golden & ~ef.sign_mask()) == b.hi ? "away from zero" : "toward zero") + " to " +
           hex_code(ef, golden);
   } else {
@@ -103,7 +103,7 @@ MismatchNote explain_element(const Context& ctx, std::size_t r, std::size_t c, s
   if (facts.swapped) {
     causes.push_back("the two nibbles of byte [" + std::to_string(r) + ", " + std::to_string(c / 2) +
                      "] are exchanged: yours holds element " + std::to_string(c ^ 1) +
-                     "'s golden code here and this one's there (nibble order: --nibbles)");
+                     "'s golden code here and this one's there (nibble order: {nibbles})");
   }
   if (their_scale != scale_code) {
     const float their_y = Context::scaled(x, ctx.scale_from_code(block, their_scale));

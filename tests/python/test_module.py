@@ -6,6 +6,7 @@ Run by ctest (python_module) with PYTHONPATH at the built extension and FP4SIM_B
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zlib
@@ -14,7 +15,6 @@ import numpy as np
 import pytest
 
 import fp4sim
-from fp4sim._errors import python_terms
 
 BINARY = os.environ.get("FP4SIM_BINARY")
 needs_cli = pytest.mark.skipif(not BINARY, reason="FP4SIM_BINARY not set (ctest sets it)")
@@ -155,6 +155,14 @@ def test_mma_matches_the_cli(tmp_path):
     assert mixed[0, 0] == np.float32(1.125 * 2.0**-16)
 
 
+def python_terms(cli_message):
+    """The CLI's message with each flag written as the keyword that sets it (--no-snap: snap=False)."""
+    switches = {"--saturate": "saturate=True", "--no-saturate": "saturate=False", "--rht": "rht=True",
+                "--no-rht": "rht=False", "--snap": "snap=True", "--no-snap": "snap=False", "--one-d": "two_d=False"}
+    return re.sub(r"--[a-z][a-z0-9-]*", lambda m: switches.get(m.group(0), m.group(0)[2:].replace("-", "_")),
+                  cli_message)
+
+
 @needs_cli
 def test_error_messages_are_the_clis_in_python_terms(tmp_path):
     x = tensor(4, 64)
@@ -217,8 +225,9 @@ def test_errors_name_keywords_and_list_the_valid_values():
     with pytest.raises(fp4sim.DTypeError, match=r"^x: expected floating-point values"):
         fp4sim.convert(x.astype(np.int16), "e2m1")
     assert issubclass(fp4sim.DTypeError, TypeError) and issubclass(fp4sim.DTypeError, fp4sim.DataError)
-    assert python_terms("--sr-bits: must be between 1 and 16 (--no-saturate, --rht)") == \
-        "sr_bits: must be between 1 and 16 (saturate=False, rht=True)"
+    # a message naming one side of a switch names the keyword with its value
+    with pytest.raises(fp4sim.UsageError, match=r"^snap=False applies only to datapath probe-matched$"):
+        fp4sim.gemm(x, x, "mxfp4", snap=False)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -690,6 +699,85 @@ def test_dequantize_refuses_a_tensor_scale_no_kernel_holds(kind, value):
     with pytest.raises(fp4sim.DataError, match="^tensor_scale: "):
         fp4sim.dequantize(q.codes, q.scales, "nvfp4", tensor_scale=value, tensor_scale_kind=kind,
                           dequantize_order="portable")
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"two_d": 1}, r"two_d: expected a bool \(True or False\), got int"),
+    ({"block": 16.0}, r"block: expected an integer, got float"),
+    ({"tensor_scale": np.float32(2)}, r"tensor_scale: expected a string, got float32"),
+    ({"seed": -1}, r"seed: expected an integer in 0\.\.2\^64-1, got -1"),
+    ({"amax_ref": "3"}, r"amax_ref: expected a number, got str"),
+    ({"block": True}, r"block: expected an integer, got bool"),
+    ({"sr_bits": 17}, r"sr_bits: must be between 1 and 16, got 17"),
+    ({"block": 2**40}, r"block: must be between -2147483648 and 2147483647, got 1099511627776"),
+    ({"rht": np.int64(1)}, r"rht: expected a bool \(True or False\), got int64"),
+    ({"target": [1.0]}, r"target: expected a number, got list"),
+    ({"seed": 2**64}, r"seed: expected an integer in 0\.\.2\^64-1, got 18446744073709551616"),
+])
+def test_every_keyword_is_type_checked_naming_it_and_the_type_it_wants(keywords, message):
+    with pytest.raises(fp4sim.UsageError, match=f"^{message}$"):
+        fp4sim.quantize(tensor(4, 64), "nvfp4", **keywords)
+
+
+def test_keywords_take_numpy_scalars_of_their_kind_and_mean_one_thing_in_every_call():
+    x = tensor(4, 64)
+    plain = fp4sim.quantize(x, "nvfp4", block=16, two_d=True, target=6.0, seed=3, amax_ref=5.0)
+    numpy = fp4sim.quantize(x, "nvfp4", block=np.int64(16), two_d=np.bool_(True), target=np.float32(6.0),
+                            seed=np.uint64(3), amax_ref=np.float32(5.0))
+    assert (plain.codes == numpy.codes).all() and (plain.scales == numpy.scales).all()
+    assert (fp4sim.dequantize(plain) == fp4sim.dequantize(numpy)).all()
+    # the same keys with the same types in gemm and convert
+    for call in (lambda: fp4sim.gemm(x, x, "nvfp4", seed=-1), lambda: fp4sim.convert(x, "e2m1", seed=-1)):
+        with pytest.raises(fp4sim.UsageError, match=r"^seed: expected an integer in 0\.\.2\^64-1, got -1$"):
+            call()
+    with pytest.raises(fp4sim.UsageError, match=r"^amax_ref_a: expected a number, got str$"):
+        fp4sim.gemm(x, x, "nvfp4", amax_ref_a="3")
+    with pytest.raises(fp4sim.UsageError, match=r"^block: expected an integer, got float$"):
+        fp4sim.gemm(x, x, "nvfp4", block=16.0)
+    with pytest.raises(fp4sim.UsageError, match=r"^snap: expected a bool \(True or False\), got int$"):
+        fp4sim.gemm(x, x, "nvfp4", snap=0)
+    with pytest.raises(fp4sim.UsageError, match=r"^sr_bits: expected an integer, got float$"):
+        fp4sim.convert(x, "e2m1", "sr", sr_bits=8.0)
+    with pytest.raises(fp4sim.UsageError, match=r"^saturate: expected a bool \(True or False\), got int$"):
+        fp4sim.convert(x, "e2m1", saturate=1)
+    with pytest.raises(fp4sim.UsageError, match=r"^rounding: expected a string, got int$"):
+        fp4sim.convert(x, "e2m1", 0)
+    with pytest.raises(fp4sim.UsageError, match=r"^input_format: expected a string, got type$"):
+        fp4sim.mma(np.ones((2, 16)), np.ones((16, 2)), datapath="sm90-bf16", input_format=np.float32)
+    codes, scales = np.zeros((4, 32), np.uint8), np.zeros((4, 4), np.uint8)
+    with pytest.raises(fp4sim.UsageError, match=r"^max_explained: expected an integer in 0\.\.2\^64-1, got -1$"):
+        fp4sim.verify_quantize(x, codes, scales, "nvfp4", max_explained=-1)
+    with pytest.raises(fp4sim.UsageError, match=r"^layout: expected a string, got int$"):
+        fp4sim.verify_quantize(x, codes, scales, "nvfp4", layout=0)
+    with pytest.raises(fp4sim.UsageError, match=r"^worst: expected an integer, got float$"):
+        fp4sim.verify_gemm(x, x, np.zeros((4, 4), np.float32), "nvfp4", worst=2.5)
+
+
+@needs_cli
+def test_alpha_is_a_recipe_override_of_both_front_ends(tmp_path):
+    x, w = tensor(4, 64), tensor(3, 64, seed=1)
+    default = fp4sim.gemm(x, w, "nvfp4", datapath="exact")
+    assert (fp4sim.gemm(x, w, "nvfp4", datapath="exact", alpha="division") == default).all()  # nvfp4's own rule
+    unscaled = fp4sim.gemm(x, w, "nvfp4", datapath="exact", alpha="one")
+    ratio = default / unscaled  # the exact datapath applies alpha exactly, then rounds once
+    np.testing.assert_allclose(ratio, ratio.flat[0], rtol=1e-6)
+    assert not np.isclose(ratio.flat[0], 1.0)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    cli("gemm", "--recipe", "nvfp4", "--datapath", "exact", "--alpha", "one", "--a", tmp_path / "x.npy", "--b",
+        tmp_path / "w.npy", "--out", tmp_path / "c.npy")
+    assert (np.load(tmp_path / "c.npy") == unscaled).all()
+    with pytest.raises(fp4sim.UsageError, match=r"^alpha: expected one, reciprocal or division, got 'half'$"):
+        fp4sim.gemm(x, w, "nvfp4", alpha="half")
+
+
+def test_verify_reports_name_keywords():
+    x = tensor(128, 64)
+    q = fp4sim.quantize(x, "nvfp4")
+    r = fp4sim.verify_quantize(x, q.codes, q.scales_in("swizzled-128x4"), "nvfp4")
+    assert any("read as layout swizzled-128x4" in h for h in r["hints"]), r["hints"]
+    assert not any("{" in h or "--" in h for h in r["hints"]), r["hints"]
+    assert "{layout}" not in str(r) and "--layout" not in str(r)
 
 
 def test_recipe_overrides_of_the_wrong_type_or_empty_are_usage_errors():

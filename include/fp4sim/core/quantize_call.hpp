@@ -20,9 +20,9 @@ struct OperandArguments {
   std::optional<float> target;    // the operand's scale target T (GEMM operands)
   bool random_bits = false;       // explicit random bits will be given: the operand must round stochastically
 
-  // `request` with these arguments applied (UsageError naming the flag, whose suffix `flag` is "" for
-  // quantize: --amax-ref, --rbits; "-a" / "-b" for the operands of a GEMM: --amax-ref-a, --rbits-b).
-  void apply_to(QuantizeRequest& request, const std::string& flag) const;
+  // `request` with these arguments applied (UsageError naming the argument, whose key's suffix is "" for
+  // quantize: amax_ref, rbits; "_a" / "_b" for the operands of a GEMM: amax_ref_a, rbits_b).
+  void apply_to(QuantizeRequest& request, const std::string& suffix) const;
 };
 
 // `bits`, checked for an operand of `operand_shape`, attached to `request`; request.random.explicit_bits

@@ -145,10 +145,10 @@ inline bool has_tensor_scale(const Recipe& recipe) {
   return recipe.tensor_scale != TensorScalePolicy::none && recipe.scale_rule == ScaleRule::two_level;
 }
 
-// The settings of a recipe that only the CPU golden model implements, as flag text ("--block-choice
-// 4over6-mae", ...): a non-default element scaling, block choice, amax scope or RHT sign vector. The emu/
-// kernels refuse a recipe with any of them; empty when they can run it.
-std::vector<std::string> cpu_only_settings(const Recipe& recipe);
+// The settings of a recipe that only the CPU golden model implements, as the keys of their overrides
+// ("block_choice", ...): a non-default element scaling, block choice, amax scope or RHT sign vector. The
+// emu/ kernels refuse a recipe with any of them; empty when they can run it.
+std::vector<std::string_view> cpu_only_settings(const Recipe& recipe);
 
 // Problems that make a recipe unusable (empty when valid), CPFloat VALIDATE_INPUT style.
 std::vector<std::string> validate(const Recipe& recipe);

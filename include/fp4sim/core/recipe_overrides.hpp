@@ -1,8 +1,7 @@
 // A recipe preset with a user's overrides, as `quantize`, `gemm`, `verify` and the Python module take them
-// (docs/cli.md): --block, --two-d/--one-d, --scale-format, --element-format, --target, --tensor-scale,
-// --scale-rule, --zero-scale, --element-scaling, --block-choice, --amax-scope, --dequantize-order, --rounding,
-// --sr-bits, --rht/--no-rht, --rht-signs. The front ends
-// bind their flags or keywords to these fields, as typed; this is the one place they are checked.
+// (docs/cli.md "Recipe overrides"). The front ends bind their flags or keywords to these fields through the
+// argument table (fp4sim/front/arguments.hpp, one row per field); this is the one place they are checked,
+// and its errors name each by its key (block, two_d, scale_format, ...).
 #pragma once
 
 #include <optional>
@@ -19,19 +18,16 @@ struct RecipeOverrides {
   std::string scale_format, element_format;  // format names or descriptors ("" = the preset's)
   std::optional<float> target;
   std::string tensor_scale;  // none | current | periodic:D
-  std::string scale_rule, zero_scale, element_scaling, block_choice, amax_scope, dequantize_order, rounding;
+  std::string scale_rule, zero_scale, element_scaling, block_choice, amax_scope, dequantize_order, rounding, alpha;
   std::string rht_signs;  // 16 characters '+' / '-' ("" = TE's vector)
   std::optional<int> sr_bits;
   std::optional<bool> rht;
 
-  // The preset with the overrides applied (UsageError naming the flag for an unknown name, or listing
+  // The preset with the overrides applied (UsageError naming the key for an unknown name, or listing
   // what makes the combination invalid).
   Recipe resolve() const;
-  // An operand spec of that recipe with the per-operand overrides (--two-d, --rounding, --rht, --target).
+  // An operand spec of that recipe with the per-operand overrides (two_d, rounding, rht, target).
   OperandSpec apply(OperandSpec spec) const;
 };
-
-// "recipe preset:" and one line per preset with its source (the --recipe help).
-std::string recipe_help();
 
 }  // namespace fp4sim
