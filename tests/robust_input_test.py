@@ -288,3 +288,45 @@ def test_control_bytes_in_an_error_message_do_not_reach_the_terminal(tmp_path):
     r = run("replay", trace, "--layers", "zz\x1b[2J", "--no-gemms", "-q")
     refused(r, 2, "--layers", "zz\\x1B[2J")
     assert "\x1b" not in r.stderr
+
+
+# --- inputs that are not regular files ----------------------------------------------------------------
+
+
+# Every command family with an input position: IN stands for the input (.npy or trace), OUT for a file in
+# an empty output directory.
+INPUT_COMMANDS = [
+    "convert --format e2m1 --in IN --out OUT",
+    "quantize --recipe nvfp4 --in IN --codes OUT",
+    "gemm --recipe nvfp4 --a IN --b IN --out OUT",
+    "mma --datapath sm90-bf16 --input-format bf16 --a IN --b IN --out OUT",
+    "verify quantize --recipe nvfp4 --in IN --codes IN --scales IN",
+    "verify gemm --recipe nvfp4 --a IN --b IN --c IN",
+    "replay IN --no-gemms -q --json OUT",
+    "sweep IN -q --json OUT",
+]
+
+
+@pytest.mark.parametrize("command", INPUT_COMMANDS)
+def test_a_fifo_as_input_is_refused_without_opening_it(tmp_path, command):
+    # Opening a FIFO for reading blocks until a writer comes: the path is stat'ed and refused instead. The
+    # timeout bounds a regression (the command would block forever); it synchronises nothing.
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    out.mkdir()
+    names = {"IN": str(fifo), "OUT": str(out / "o.npy")}
+    args = [names.get(word, word) for word in command.split()]
+    r = subprocess.run([FP4SIM, *args], capture_output=True, text=True, timeout=60)
+    refused(r, 2, str(fifo), "is a FIFO, not a regular file")
+    assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("path,kind", [("/dev/zero", "a character device"), (None, "a directory")])
+def test_a_device_or_directory_as_input_is_a_usage_error(tmp_path, path, kind):
+    path = path or tmp_path
+    for args in (["convert", "--format", "e2m1", "--in", path, "--out", tmp_path / "o.npy"],
+                 ["replay", path, "--no-gemms", "-q"]):
+        r = subprocess.run([FP4SIM, *map(str, args)], capture_output=True, text=True, timeout=60)
+        refused(r, 2, str(path), "is " + kind)
+    assert not (tmp_path / "o.npy").exists()

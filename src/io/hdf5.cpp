@@ -1,5 +1,7 @@
 #include "fp4sim/io/hdf5.hpp"
 
+#include "fp4sim/io/input_path.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -562,9 +564,9 @@ File::~File() {
 File File::open(const std::filesystem::path& path) {
   SilenceErrors quiet;
   auto name = std::make_shared<const std::string>(path.string());
+  check_input_path(path);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw DataError(*name + ": no such file");
-  if (std::filesystem::is_directory(path, ec)) throw DataError(*name + ": is a directory, not an HDF5 file");
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec && size == 0) throw DataError(*name + ": empty file (0 bytes), not an HDF5 file");
   const htri_t is_hdf5 = H5Fis_hdf5(name->c_str());
