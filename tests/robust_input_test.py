@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -330,3 +331,24 @@ def test_a_device_or_directory_as_input_is_a_usage_error(tmp_path, path, kind):
         r = subprocess.run([FP4SIM, *map(str, args)], capture_output=True, text=True, timeout=60)
         refused(r, 2, str(path), "is " + kind)
     assert not (tmp_path / "o.npy").exists()
+
+
+# --- a corrupted global heap --------------------------------------------------------------------------
+
+
+def test_a_global_heap_that_hdf5_would_walk_forever_is_refused(tmp_path):
+    # HDF5 1.10 steps through a collection's objects by each one's size; a free-space object (index 0) of
+    # size 0 never moves it, and H5Aread(@schema) looped forever (docs/fuzzing.md). The repro: the
+    # contiguous.h5 seed with that size zeroed. The timeout bounds a regression; it synchronises nothing.
+    seed = bytearray((Path(__file__).parent / "fuzz" / "corpus" / "trace_read" / "contiguous.h5").read_bytes())
+    collection = seed.index(b"GCOL\x01")
+    at = collection + 16
+    while int.from_bytes(seed[at:at + 2], "little") != 0:  # objects 1, 2, ... then the free space, 0
+        at += 16 + (int.from_bytes(seed[at + 8:at + 16], "little") + 7) // 8 * 8
+    seed[at + 8:at + 16] = bytes(8)
+    trace = tmp_path / "heap.h5"
+    trace.write_bytes(seed)
+    r = subprocess.run([FP4SIM, "replay", str(trace), "--no-gemms", "-q", "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=60)
+    refused(r, 3, str(trace), "global heap collection", "size 0")
+    assert sorted(os.listdir(tmp_path)) == ["heap.h5"]
