@@ -109,8 +109,10 @@ int compare(const H5FD_t* a, const H5FD_t* b) {
 }
 
 herr_t query(const H5FD_t*, unsigned long* flags) {
-  // No metadata accumulation: every read reaches read() whole, as HDF5 asked for it.
-  *flags = H5FD_FEAT_DATA_SIEVE | H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_AGGREGATE_SMALLDATA;
+  // sec2's reading features. Metadata accumulation merges reads of metadata only: a global heap read is
+  // raw data to the driver, so it still reaches read() whole, as HDF5 asked for it.
+  *flags = H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE | H5FD_FEAT_AGGREGATE_METADATA |
+           H5FD_FEAT_AGGREGATE_SMALLDATA;
   return 0;
 }
 
