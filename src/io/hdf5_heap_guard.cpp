@@ -178,7 +178,12 @@ hid_t driver() {
 
 hid_t guarded_read_access() {
   const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  if (fapl >= 0 && driver() >= 0) H5Pset_driver(fapl, driver(), nullptr);
+  if (fapl < 0) return fapl;
+  // Never silently unguarded: a driver that cannot be registered or set fails the open.
+  if (driver() < 0 || H5Pset_driver(fapl, driver(), nullptr) < 0) {
+    H5Pclose(fapl);
+    return -1;
+  }
   return fapl;
 }
 
