@@ -7,6 +7,8 @@ any size, and every option value either means what it says or is refused.
 * empty values: --steps ',' and an empty recipe override name nothing and are refused;
 * vectors: written case by case, a non-empty --out refused before any case, --out . and e/. are the directory;
 * standard output: a mismatch report that cannot be written is exit 3; out of memory names the options.
+* inputs that are not regular files (a FIFO, /dev/zero, a directory): exit 2 from a stat, never opened;
+* a corrupted HDF5 global heap that HDF5 1.10 would walk forever: exit 3, not a hang.
 
 The binary is $FP4SIM_BINARY (ctest sets it).
 """
