@@ -7,6 +7,8 @@ any size, and every option value either means what it says or is refused.
 * empty values: --steps ',' and an empty recipe override name nothing and are refused;
 * vectors: written case by case, a non-empty --out refused before any case, --out . and e/. are the directory;
 * standard output: a mismatch report that cannot be written is exit 3; out of memory names the options.
+* inputs that are not regular files (a FIFO, /dev/zero, a directory): exit 2 from a stat, never opened;
+* a corrupted HDF5 global heap that HDF5 1.10 would walk forever: exit 3, not a hang.
 
 The binary is $FP4SIM_BINARY (ctest sets it).
 """
@@ -15,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -288,3 +291,66 @@ def test_control_bytes_in_an_error_message_do_not_reach_the_terminal(tmp_path):
     r = run("replay", trace, "--layers", "zz\x1b[2J", "--no-gemms", "-q")
     refused(r, 2, "--layers", "zz\\x1B[2J")
     assert "\x1b" not in r.stderr
+
+
+# --- inputs that are not regular files ----------------------------------------------------------------
+
+
+# Every command family with an input position: IN stands for the input (.npy or trace), OUT for a file in
+# an empty output directory.
+INPUT_COMMANDS = [
+    "convert --format e2m1 --in IN --out OUT",
+    "quantize --recipe nvfp4 --in IN --codes OUT",
+    "gemm --recipe nvfp4 --a IN --b IN --out OUT",
+    "mma --datapath sm90-bf16 --input-format bf16 --a IN --b IN --out OUT",
+    "verify quantize --recipe nvfp4 --in IN --codes IN --scales IN",
+    "verify gemm --recipe nvfp4 --a IN --b IN --c IN",
+    "replay IN --no-gemms -q --json OUT",
+    "sweep IN -q --json OUT",
+]
+
+
+@pytest.mark.parametrize("command", INPUT_COMMANDS)
+def test_a_fifo_as_input_is_refused_without_opening_it(tmp_path, command):
+    # Opening a FIFO for reading blocks until a writer comes: the path is stat'ed and refused instead. The
+    # timeout bounds a regression (the command would block forever); it synchronises nothing.
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    out.mkdir()
+    names = {"IN": str(fifo), "OUT": str(out / "o.npy")}
+    args = [names.get(word, word) for word in command.split()]
+    r = subprocess.run([FP4SIM, *args], capture_output=True, text=True, timeout=60)
+    refused(r, 2, str(fifo), "is a FIFO, not a regular file")
+    assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("path,kind", [("/dev/zero", "a character device"), (None, "a directory")])
+def test_a_device_or_directory_as_input_is_a_usage_error(tmp_path, path, kind):
+    path = path or tmp_path
+    for args in (["convert", "--format", "e2m1", "--in", path, "--out", tmp_path / "o.npy"],
+                 ["replay", path, "--no-gemms", "-q"]):
+        r = subprocess.run([FP4SIM, *map(str, args)], capture_output=True, text=True, timeout=60)
+        refused(r, 2, str(path), "is " + kind)
+    assert not (tmp_path / "o.npy").exists()
+
+
+# --- a corrupted global heap --------------------------------------------------------------------------
+
+
+def test_a_global_heap_that_hdf5_would_walk_forever_is_refused(tmp_path):
+    # HDF5 1.10 steps through a collection's objects by each one's size; a free-space object (index 0) of
+    # size 0 never moves it, and H5Aread(@schema) looped forever (docs/fuzzing.md). The repro: the
+    # contiguous.h5 seed with that size zeroed. The timeout bounds a regression; it synchronises nothing.
+    seed = bytearray((Path(__file__).parent / "fuzz" / "corpus" / "trace_read" / "contiguous.h5").read_bytes())
+    collection = seed.index(b"GCOL\x01")
+    at = collection + 16
+    while int.from_bytes(seed[at:at + 2], "little") != 0:  # objects 1, 2, ... then the free space, 0
+        at += 16 + (int.from_bytes(seed[at + 8:at + 16], "little") + 7) // 8 * 8
+    seed[at + 8:at + 16] = bytes(8)
+    trace = tmp_path / "heap.h5"
+    trace.write_bytes(seed)
+    r = subprocess.run([FP4SIM, "replay", str(trace), "--no-gemms", "-q", "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=60)
+    refused(r, 3, str(trace), "global heap collection", "size 0")
+    assert sorted(os.listdir(tmp_path)) == ["heap.h5"]

@@ -25,14 +25,14 @@ npy::DType code_type(int bytes) { return bytes == 1 ? npy::DType::u1 : bytes == 
 template <class Code>
 std::vector<Code> codes_of(const ConvertCall& call, const ConvertCall::Resolved& r, npy::Reader& in,
                            const ArrayShape& shape, const RandomBitsArray* bits) {
-  if (in.sized() && in.dtype() == npy::DType::f4) {
+  if (in.dtype() == npy::DType::f4) {
     std::vector<Code> codes(in.size());
     std::vector<float> values(in.size());
     in.read_into({reinterpret_cast<std::uint8_t*>(values.data()), values.size() * sizeof(float)});
     convert(call, r, shape, std::span<const float>(values), bits, std::span<Code>(codes));
     return codes;
   }
-  // float64, or data from a pipe (whose header no file size vouches for, so it is read as it arrives).
+  // float64 data, through the golden encoder.
   npy::Array a{in.dtype(), in.shape(), {}};
   in.read_all(a.bytes);
   const std::vector<std::uint32_t> wide = convert(call, r, shape, npy::as_float64(a, shape.source), bits);

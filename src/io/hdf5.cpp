@@ -1,5 +1,8 @@
 #include "fp4sim/io/hdf5.hpp"
 
+#include "fp4sim/io/input_path.hpp"
+#include "hdf5_heap_guard.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -562,15 +565,18 @@ File::~File() {
 File File::open(const std::filesystem::path& path) {
   SilenceErrors quiet;
   auto name = std::make_shared<const std::string>(path.string());
+  check_input_path(path);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw DataError(*name + ": no such file");
-  if (std::filesystem::is_directory(path, ec)) throw DataError(*name + ": is a directory, not an HDF5 file");
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec && size == 0) throw DataError(*name + ": empty file (0 bytes), not an HDF5 file");
   const htri_t is_hdf5 = H5Fis_hdf5(name->c_str());
   if (is_hdf5 == 0) throw DataError(*name + ": not an HDF5 file (no HDF5 signature)");
   if (is_hdf5 < 0) hdf5::fail(*name, "", "H5Fis_hdf5 (cannot read the file)");
-  FileHandle f(H5Fopen(name->c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  // Through the heap guard: a corrupted global heap is a DataError, not a hang (docs/fuzzing.md).
+  PropertyListHandle fapl(guarded_read_access());
+  if (!fapl) hdf5::fail(*name, "", "H5Pcreate (file access)");
+  FileHandle f(H5Fopen(name->c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!f) {
     const std::string stack = take_error_stack();
     const bool truncated = stack.find("truncated") != std::string::npos;

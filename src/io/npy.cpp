@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -12,6 +11,7 @@
 
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/io/input_path.hpp"
 #include "fp4sim/io/output_file.hpp"
 
 namespace fp4sim::npy {
@@ -103,9 +103,9 @@ std::vector<std::size_t> parse_shape(const std::filesystem::path& path, const st
 }  // namespace
 
 Reader::Reader(const std::filesystem::path& path) : path_(path) {
+  check_input_path(path);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a .npy file");
   in_.open(path, std::ios::binary);
   std::ifstream& in = in_;
   if (!in) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
@@ -126,8 +126,7 @@ Reader::Reader(const std::filesystem::path& path) : path_(path) {
     header_len = len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<std::uint32_t>(len[3]) << 24);
   }
   const std::uint64_t preamble = (major == 1 ? 10 : 12);
-  sized_ = S_ISREG(st.st_mode);
-  if (sized_ && preamble + header_len > static_cast<std::uint64_t>(st.st_size)) {
+  if (preamble + header_len > static_cast<std::uint64_t>(st.st_size)) {
     fail(path, "truncated header: its length is " + std::to_string(header_len) + " bytes, the file holds " +
                    std::to_string(st.st_size));
   }
@@ -179,12 +178,10 @@ Reader::Reader(const std::filesystem::path& path) : path_(path) {
       fail(path, "the header's shape overflows 64 bits");
     }
   }
-  if (sized_) {
-    const std::uint64_t available = static_cast<std::uint64_t>(st.st_size) - preamble - header_len;
-    if (data_bytes_ > available) {
-      fail(path, "truncated data: the header's shape needs " + std::to_string(data_bytes_) + " bytes, the file holds " +
-                     std::to_string(available));
-    }
+  const std::uint64_t available = static_cast<std::uint64_t>(st.st_size) - preamble - header_len;
+  if (data_bytes_ > available) {
+    fail(path, "truncated data: the header's shape needs " + std::to_string(data_bytes_) + " bytes, the file holds " +
+                   std::to_string(available));
   }
 }
 
@@ -196,19 +193,8 @@ void Reader::read_into(std::span<std::uint8_t> data) {
 }
 
 void Reader::read_all(std::vector<std::uint8_t>& bytes) {
-  // A pipe or other stream has no size to check the header against: its data is taken as it comes, so
-  // memory follows what arrives rather than what the header claims.
-  bytes.clear();
-  if (sized_) bytes.reserve(data_bytes_);
-  constexpr std::uint64_t kChunk = std::uint64_t{1} << 24;
-  while (bytes.size() < data_bytes_) {
-    const std::size_t have = bytes.size();
-    const std::size_t take = static_cast<std::size_t>(std::min(kChunk, data_bytes_ - have));
-    bytes.resize(have + take);
-    if (!in_.read(reinterpret_cast<char*>(bytes.data() + have), static_cast<std::streamsize>(take))) {
-      fail(path_, "truncated data: expected " + std::to_string(data_bytes_) + " bytes");
-    }
-  }
+  bytes.resize(data_bytes_);
+  read_into(bytes);
 }
 
 Array read(const std::filesystem::path& path) {

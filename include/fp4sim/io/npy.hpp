@@ -29,30 +29,27 @@ struct Array {
   std::size_t cols() const { return shape.empty() ? 0 : shape.back(); }
 };
 
-// Throws DataError naming the file for anything but a readable 1-D/2-D little-endian C-order array.
+// Throws DataError naming the file for anything but a readable 1-D/2-D little-endian C-order array
+// (UsageError for a path that is not a regular file: check_input_path).
 Array read(const std::filesystem::path& path);
 
 // The same file opened and its header checked, the data then read into memory the caller owns (a
 // std::vector<float> for float32 data, so that nothing is read twice).
 class Reader {
  public:
-  // DataError as read(). A regular file's size is checked against the header's shape here, before
-  // anything is allocated for the data.
+  // DataError as read(), UsageError for a path that is not a regular file (check_input_path). The
+  // file's size is checked against the header's shape here, before anything is allocated for the data.
   explicit Reader(const std::filesystem::path& path);
   DType dtype() const { return header_.dtype; }
   const std::vector<std::size_t>& shape() const { return header_.shape; }
   std::size_t size() const { return header_.size(); }
-  // Whether the file's size vouches for the header's shape (a regular file), so that a buffer of the
-  // data's size may be allocated before reading.
-  bool sized() const { return sized_; }
   void read_into(std::span<std::uint8_t> data);  // exactly size() * dtype_size(dtype()) bytes, once
-  void read_all(std::vector<std::uint8_t>& bytes);  // the data, grown as it arrives where not sized()
+  void read_all(std::vector<std::uint8_t>& bytes);  // the data, into `bytes` resized to fit
 
  private:
   std::filesystem::path path_;
   std::ifstream in_;
   Array header_;  // dtype and shape; no bytes
-  bool sized_ = false;
   std::uint64_t data_bytes_ = 0;
 };
 
