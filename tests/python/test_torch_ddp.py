@@ -88,11 +88,10 @@ def _two_gpus() -> bool:
 def ranks(request, tmp_path_factory):
     """Runs the two ranks once per device kind; returns each rank's saved results."""
     out = tmp_path_factory.mktemp("ddp")
-    # fork on the CPU: the ranks start with torch and fp4sim already imported (spawning costs seconds of
-    # imports); spawn on CUDA, which a forked child cannot initialise.
+    # spawn, not fork: a forked child cannot use CUDA or autograd's threads once this process has (other
+    # tests in the same pytest run on a GPU host do), whatever it costs in imports.
     torch.multiprocessing.start_processes(_worker, args=(request.param, str(out / "rendezvous"), str(out)),
-                                          nprocs=WORLD, join=True,
-                                          start_method="fork" if request.param == "cpu" else "spawn")
+                                          nprocs=WORLD, join=True, start_method="spawn")
     return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
 
 

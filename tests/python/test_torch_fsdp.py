@@ -54,14 +54,17 @@ def full(t):
 
 
 def _worker(rank: int, rendezvous: str, out_dir: str) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD)
+    # The CPU mesh named: without one, fully_shard takes the machine's accelerator type (cuda on a GPU host).
+    mesh = init_device_mesh("cpu", (WORLD,))
     torch.set_num_threads(1)
     sharded = tiny_model()
     replicated = copy.deepcopy(sharded)
     for block in sharded.layers:
-        fully_shard(block)
-    fully_shard(sharded)
+        fully_shard(block, mesh=mesh)
+    fully_shard(sharded, mesh=mesh)
     ddp = torch.nn.parallel.DistributedDataParallel(replicated)
     runs = {"fsdp": (sharded, sharded), "ddp": (replicated, ddp)}
     opts = {k: torch.optim.AdamW(run.parameters(), lr=1e-2) for k, (_, run) in runs.items()}
@@ -90,9 +93,10 @@ def _worker(rank: int, rendezvous: str, out_dir: str) -> None:
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("fsdp")
-    # fork: the ranks start with torch and fp4sim already imported (spawning costs seconds of imports)
+    # spawn, not fork: a forked child cannot use CUDA or autograd's threads once this process has (other
+    # tests in the same pytest run on a GPU host do), whatever it costs in imports.
     torch.multiprocessing.start_processes(_worker, args=(str(out / "rendezvous"), str(out)), nprocs=WORLD,
-                                          join=True, start_method="fork")
+                                          join=True, start_method="spawn")
     return [torch.load(out / f"rank{r}.pt", weights_only=True) for r in range(WORLD)]
 
 
