@@ -64,7 +64,7 @@ ninja_file="$out/build.ninja"
     done
     echo "build lib/$name.a: ar ${objects[*]}"
   }
-  archive fp4sim "$root"/src/core/*.cpp "$root"/src/verify/*.cpp "$root"/src/io/npy.cpp "$root"/src/io/output_file.cpp
+  archive fp4sim "$root"/src/core/*.cpp "$root"/src/verify/*.cpp "$root"/src/io/npy.cpp "$root"/src/io/output_file.cpp "$root"/src/io/input_path.cpp
   archive gtest "$gtest"/src/gtest-all.cc "$gtest"/src/gtest_main.cc
   for test in "${tests[@]}"; do
     echo "build obj/tests/$test.o: cxx $root/tests/$test.cpp"
