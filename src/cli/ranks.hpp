@@ -1,6 +1,6 @@
 // The processes of one run of `fp4sim replay` or `fp4sim sweep` (docs/replay.md "Many processes"): MPI's
-// world when fp4sim is built with MPI (ranks_mpi.cpp; started without mpirun, a process is a world of one
-// through MPI's singleton start), else this process alone (ranks_single.cpp).
+// world when fp4sim is built with MPI and an MPI launcher started it (ranks_mpi.cpp), else this process
+// alone (ranks_single.cpp, or ranks_mpi.cpp without starting MPI).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,8 @@ namespace fp4sim::cli {
 
 class Ranks {
  public:
-  // Started (MPI_Init) on first use, ended (MPI_Finalize) when the process ends normally.
+  // Started (MPI_Init, under an MPI launcher) on first use, ended (MPI_Finalize) when the process ends
+  // normally.
   static Ranks& world();
 
   int rank() const { return rank_; }

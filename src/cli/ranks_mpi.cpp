@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include "fp4sim/core/error.hpp"
 #include "ranks.hpp"
@@ -13,6 +14,18 @@ namespace {
 
 // Messages travel in pieces an int count can hold.
 constexpr std::size_t kPiece = std::size_t{1} << 30;
+
+// Whether an MPI launcher started this process, by the variables each sets in its ranks' environment:
+// OpenMPI's mpirun (OMPI_COMM_WORLD_SIZE), PMIx launchers (PMIX_RANK: OpenMPI 5, Slurm's srun --mpi=pmix),
+// PMI and PMI-2 launchers (PMI_RANK: MPICH's Hydra, Intel MPI, MVAPICH, srun --mpi=pmi2). Started any
+// other way the process is a world of one without MPI: MPI's singleton start forks OpenMPI's orted, about
+// half a second of every plain run, and fails where no daemon can start.
+bool launched_by_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -25,6 +38,7 @@ Ranks::Ranks() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    if (!launched_by_mpi()) return;  // rank 0 of 1: run_on_ranks calls no collective
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   }
@@ -33,9 +47,10 @@ Ranks::Ranks() {
 }
 
 Ranks::~Ranks() {
-  int finalized = 0;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (initialized && !finalized) MPI_Finalize();
 }
 
 std::pair<std::int64_t, int> Ranks::lowest(std::int64_t position) {
