@@ -78,7 +78,9 @@ void expect_replay_shares_equal_one_process(const replay::Options& options) {
   const replay::Result one = replay::run(kTraceA, options);
   const std::string json = json_without_run_metadata(one, replay::write_json);
   const std::string h5 = h5_bytes(one, "one.h5");
-  for (const int count : {2, 3, 11}) {  // trace_a has 10 layers: 11 shares leave one with nothing
+  // Two shares run as two MPI ranks in tests/mpi_test.py; here an uneven split and one with an empty share
+  // (trace_a has 10 layers: 11 shares leave one with nothing).
+  for (const int count : {3, 11}) {
     SCOPED_TRACE("shares " + std::to_string(count));
     const replay::Result merged = replay_in_shares(options, count);
     EXPECT_EQ(merged.shares, count);
