@@ -279,12 +279,21 @@ namespace {
 
 // The scale-choice model (docs/replay.md "Error decomposition"): a block's values v (the reference the
 // error is measured against) rounded to nearest, ties to the even code, on the element format's grid at
-// the decode scale d = Gd x (decoded scale code) in exact arithmetic, saturating at the largest element;
-// its squared error at the chosen code and at the best valid code within kScaleWindow codes of it.
+// the decode scale d = Gd x (decoded scale code), saturating at the largest element; its squared error at
+// the chosen code and at the best valid code within kScaleWindow codes of it. Every decision is exact: |v|
+// is compared with the midpoints times d, products of few significant bits that binary64 holds exactly
+// (d has at most 24 + 5), and so is the value reached (a grid value times d); only e = ±m·d - v and the
+// sums round.
 class ScaleChoiceModel {
  public:
   explicit ScaleChoiceModel(const QuantizedTensor& q) : applies_(!q.spec.rht && q.row_amax.empty()) {
-    for (std::uint32_t c = 0; c <= q.element.max_finite_code(); ++c) grid_.push_back(decode_to_double(q.element, c));
+    std::vector<double> grid;  // the element format's nonnegative values by code, ascending from 0
+    for (std::uint32_t c = 0; c <= q.element.max_finite_code(); ++c) grid.push_back(decode_to_double(q.element, c));
+    for (std::size_t i = 0; i + 1 < grid.size(); ++i) {
+      midpoints_.push_back((grid[i] + grid[i + 1]) / 2);
+      steps_.push_back(grid[i + 1] - grid[i]);
+      tie_up_.push_back((i + 1) % 2 == 0);  // a tie goes to the even code
+    }
     max_code_ = static_cast<int>(q.scale.max_finite_code());
     for (int c = 0; c <= max_code_; ++c) {
       const double s = decode_to_double(q.scale, static_cast<std::uint32_t>(c));
@@ -293,13 +302,50 @@ class ScaleChoiceModel {
   }
   bool applies() const { return applies_; }
 
+  // One thread's working arrays, reused block after block.
+  struct Scratch {
+    std::vector<double> values, magnitudes, reached;
+  };
+
   // Rows [r0, r1) of a block of columns [c0, c1) of v (row length cols) with chosen scale code `code`.
   template <class Ref>
   void add(const Ref* v, std::size_t cols, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1,
-           std::uint8_t code, BlockAccumulator& out) const {
+           std::uint8_t code, Scratch& scratch, BlockAccumulator& out) const {
+    const std::size_t n = c1 - c0;
+    std::vector<double>& values = scratch.values;
+    std::vector<double>& magnitudes = scratch.magnitudes;
+    std::vector<double>& reached = scratch.reached;
+    values.resize((r1 - r0) * n);
+    magnitudes.resize(values.size());
+    reached.resize(values.size());
+    for (std::size_t r = r0; r < r1; ++r) {
+      for (std::size_t j = 0; j < n; ++j) values[(r - r0) * n + j] = static_cast<double>(v[r * cols + c0 + j]);
+    }
+    for (std::size_t j = 0; j < values.size(); ++j) magnitudes[j] = std::fabs(values[j]);
+    // One pass per midpoint, vectorised over the block: with d = 0 every midpoint is 0 and a nonzero value
+    // climbs to the top code, whose value 0·top is 0 (flushed).
     auto sq_err = [&](double d) {
+      const std::size_t size = values.size();
+      const double* mag = magnitudes.data();
+      double* up = reached.data();
+      std::fill(up, up + size, 0.0);
+      for (std::size_t i = 0; i < midpoints_.size(); ++i) {
+        const double mid = midpoints_[i] * d, step = steps_[i] * d;
+        if (tie_up_[i]) {
+#pragma omp simd
+          for (std::size_t j = 0; j < size; ++j) up[j] += mag[j] >= mid ? step : 0.0;
+        } else {
+#pragma omp simd
+          for (std::size_t j = 0; j < size; ++j) up[j] += mag[j] > mid ? step : 0.0;
+        }
+      }
       double sum = 0.0;
-      for (std::size_t r = r0; r < r1; ++r) sum += row_sq_err(v + r * cols + c0, c1 - c0, d);
+      const double* val = values.data();
+#pragma omp simd reduction(+ : sum)
+      for (std::size_t j = 0; j < size; ++j) {
+        const double e = (val[j] < 0 ? -up[j] : up[j]) - val[j];
+        sum += e * e;
+      }
       return sum;
     };
     const double chosen = sq_err(code <= max_code_ ? decode_[code] : 0.0);
@@ -316,32 +362,11 @@ class ScaleChoiceModel {
   }
 
  private:
-  template <class Ref>
-  double row_sq_err(const Ref* v, std::size_t n, double d) const {
-    double sum = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double x = static_cast<double>(v[i]);
-      if (d == 0.0) {  // a zero (or invalid) scale flushes the block
-        sum += x * x;
-        continue;
-      }
-      const double t = std::fabs(x) / d;
-      const std::size_t k = static_cast<std::size_t>(std::upper_bound(grid_.begin(), grid_.end(), t) - grid_.begin());
-      double m = grid_.back();  // saturating
-      if (k < grid_.size()) {   // grid_[k - 1] <= t < grid_[k] (grid_[0] = 0)
-        const double below = t - grid_[k - 1], above = grid_[k] - t;
-        m = below < above ? grid_[k - 1] : above < below ? grid_[k] : grid_[(k - 1) % 2 == 0 ? k - 1 : k];
-      }
-      const double e = std::copysign(m * d, x) - x;
-      sum += e * e;
-    }
-    return sum;
-  }
-
   bool applies_;
-  std::vector<double> grid_;  // the element format's nonnegative values by code, ascending
+  std::vector<double> midpoints_, steps_;  // between consecutive grid values, ascending
+  std::vector<char> tie_up_;               // a value on midpoint i rounds up (to the even code)
   int max_code_ = 0;
-  std::array<double, 256> decode_{};  // Gd x scale per code; 0 for a zero or invalid scale
+  std::array<double, 256> decode_{};       // Gd x scale per code; 0 for a zero or invalid scale
 };
 
 // The block rows [sr_begin, sr_end) of q; x, reference and dequantized hold q's rows from row sr_begin *
@@ -363,6 +388,7 @@ void accumulate_rows(const QuantizedTensor& q, std::size_t sr_begin, std::size_t
 #pragma omp parallel for schedule(dynamic, 1) if (groups > 1 && rows * cols >= kParallelThreshold)
   for (std::size_t gi = 0; gi < groups; ++gi) {
     TensorStats& local = partial[gi];
+    ScaleChoiceModel::Scratch scratch;
     for (std::size_t sr = gi * group; sr < std::min(scale_rows, gi * group + group); ++sr) {
       const std::size_t r0 = sr * br, r1 = std::min(rows, r0 + br);
       for (std::size_t sc = 0; sc < q.scale_cols; ++sc) {
@@ -410,9 +436,9 @@ void accumulate_rows(const QuantizedTensor& q, std::size_t sr_begin, std::size_t
         const std::uint8_t code = q.scales[(sr_begin + sr) * q.scale_cols + sc];
         if (finite && !all_zero && model.applies()) {
           if (have_reference) {
-            model.add(reference.data(), cols, r0, r1, c0, c1, code, local.blocks);
+            model.add(reference.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks);
           } else {
-            model.add(x.data(), cols, r0, r1, c0, c1, code, local.blocks);
+            model.add(x.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks);
           }
         }
         local.blocks.add_block(block_amax, code, scale_values[code], block.sum_sq_err, block.sum_sq_ref, all_zero,
