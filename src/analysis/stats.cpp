@@ -470,7 +470,7 @@ std::size_t chunk_rows(std::size_t cols, std::size_t multiple) {
 TensorStats tensor_stats(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
                          std::span<const float> dequantized, std::size_t multiple) {
   const std::size_t br = static_cast<std::size_t>(q.block_rows);
-  const std::size_t chunk_scale_rows = chunk_rows(q.cols, multiple) / br;
+  const std::size_t chunk_scale_rows = std::max<std::size_t>(1, chunk_rows(q.cols, multiple) / br);
   TensorStats out;
   for (std::size_t sr = 0; sr < q.scale_rows; sr += chunk_scale_rows) {
     const std::size_t end = std::min(q.scale_rows, sr + chunk_scale_rows);

@@ -172,7 +172,8 @@ std::size_t chunk_rows(std::size_t cols, std::size_t multiple);
 
 // The statistics of one whole quantized tensor (fp4sim.stats): accumulate() over chunks of
 // chunk_rows(q.cols, multiple) rows, merged in order, which is how replay sums the chunks it quantizes
-// one by one; with replay's `multiple`, equal inputs give replay's figures bit for bit.
+// one by one; with replay's `multiple` (a multiple of q.block_rows), equal inputs give replay's figures bit
+// for bit.
 TensorStats tensor_stats(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
                          std::span<const float> dequantized, std::size_t multiple = 16);
 
@@ -244,7 +245,7 @@ class JsonWriter {
 };
 
 // The per-tensor figures under the names and in the order of replay's `tensors` entries (docs/replay.md),
-// the one place they are derived for replay, sweep and fp4sim.stats: `elements` .. `dynamic_range_log2`
+// the one place they are derived for replay, sweep and fp4sim.stats: `elements` .. `rescalable_blocks`
 // (`amax`: the tensor's NaN-ignoring float32 amax, which replay also reads), and the members of `block_stats`.
 void write_figures(JsonWriter& j, const TensorStats& s, float amax);
 void write_block_figures(JsonWriter& j, const BlockAccumulator& b);
