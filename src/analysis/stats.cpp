@@ -289,6 +289,7 @@ class ScaleChoiceModel {
   explicit ScaleChoiceModel(const QuantizedTensor& q) : applies_(!q.spec.rht && q.row_amax.empty()) {
     std::vector<double> grid;  // the element format's nonnegative values by code, ascending from 0
     for (std::uint32_t c = 0; c <= q.element.max_finite_code(); ++c) grid.push_back(decode_to_double(q.element, c));
+    top_ = grid.back();
     for (std::size_t i = 0; i + 1 < grid.size(); ++i) {
       midpoints_.push_back((grid[i] + grid[i + 1]) / 2);
       steps_.push_back(grid[i + 1] - grid[i]);
@@ -321,7 +322,11 @@ class ScaleChoiceModel {
     for (std::size_t r = r0; r < r1; ++r) {
       for (std::size_t j = 0; j < n; ++j) values[(r - r0) * n + j] = static_cast<double>(v[r * cols + c0 + j]);
     }
-    for (std::size_t j = 0; j < values.size(); ++j) magnitudes[j] = std::fabs(values[j]);
+    double amax = 0.0;
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      magnitudes[j] = std::fabs(values[j]);
+      amax = std::max(amax, magnitudes[j]);
+    }
     // One pass per midpoint, vectorised over the block: with d = 0 every midpoint is 0 and a nonzero value
     // climbs to the top code, whose value 0·top is 0 (flushed).
     auto sq_err = [&](double d) {
@@ -353,7 +358,12 @@ class ScaleChoiceModel {
     for (int c = std::max(0, code - BlockAccumulator::kScaleWindow);
          c <= std::min(max_code_, code + BlockAccumulator::kScaleWindow); ++c) {
       const double d = decode_[static_cast<std::size_t>(c)];
-      if (c != code && d > 0.0) best = std::min(best, sq_err(d));
+      if (c == code || d == 0.0) continue;
+      // Skipped when the clipping of the amax element alone, one term of the sum (a sum of nonnegative
+      // terms rounds to no less than any of them), already loses: the minimum is the same.
+      const double clipped = amax > top_ * d ? amax - top_ * d : 0.0;
+      if (clipped * clipped >= best) continue;
+      best = std::min(best, sq_err(d));
     }
     ++out.modelled_blocks;
     out.rescalable_blocks += best < chosen;
@@ -365,6 +375,7 @@ class ScaleChoiceModel {
   bool applies_;
   std::vector<double> midpoints_, steps_;  // between consecutive grid values, ascending
   std::vector<char> tie_up_;               // a value on midpoint i rounds up (to the even code)
+  double top_ = 0.0;                       // the largest element
   int max_code_ = 0;
   std::array<double, 256> decode_{};       // Gd x scale per code; 0 for a zero or invalid scale
 };
