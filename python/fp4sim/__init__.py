@@ -24,6 +24,7 @@ a call does not take raises :class:`DTypeError`, both a ``TypeError`` and a ``Da
 from __future__ import annotations
 
 import json as _json
+import math as _math
 import os as _os
 from typing import Any, Optional
 
@@ -616,6 +617,32 @@ def _trace_file(path) -> str:
     if not _os.path.exists(text):
         raise FileNotFoundError(2, "no such trace file", text)
     return text
+
+
+def stats(x, q: Quantized, *, reference=None, chunk_multiple: Optional[int] = None) -> dict:
+    """The statistics ``fp4sim replay`` reports for one tensor, for ``x`` and ``q = fp4sim.quantize(x, ...)``:
+    a dict with the names and definitions of a replay ``tensors`` entry's figures (docs/replay.md, from
+    ``elements`` to ``dynamic_range_log2``, and the nested ``block_stats``), computed by the same library
+    call; plain ints and floats, None with a ``<field>_note`` where a figure has no value. ``reference``: the
+    values the error is measured against (float64, shape of x; default x itself). The sums run over chunks
+    of whole block rows as replay's do; ``chunk_multiple`` is replay's (16, or the lcm of 16 and the 2-D
+    tiles of the recipes it replays together; default the lcm of 16 and q's tile rows), with which the
+    figures equal replay's bit for bit.
+
+    >>> x = np.random.default_rng(0).standard_normal((4, 64), dtype=np.float32)
+    >>> s = fp4sim.stats(x, fp4sim.quantize(x, "nvfp4"))
+    >>> s["elements"], s["blocks"], round(s["sqnr_db"], 2)
+    (256, 16, 19.97)
+    """
+    native = _analysis()
+    if not isinstance(q, Quantized):
+        raise TypeError(f"q: expected what fp4sim.quantize returns, got {type(q).__name__}")
+    a = _as_numpy(x, "x")
+    a = _float32(a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a, "x")
+    ref = None if reference is None else _np.ascontiguousarray(_float64(reference, "reference")).reshape(-1)
+    if chunk_multiple is None:
+        chunk_multiple = _math.lcm(16, q.block[0])
+    return _json.loads(native.stats(q._native, a, ref, chunk_multiple))
 
 
 def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", steps=None, layers: str = "",

@@ -75,12 +75,6 @@ std::vector<double> transpose(std::span<const double> x, std::size_t rows, std::
   return t;
 }
 
-// Rows of one work chunk: a multiple of every block-row count in use, about 64 Ki elements.
-std::size_t chunk_rows_for(std::size_t cols, std::size_t multiple) {
-  const std::size_t target = (std::size_t{1} << 16) / std::max<std::size_t>(cols, 1);
-  return std::max(multiple, target / multiple * multiple);
-}
-
 struct LoadedTensor {
   const trace::TensorInfo* info = nullptr;
   std::vector<float> f32;
@@ -257,7 +251,7 @@ class Replayer {
     // random bits, so a chunk's codes equal those of one whole-tensor quantization. Partial statistics
     // merge in chunk order: results do not depend on threads or slab size.
     const std::size_t multiple = slab_row_multiple(role);
-    const std::size_t chunk_rows = chunk_rows_for(t.cols, multiple);
+    const std::size_t chunk_rows = stats::chunk_rows(t.cols, multiple);
     const std::size_t recipes = o_.recipes.size();
 
     const bool keep = whole && o_.gemms && !o_.gemm_evaluator && o_.datapath == kF64 &&

@@ -34,22 +34,9 @@ void write_hold(stats::JsonWriter& j, const Hold& h, const char* prefix = "") {
   j.field(p + "rho", h.rho);
 }
 
-template <std::size_t N>
-void write_sparse_histogram(stats::JsonWriter& j, std::string_view key, const std::array<std::uint64_t, N>& bins,
-                            int first) {
-  j.key(key).begin_object();
-  for (std::size_t i = 0; i < N; ++i) {
-    if (bins[i]) j.field(std::to_string(first + static_cast<int>(i)), bins[i]);
-  }
-  j.end_object();
-}
-
 }  // namespace
 
 void write_tensor_json(stats::JsonWriter& j, const TensorEntry& e) {
-  const stats::ErrorAccumulator& er = e.stats.error;
-  const stats::BlockAccumulator& b = e.stats.blocks;
-  const QuantizeCounts& c = e.stats.counts;
   j.begin_object();
   j.field("step", e.step).field("layer", e.layer).field("tensor", e.tensor);
   if (!e.distribution.empty()) j.field("distribution", e.distribution);
@@ -60,45 +47,13 @@ void write_tensor_json(stats::JsonWriter& j, const TensorEntry& e) {
   j.field("rounding", e.rounding).field("tensor_scale", e.tensor_scale);
   if (!e.orig_dtype.empty()) j.field("orig_dtype", e.orig_dtype);
   j.field("stream", e.stream);
-  j.field("elements", er.elements).field("nonzero", er.nonzero);
-  j.field("mse", er.mse()).field("rel_mse", er.rel_mse()).field("sqnr_db", er.sqnr_db());
-  j.number_field("max_abs_err", er.max_abs_err);
-  j.field("underflow_fraction", er.underflow_fraction()).field("underflow", er.underflow);
-  j.field("saturated_fraction", e.stats.saturated_fraction()).field("saturated", c.saturated);
-  j.field("blocks", b.blocks).field("zero_blocks", b.zero_blocks);
-  j.field("scale_saturated", c.scale_saturated).field("scale_underflow", c.scale_underflow);
-  j.field("nan", er.nan).field("inf", er.inf).field("nonfinite_outputs", er.nonfinite_out);
-  j.number_field("amax", e.amax);
-  if (er.nonzero) {
-    j.number_field("amin_nonzero", er.amin_nonzero);
-  } else {
-    j.field("amin_nonzero", stats::Figure::none("no nonzero finite inputs"));
-  }
-  j.field("dynamic_range_log2", er.dynamic_range_log2());
+  stats::write_figures(j, e.stats, e.amax);
   write_hold(j, e.hold);
   j.number_field("global_encode_scale", e.global_encode_scale);
   j.number_field("global_decode_scale", e.global_decode_scale);
   // Per-block statistics.
   j.key("block_stats").begin_object();
-  j.field("nonfinite_blocks", b.nonfinite_blocks).field("exact_blocks", b.exact_blocks);
-  if (b.block_amax_max > 0) {
-    j.number_field("block_amax_min_nonzero", b.block_amax_min_nonzero);
-    j.number_field("block_amax_max", b.block_amax_max);
-  } else {
-    j.field("block_amax_min_nonzero", stats::Figure::none("no nonzero finite blocks"));
-    j.field("block_amax_max", stats::Figure::none("no nonzero finite blocks"));
-  }
-  j.field("block_amax_log2_p01", b.block_amax_log2_quantile(0.01));
-  j.field("block_amax_log2_p50", b.block_amax_log2_quantile(0.50));
-  j.field("block_amax_log2_p99", b.block_amax_log2_quantile(0.99));
-  j.field("scale_log2_mean", b.scale_log2_mean()).field("scale_log2_std", b.scale_log2_std());
-  j.field("block_sqnr_db_p01", b.block_sqnr_db_quantile(0.01));
-  j.field("block_sqnr_db_p10", b.block_sqnr_db_quantile(0.10));
-  j.field("block_sqnr_db_p50", b.block_sqnr_db_quantile(0.50));
-  j.field("worst_block_sqnr_db", b.worst_block_sqnr_db());
-  write_sparse_histogram(j, "scale_codes", b.scale_codes, 0);
-  write_sparse_histogram(j, "block_amax_log2_hist", b.amax_log2, stats::BlockAccumulator::kAmaxLog2Min);
-  write_sparse_histogram(j, "block_sqnr_db_hist", b.sqnr_db, stats::BlockAccumulator::kSqnrMinDb);
+  stats::write_block_figures(j, e.stats.blocks);
   j.end_object();
   j.end_object();
 }

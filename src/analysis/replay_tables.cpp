@@ -89,6 +89,15 @@ Columns<TensorEntry> tensor_columns() {
   c.emplace_back("block_sqnr_db_p01", [](const E& e) { return Cell::num(e.stats.blocks.block_sqnr_db_quantile(0.01)); });
   c.emplace_back("worst_block_sqnr_db", [](const E& e) { return Cell::num(e.stats.blocks.worst_block_sqnr_db()); });
   c.emplace_back("stream", [](const E& e) { return Cell::str(std::to_string(e.stream)); });
+  // The error decomposition (docs/replay.md), after the columns that were there before it.
+  c.emplace_back("bias", [](const E& e) { return Cell::num(e.stats.error.bias()); });
+  c.emplace_back("shrinkage", [](const E& e) { return Cell::num(e.stats.error.shrinkage()); });
+  c.emplace_back("dead_zone_energy_fraction",
+                 [](const E& e) { return Cell::num(e.stats.error.dead_zone_energy_fraction()); });
+  c.emplace_back("grid_noise", [](const E& e) { return Cell::num(e.stats.grid_noise()); });
+  c.emplace_back("scale_choice_loss", [](const E& e) { return Cell::num(e.stats.scale_choice_loss()); });
+  c.emplace_back("rescalable_blocks",
+                 [](const E& e) { return Cell::integ(static_cast<std::int64_t>(e.stats.blocks.rescalable_blocks)); });
   return c;
 }
 

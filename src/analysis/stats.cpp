@@ -31,6 +31,9 @@ void ErrorAccumulator::merge(const ErrorAccumulator& o) {
   nonfinite_out += o.nonfinite_out;
   sum_sq_err += o.sum_sq_err;
   sum_sq_ref += o.sum_sq_ref;
+  sum_err += o.sum_err;
+  sum_prod += o.sum_prod;
+  sum_sq_dead += o.sum_sq_dead;
   sum_abs_err += o.sum_abs_err;
   max_abs_err = std::max(max_abs_err, o.max_abs_err);
   amax = std::max(amax, o.amax);
@@ -69,6 +72,24 @@ Figure ErrorAccumulator::underflow_fraction() const {
 Figure ErrorAccumulator::dynamic_range_log2() const {
   if (nonzero == 0) return Figure::none("no nonzero finite inputs");
   return Figure::of(std::log2(amax / amin_nonzero));
+}
+
+Figure ErrorAccumulator::bias() const {
+  const Figure m = mse();  // the same elements, the same reasons for none
+  if (!m.value) return m;
+  return Figure::of(sum_err / static_cast<double>(finite() - nonfinite_out));
+}
+
+Figure ErrorAccumulator::dead_zone_energy_fraction() const {
+  const Figure r = rel_mse();
+  if (!r.value) return r;
+  return Figure::of(sum_sq_dead / sum_sq_ref);
+}
+
+Figure ErrorAccumulator::shrinkage() const {
+  const Figure r = rel_mse();
+  if (!r.value) return r;
+  return Figure::of(sum_prod / sum_sq_ref - 1.0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -130,6 +151,10 @@ void BlockAccumulator::merge(const BlockAccumulator& o) {
   worst_rel_mse = std::max(worst_rel_mse, o.worst_rel_mse);
   block_amax_max = std::max(block_amax_max, o.block_amax_max);
   block_amax_min_nonzero = std::min(block_amax_min_nonzero, o.block_amax_min_nonzero);
+  modelled_blocks += o.modelled_blocks;
+  rescalable_blocks += o.rescalable_blocks;
+  chosen_sq_err += o.chosen_sq_err;
+  best_sq_err += o.best_sq_err;
 }
 
 Figure BlockAccumulator::scale_log2_mean() const {
@@ -182,6 +207,26 @@ Figure TensorStats::saturated_fraction() const {
   return Figure::of(static_cast<double>(counts.saturated) / static_cast<double>(error.elements));
 }
 
+namespace {
+
+// The scale-choice terms need every nonzero finite block modelled (none under RHT or a row-scaled amax).
+Figure scale_model_figure(const TensorStats& s, double sum_sq) {
+  const Figure r = s.error.rel_mse();
+  if (!r.value) return r;
+  const BlockAccumulator& b = s.blocks;
+  if (b.modelled_blocks != b.blocks - b.zero_blocks - b.nonfinite_blocks) {
+    return Figure::none("not modelled: the recipe rotates the tensor (RHT) or scales it per row");
+  }
+  return Figure::of(sum_sq / s.error.sum_sq_ref);
+}
+
+}  // namespace
+
+Figure TensorStats::grid_noise() const { return scale_model_figure(*this, blocks.best_sq_err); }
+Figure TensorStats::scale_choice_loss() const {
+  return scale_model_figure(*this, blocks.chosen_sq_err - blocks.best_sq_err);
+}
+
 // ---------------------------------------------------------------------------------------------
 // accumulate
 
@@ -191,21 +236,26 @@ namespace {
 // so the compiler vectorises it. Same figures as ErrorAccumulator::add element by element.
 template <class Ref>
 void add_finite_segment(const Ref* ref, const float* xhat, std::size_t n, ErrorAccumulator& acc) {
-  double sse = 0, ssr = 0, sae = 0, maxe = 0, amax = 0, amin = std::numeric_limits<double>::infinity();
+  double sse = 0, ssr = 0, se = 0, sp = 0, ssd = 0, sae = 0, maxe = 0, amax = 0;
+  double amin = std::numeric_limits<double>::infinity();
   std::uint64_t nz = 0, under = 0;
-#pragma omp simd reduction(+ : sse, ssr, sae, nz, under) reduction(max : maxe, amax) reduction(min : amin)
+#pragma omp simd reduction(+ : sse, ssr, se, sp, ssd, sae, nz, under) reduction(max : maxe, amax) reduction(min : amin)
   for (std::size_t i = 0; i < n; ++i) {
     const double x = static_cast<double>(ref[i]);
     const double e = static_cast<double>(xhat[i]) - x;
     const double ae = std::fabs(e), ax = std::fabs(x);
     sse += e * e;
     ssr += x * x;
+    se += e;
+    sp += static_cast<double>(xhat[i]) * x;
     sae += ae;
     maxe = ae > maxe ? ae : maxe;
     amax = ax > amax ? ax : amax;
     const bool nonzero = x != 0.0;
     nz += nonzero;
-    under += nonzero & (xhat[i] == 0.0f);
+    const bool dead = nonzero & (xhat[i] == 0.0f);
+    under += dead;
+    ssd += dead ? x * x : 0.0;
     const double candidate = nonzero ? ax : std::numeric_limits<double>::infinity();
     amin = candidate < amin ? candidate : amin;
   }
@@ -214,6 +264,9 @@ void add_finite_segment(const Ref* ref, const float* xhat, std::size_t n, ErrorA
   acc.underflow += under;
   acc.sum_sq_err += sse;
   acc.sum_sq_ref += ssr;
+  acc.sum_err += se;
+  acc.sum_prod += sp;
+  acc.sum_sq_dead += ssd;
   acc.sum_abs_err += sae;
   acc.max_abs_err = std::max(acc.max_abs_err, maxe);
   acc.amax = std::max(acc.amax, amax);
@@ -222,21 +275,132 @@ void add_finite_segment(const Ref* ref, const float* xhat, std::size_t n, ErrorA
 
 }  // namespace
 
-void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
-                std::span<const float> dequantized, TensorStats& out) {
+namespace {
+
+// The scale-choice model (docs/replay.md "Error decomposition"): a block's values v (the reference the
+// error is measured against) rounded to nearest, ties to the even code, on the element format's grid at
+// the decode scale d = Gd x (decoded scale code), saturating at the largest element; its squared error at
+// the chosen code and at the best valid code within kScaleWindow codes of it. Every decision is exact: |v|
+// is compared with the midpoints times d, products of few significant bits that binary64 holds exactly
+// (d has at most 24 + 5), and so is the value reached (a grid value times d); only e = ±m·d - v and the
+// sums round.
+class ScaleChoiceModel {
+ public:
+  explicit ScaleChoiceModel(const QuantizedTensor& q) : applies_(!q.spec.rht && q.row_amax.empty()) {
+    std::vector<double> grid;  // the element format's nonnegative values by code, ascending from 0
+    for (std::uint32_t c = 0; c <= q.element.max_finite_code(); ++c) grid.push_back(decode_to_double(q.element, c));
+    top_ = grid.back();
+    for (std::size_t i = 0; i + 1 < grid.size(); ++i) {
+      midpoints_.push_back((grid[i] + grid[i + 1]) / 2);
+      steps_.push_back(grid[i + 1] - grid[i]);
+      tie_up_.push_back((i + 1) % 2 == 0);  // a tie goes to the even code
+    }
+    max_code_ = static_cast<int>(q.scale.max_finite_code());
+    for (int c = 0; c <= max_code_; ++c) {
+      const double s = decode_to_double(q.scale, static_cast<std::uint32_t>(c));
+      decode_[static_cast<std::size_t>(c)] = std::isfinite(s) && s > 0 ? s * q.global_decode_scale : 0.0;
+    }
+  }
+  bool applies() const { return applies_; }
+
+  // One thread's working arrays, reused block after block.
+  struct Scratch {
+    std::vector<double> values, magnitudes, reached;
+  };
+
+  // Rows [r0, r1) of a block of columns [c0, c1) of v (row length cols) with chosen scale code `code`.
+  template <class Ref>
+  void add(const Ref* v, std::size_t cols, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1,
+           std::uint8_t code, Scratch& scratch, BlockAccumulator& out) const {
+    const std::size_t n = c1 - c0;
+    std::vector<double>& values = scratch.values;
+    std::vector<double>& magnitudes = scratch.magnitudes;
+    std::vector<double>& reached = scratch.reached;
+    values.resize((r1 - r0) * n);
+    magnitudes.resize(values.size());
+    reached.resize(values.size());
+    for (std::size_t r = r0; r < r1; ++r) {
+      for (std::size_t j = 0; j < n; ++j) values[(r - r0) * n + j] = static_cast<double>(v[r * cols + c0 + j]);
+    }
+    double amax = 0.0;
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      magnitudes[j] = std::fabs(values[j]);
+      amax = std::max(amax, magnitudes[j]);
+    }
+    // One pass per midpoint, vectorised over the block: with d = 0 every midpoint is 0 and a nonzero value
+    // climbs to the top code, whose value 0·top is 0 (flushed).
+    auto sq_err = [&](double d) {
+      const std::size_t size = values.size();
+      const double* mag = magnitudes.data();
+      double* up = reached.data();
+      std::fill(up, up + size, 0.0);
+      for (std::size_t i = 0; i < midpoints_.size(); ++i) {
+        const double mid = midpoints_[i] * d, step = steps_[i] * d;
+        if (tie_up_[i]) {
+#pragma omp simd
+          for (std::size_t j = 0; j < size; ++j) up[j] += mag[j] >= mid ? step : 0.0;
+        } else {
+#pragma omp simd
+          for (std::size_t j = 0; j < size; ++j) up[j] += mag[j] > mid ? step : 0.0;
+        }
+      }
+      double sum = 0.0;
+      const double* val = values.data();
+#pragma omp simd reduction(+ : sum)
+      for (std::size_t j = 0; j < size; ++j) {
+        const double e = (val[j] < 0 ? -up[j] : up[j]) - val[j];
+        sum += e * e;
+      }
+      return sum;
+    };
+    const double chosen = sq_err(code <= max_code_ ? decode_[code] : 0.0);
+    double best = chosen;
+    for (int c = std::max(0, code - BlockAccumulator::kScaleWindow);
+         c <= std::min(max_code_, code + BlockAccumulator::kScaleWindow); ++c) {
+      const double d = decode_[static_cast<std::size_t>(c)];
+      if (c == code || d == 0.0) continue;
+      // Skipped when the clipping of the amax element alone, one term of the sum (a sum of nonnegative
+      // terms rounds to no less than any of them), already loses: the minimum is the same.
+      const double clipped = amax > top_ * d ? amax - top_ * d : 0.0;
+      if (clipped * clipped >= best) continue;
+      best = std::min(best, sq_err(d));
+    }
+    ++out.modelled_blocks;
+    out.rescalable_blocks += best < chosen;
+    out.chosen_sq_err += chosen;
+    out.best_sq_err += best;
+  }
+
+ private:
+  bool applies_;
+  std::vector<double> midpoints_, steps_;  // between consecutive grid values, ascending
+  std::vector<char> tie_up_;               // a value on midpoint i rounds up (to the even code)
+  double top_ = 0.0;                       // the largest element
+  int max_code_ = 0;
+  std::array<double, 256> decode_{};       // Gd x scale per code; 0 for a zero or invalid scale
+};
+
+// The block rows [sr_begin, sr_end) of q; x, reference and dequantized hold q's rows from row sr_begin *
+// block_rows on. Groups of block rows are counted from sr_begin, so a range sums as the tensor of its rows
+// alone would.
+void accumulate_rows(const QuantizedTensor& q, std::size_t sr_begin, std::size_t sr_end, std::span<const float> x,
+                     std::span<const double> reference, std::span<const float> dequantized, TensorStats& out) {
   std::array<float, 256> scale_values{};
   for (std::uint32_t c = 0; c < 256; ++c) scale_values[c] = decode_to_float(q.scale, c);
-  const std::size_t rows = q.rows, cols = q.cols;
   const std::size_t br = static_cast<std::size_t>(q.block_rows), bc = static_cast<std::size_t>(q.block_cols);
+  const std::size_t cols = q.cols, rows = std::min(q.rows, sr_end * br) - sr_begin * br;
+  const std::size_t scale_rows = sr_end - sr_begin;
   const bool have_reference = !reference.empty();
+  const ScaleChoiceModel model(q);
   // Fixed groups of block rows, merged in order: the sums do not depend on the number of threads.
   const std::size_t group = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(cols * br, 1));
-  const std::size_t groups = (q.scale_rows + group - 1) / group;
+  const std::size_t groups = (scale_rows + group - 1) / group;
   std::vector<TensorStats> partial(groups);
 #pragma omp parallel for schedule(dynamic, 1) if (groups > 1 && rows * cols >= kParallelThreshold)
   for (std::size_t gi = 0; gi < groups; ++gi) {
     TensorStats& local = partial[gi];
-    for (std::size_t sr = gi * group; sr < std::min(q.scale_rows, gi * group + group); ++sr) {
+    ScaleChoiceModel::Scratch scratch;
+    for (std::size_t sr = gi * group; sr < std::min(scale_rows, gi * group + group); ++sr) {
       const std::size_t r0 = sr * br, r1 = std::min(rows, r0 + br);
       for (std::size_t sc = 0; sc < q.scale_cols; ++sc) {
         const std::size_t c0 = sc * bc, c1 = std::min(cols, c0 + bc), n = c1 - c0;
@@ -280,7 +444,14 @@ void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<co
             }
           }
         }
-        const std::uint8_t code = q.scales[sr * q.scale_cols + sc];
+        const std::uint8_t code = q.scales[(sr_begin + sr) * q.scale_cols + sc];
+        if (finite && !all_zero && model.applies()) {
+          if (have_reference) {
+            model.add(reference.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks);
+          } else {
+            model.add(x.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks);
+          }
+        }
         local.blocks.add_block(block_amax, code, scale_values[code], block.sum_sq_err, block.sum_sq_ref, all_zero,
                                nonfinite_input);
         local.error.merge(block);
@@ -289,8 +460,39 @@ void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<co
   }
   TensorStats total;
   for (const TensorStats& p : partial) total.merge(p);
+  out.merge(total);
+}
+
+}  // namespace
+
+void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
+                std::span<const float> dequantized, TensorStats& out) {
+  TensorStats total;
+  accumulate_rows(q, 0, q.scale_rows, x, reference, dequantized, total);
   total.counts = q.counts;
   out.merge(total);
+}
+
+std::size_t chunk_rows(std::size_t cols, std::size_t multiple) {
+  const std::size_t target = (std::size_t{1} << 16) / std::max<std::size_t>(cols, 1);
+  return std::max(multiple, target / multiple * multiple);
+}
+
+TensorStats tensor_stats(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
+                         std::span<const float> dequantized, std::size_t multiple) {
+  const std::size_t br = static_cast<std::size_t>(q.block_rows);
+  const std::size_t chunk_scale_rows = std::max<std::size_t>(1, chunk_rows(q.cols, multiple) / br);
+  TensorStats out;
+  for (std::size_t sr = 0; sr < q.scale_rows; sr += chunk_scale_rows) {
+    const std::size_t end = std::min(q.scale_rows, sr + chunk_scale_rows);
+    const std::size_t first = sr * br * q.cols, n = (std::min(q.rows, end * br) - sr * br) * q.cols;
+    TensorStats chunk;
+    accumulate_rows(q, sr, end, x.subspan(first, n), reference.empty() ? reference : reference.subspan(first, n),
+                    dequantized.subspan(first, n), chunk);
+    out.merge(chunk);
+  }
+  out.counts = q.counts;
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -438,5 +640,69 @@ JsonWriter& JsonWriter::field(std::string_view k, const Figure& f) {
   return value(f.note.empty() ? std::string_view("not a finite number") : std::string_view(f.note));
 }
 JsonWriter& JsonWriter::number_field(std::string_view k, double v) { return field(k, Figure::of(v)); }
+
+// ---------------------------------------------------------------------------------------------
+// The per-tensor figures
+
+namespace {
+
+template <std::size_t N>
+void write_sparse_histogram(JsonWriter& j, std::string_view key, const std::array<std::uint64_t, N>& bins,
+                            int first) {
+  j.key(key).begin_object();
+  for (std::size_t i = 0; i < N; ++i) {
+    if (bins[i]) j.field(std::to_string(first + static_cast<int>(i)), bins[i]);
+  }
+  j.end_object();
+}
+
+}  // namespace
+
+void write_figures(JsonWriter& j, const TensorStats& s, float amax) {
+  const ErrorAccumulator& er = s.error;
+  const BlockAccumulator& b = s.blocks;
+  const QuantizeCounts& c = s.counts;
+  j.field("elements", er.elements).field("nonzero", er.nonzero);
+  j.field("mse", er.mse()).field("rel_mse", er.rel_mse()).field("sqnr_db", er.sqnr_db());
+  j.number_field("max_abs_err", er.max_abs_err);
+  j.field("underflow_fraction", er.underflow_fraction()).field("underflow", er.underflow);
+  j.field("saturated_fraction", s.saturated_fraction()).field("saturated", c.saturated);
+  j.field("blocks", b.blocks).field("zero_blocks", b.zero_blocks);
+  j.field("scale_saturated", c.scale_saturated).field("scale_underflow", c.scale_underflow);
+  j.field("nan", er.nan).field("inf", er.inf).field("nonfinite_outputs", er.nonfinite_out);
+  j.number_field("amax", amax);
+  if (er.nonzero) {
+    j.number_field("amin_nonzero", er.amin_nonzero);
+  } else {
+    j.field("amin_nonzero", Figure::none("no nonzero finite inputs"));
+  }
+  j.field("dynamic_range_log2", er.dynamic_range_log2());
+  j.field("bias", er.bias()).field("shrinkage", er.shrinkage());
+  j.field("dead_zone_energy_fraction", er.dead_zone_energy_fraction());
+  j.field("grid_noise", s.grid_noise()).field("scale_choice_loss", s.scale_choice_loss());
+  j.field("rescalable_blocks", b.rescalable_blocks);
+}
+
+void write_block_figures(JsonWriter& j, const BlockAccumulator& b) {
+  j.field("nonfinite_blocks", b.nonfinite_blocks).field("exact_blocks", b.exact_blocks);
+  if (b.block_amax_max > 0) {
+    j.number_field("block_amax_min_nonzero", b.block_amax_min_nonzero);
+    j.number_field("block_amax_max", b.block_amax_max);
+  } else {
+    j.field("block_amax_min_nonzero", Figure::none("no nonzero finite blocks"));
+    j.field("block_amax_max", Figure::none("no nonzero finite blocks"));
+  }
+  j.field("block_amax_log2_p01", b.block_amax_log2_quantile(0.01));
+  j.field("block_amax_log2_p50", b.block_amax_log2_quantile(0.50));
+  j.field("block_amax_log2_p99", b.block_amax_log2_quantile(0.99));
+  j.field("scale_log2_mean", b.scale_log2_mean()).field("scale_log2_std", b.scale_log2_std());
+  j.field("block_sqnr_db_p01", b.block_sqnr_db_quantile(0.01));
+  j.field("block_sqnr_db_p10", b.block_sqnr_db_quantile(0.10));
+  j.field("block_sqnr_db_p50", b.block_sqnr_db_quantile(0.50));
+  j.field("worst_block_sqnr_db", b.worst_block_sqnr_db());
+  write_sparse_histogram(j, "scale_codes", b.scale_codes, 0);
+  write_sparse_histogram(j, "block_amax_log2_hist", b.amax_log2, BlockAccumulator::kAmaxLog2Min);
+  write_sparse_histogram(j, "block_sqnr_db_hist", b.sqnr_db, BlockAccumulator::kSqnrMinDb);
+}
 
 }  // namespace fp4sim::stats

@@ -13,7 +13,7 @@ needs_cli = pytest.mark.skipif(not BINARY, reason="FP4SIM_BINARY not set (ctest 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 TRACE = os.path.join(ROOT, "traces", "trace_a.h5")
 # replay and sweep read HDF5 traces: a module built without HDF5 (FP4SIM_IO=OFF) lacks them.
-ANALYSES = ("replay", "sweep", "AnalysisReport")
+ANALYSES = ("replay", "sweep", "stats", "AnalysisReport")
 HAS_ANALYSES = hasattr(fp4sim._fp4sim, "replay")
 needs_analyses = pytest.mark.skipif(not HAS_ANALYSES, reason="module built without HDF5 (FP4SIM_IO=OFF)")
 

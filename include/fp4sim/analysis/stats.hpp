@@ -37,6 +37,9 @@ struct ErrorAccumulator {
   std::uint64_t nonfinite_out = 0;   // finite inputs whose x-hat is NaN or Inf
   double sum_sq_err = 0.0;           // sum (x-hat - x)^2 over finite inputs with finite x-hat
   double sum_sq_ref = 0.0;           // sum x^2 over the same elements
+  double sum_err = 0.0;              // sum (x-hat - x), signed, over the same elements
+  double sum_prod = 0.0;             // sum x-hat * x over the same elements
+  double sum_sq_dead = 0.0;          // sum x^2 over the underflow elements (the dead zone's energy)
   double sum_abs_err = 0.0;
   double max_abs_err = 0.0;
   double amax = 0.0;                              // max |x| over finite inputs
@@ -62,13 +65,18 @@ struct ErrorAccumulator {
     const double ae = e < 0 ? -e : e;
     sum_sq_err += e * e;
     sum_sq_ref += x * x;
+    sum_err += e;
+    sum_prod += xhat * x;
     sum_abs_err += ae;
     if (ae > max_abs_err) max_abs_err = ae;
     if (ax > amax) amax = ax;
     if (x != 0.0) {
       ++nonzero;
       if (ax < amin_nonzero) amin_nonzero = ax;
-      if (xhat == 0.0) ++underflow;
+      if (xhat == 0.0) {
+        ++underflow;
+        sum_sq_dead += x * x;
+      }
     }
   }
   void merge(const ErrorAccumulator& o);
@@ -79,6 +87,10 @@ struct ErrorAccumulator {
   Figure sqnr_db() const;             // -10 log10(rel_mse)
   Figure underflow_fraction() const;  // underflow / nonzero
   Figure dynamic_range_log2() const;  // log2(amax / amin_nonzero), TE's dynamic_range
+  // The error decomposition (docs/replay.md "Error decomposition"):
+  Figure bias() const;                       // sum_err / finite elements: the mean signed error
+  Figure dead_zone_energy_fraction() const;  // sum_sq_dead / sum_sq_ref
+  Figure shrinkage() const;                  // sum_prod / sum_sq_ref - 1
 };
 
 // Per-block statistics (peers.md §6: what TE's users ask for): distributions of block amax, of scale
@@ -103,6 +115,13 @@ struct BlockAccumulator {
   double worst_rel_mse = 0.0;  // max over nonzero finite blocks of sum err^2 / sum x^2
   double block_amax_max = 0.0;
   double block_amax_min_nonzero = std::numeric_limits<double>::infinity();
+  // The scale-choice model (docs/replay.md "Error decomposition"), over the nonzero finite blocks it models:
+  // sum of squared errors of round-to-nearest on the element grid at the chosen scale and at the best
+  // scale code within kScaleWindow codes of it, and the blocks whose best code is another.
+  static constexpr int kScaleWindow = 4;
+  std::uint64_t modelled_blocks = 0;
+  std::uint64_t rescalable_blocks = 0;
+  double chosen_sq_err = 0.0, best_sq_err = 0.0;
 
   // One block: its NaN-ignoring amax, its scale code and decoded scale value, its error sums.
   void add_block(float block_amax, std::uint8_t scale_code, float scale_value, double sum_sq_err, double sum_sq_ref,
@@ -136,6 +155,8 @@ struct TensorStats {
     counts.merge(o.counts);
   }
   Figure saturated_fraction() const;  // counts.saturated / elements
+  Figure grid_noise() const;          // blocks.best_sq_err / error.sum_sq_ref
+  Figure scale_choice_loss() const;   // (blocks.chosen_sq_err - blocks.best_sq_err) / error.sum_sq_ref
 };
 
 // Adds x (what the quantizer saw; `reference`, when not empty, the original float64 values the
@@ -143,6 +164,18 @@ struct TensorStats {
 // Uses every OpenMP thread.
 void accumulate(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
                 std::span<const float> dequantized, TensorStats& out);
+
+// The rows of one chunk of a tensor [rows, cols] in replay's order of summation: about 2^16 elements,
+// a multiple of `multiple` (16, or the lcm of 16 and the 2-D tiles of the recipes replayed together), so
+// that a chunk holds whole block rows. Fixed by the shape alone: the sums do not depend on threads or slabs.
+std::size_t chunk_rows(std::size_t cols, std::size_t multiple);
+
+// The statistics of one whole quantized tensor (fp4sim.stats): accumulate() over chunks of
+// chunk_rows(q.cols, multiple) rows, merged in order, which is how replay sums the chunks it quantizes
+// one by one; with replay's `multiple` (a multiple of q.block_rows), equal inputs give replay's figures bit
+// for bit.
+TensorStats tensor_stats(const QuantizedTensor& q, std::span<const float> x, std::span<const double> reference,
+                         std::span<const float> dequantized, std::size_t multiple = 16);
 
 // ---------------------------------------------------------------------------------------------
 // Proposition 1 (docs/semantics.md P2): with a held tensor amax g and target T, block B (amax a_B) gets the
@@ -210,5 +243,11 @@ class JsonWriter {
   std::vector<bool> first_;  // per open container: no element written yet
   bool after_key_ = false;
 };
+
+// The per-tensor figures under the names and in the order of replay's `tensors` entries (docs/replay.md),
+// the one place they are derived for replay, sweep and fp4sim.stats: `elements` .. `rescalable_blocks`
+// (`amax`: the tensor's NaN-ignoring float32 amax, which replay also reads), and the members of `block_stats`.
+void write_figures(JsonWriter& j, const TensorStats& s, float amax);
+void write_block_figures(JsonWriter& j, const BlockAccumulator& b);
 
 }  // namespace fp4sim::stats
