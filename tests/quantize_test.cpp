@@ -132,6 +132,79 @@ TEST(Mxfp4, ScaleRules) {
   }
 }
 
+// torchao CEIL (mx_tensor.py to_mx at 36027d8): the exponent field plus one where a mantissa bit is set,
+// minus E2M1's emax 2, so amax <= 4 * 2^e; fp4sim's ceil (TE reference cast_to_e8) is amax <= 6 * 2^e.
+TEST(Mxfp4, TorchaoCeilExponent) {
+  Recipe r = preset("mxfp4");
+  r.scale_rule = ScaleRule::pow2_ceil_exponent;
+  std::vector<float> x(32, 0.0f);
+  x[0] = 5.0f;  // 1.25 * 2^2 -> 2^3 / 2^2 = 2^1 (code 128); 5 / 2 = 2.5 ties to 2.0 = 0b0'10'0
+  auto q = quantize_with(r, Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 128);
+  EXPECT_EQ(q.code(0, 0), 0b0'10'0);
+  r.scale_rule = ScaleRule::pow2_ceil;
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 127);  // 5 <= 6 * 2^0
+  r.scale_rule = ScaleRule::pow2_ceil_exponent;
+  x[0] = 4.0f;  // a power of two: no rounding up -> 2^0
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 127);
+  x[0] = std::bit_cast<float>(0x00000001u);  // binary32 subnormal: field 0 -> -127 + 1 - 2, clamped to -127
+  q = quantize_with(r, Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 0);
+  EXPECT_EQ(q.counts.scale_underflow, 1u);
+}
+
+// torchao EVEN at the top of the binary32 range: 1.75 * 2^127 (0x7F600000) plus half an E2M1 ulp carries
+// into exponent 255, the rounded amax is +Inf and isfinite gives the block scale 0xFF; one ulp below stays
+// finite (0x7F7FFFFF masked to 2^127 -> 2^125, code 0xFC).
+TEST(Mxfp4, EvenOverflowIsNanBlock) {
+  Recipe r = preset("mxfp4");
+  r.scale_rule = ScaleRule::pow2_even;
+  std::vector<float> x(32, 0.0f);
+  x[0] = std::bit_cast<float>(0x7F600000u);  // 2.97747071e38
+  const auto q = quantize_with(r, Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 0xFF);
+  EXPECT_EQ(q.counts.scale_saturated, 1u);
+  const auto y = dequantize(q);
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_TRUE(std::isnan(y[31]));
+  x[0] = std::bit_cast<float>(0x7F5FFFFFu);
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 0xFC);
+  r.scale_rule = ScaleRule::pow2_floor;  // the other rules stay finite there
+  x[0] = std::bit_cast<float>(0x7F600000u);
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 0xFC);
+}
+
+// TE's reference NaN rule (reference_nvfp4.py at d0067d0): torch.max(torch.abs(x)) is NaN, so S_enc and every
+// block scale are NaN (E4M3 0x7F) and cast_to_fp4x2 leaves every code 0; per row under the row scope. The
+// kernels' rule (the default) keeps finite scales for the NaN-free blocks.
+TEST(Nvfp4, NanAmaxPropagate) {
+  Recipe r = preset("nvfp4-norht");
+  std::vector<float> x(2 * 32);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  x[5] = std::numeric_limits<float>::quiet_NaN();  // row 0, block 0
+  r.nan_amax = NanAmax::propagate;
+  auto q = quantize_with(r, Role::activation, x, 2, 32);
+  for (std::uint8_t s : q.scales) EXPECT_EQ(s, 0x7F);
+  for (std::uint8_t c : q.codes) EXPECT_EQ(c, 0);
+  EXPECT_TRUE(std::isnan(dequantize(q)[40]));
+  r.amax_scope = AmaxScope::row;
+  q = quantize_with(r, Role::activation, x, 2, 32);
+  EXPECT_EQ(q.scales[0], 0x7F);
+  EXPECT_EQ(q.scales[1], 0x7F);
+  r.nan_amax = NanAmax::ignore;
+  const auto kept = quantize_with(r, Role::activation, x, 2, 32);
+  EXPECT_NE(kept.scales[1], 0x7F);
+  EXPECT_EQ(q.scales[2], kept.scales[2]);  // row 1 holds no NaN: as without the rule
+  EXPECT_EQ(q.scales[3], kept.scales[3]);
+  for (std::size_t c = 0; c < 32; ++c) EXPECT_EQ(q.code(1, c), kept.code(1, c)) << c;
+  r.scale_rule = ScaleRule::pow2_floor;  // no tensor scale, no rule to apply
+  r.scale = formats::e8m0;
+  r.tensor_scale = TensorScalePolicy::none;
+  r.amax_scope = AmaxScope::tensor;
+  r.nan_amax = NanAmax::propagate;
+  EXPECT_FALSE(validate(r).empty());
+}
+
 TEST(PeriodicScaling, RefreshSteps) {
   EXPECT_TRUE(is_refresh_step(1, 50));
   EXPECT_FALSE(is_refresh_step(50, 50));
