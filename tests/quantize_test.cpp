@@ -205,6 +205,35 @@ TEST(Nvfp4, NanAmaxPropagate) {
   EXPECT_FALSE(validate(r).empty());
 }
 
+// TE's 4over6 with nvfp4_4over6_err_use_fast_math: a 1 x 32 tensor whose second block TE's reference
+// (reference_nvfp4.py at d0067d0, run on the CPU by tools/te_oracle.py) scales map-to-4 (0x7C) with the
+// input-domain error and map-to-6 (0x78) with the fast-math one; scales and codes below are the reference's.
+TEST(Nvfp4, FourOverSixFastMathError) {
+  const std::uint32_t bits[32] = {
+      0x3D1FFFFFu, 0x3D3FFFFFu, 0x3CBFFFFFu, 0xBE3FFFFFu, 0xBDBFFFFFu, 0xBC800001u, 0xBC000000u, 0x3D3FFFFFu,
+      0x3DBFFFFFu, 0x00000000u, 0xBD3FFFFFu, 0xBD7FFFFFu, 0x3DDFFFFFu, 0x3D9FFFFFu, 0x3DC00001u, 0x3D800000u,
+      0x3F7FFFFFu, 0x409FFFFFu, 0x3FE00001u, 0xC0BFFFFFu, 0x40400001u, 0xBFE00000u, 0xBF000000u, 0x40A00001u,
+      0xBFC00000u, 0xBFE00001u, 0xC0800000u, 0x3F3FFFFFu, 0x40400001u, 0x3F800000u, 0xBE800000u, 0x40C00001u};
+  std::vector<float> x(32);
+  for (std::size_t i = 0; i < 32; ++i) x[i] = std::bit_cast<float>(bits[i]);
+  const std::uint8_t block0[16] = {2, 3, 1, 15, 13, 9, 8, 3, 5, 0, 11, 12, 5, 4, 5, 4};
+  const std::uint8_t input[16] = {1, 5, 2, 14, 4, 10, 9, 5, 10, 10, 13, 1, 4, 1, 8, 6};
+  const std::uint8_t fast[16] = {2, 6, 3, 15, 5, 11, 9, 6, 11, 11, 14, 1, 5, 2, 8, 7};
+  Recipe r = preset("nvfp4-4over6");
+  r.element_specials = SpecialConvention::te_python;
+  for (const auto domain : {FourOverSixErrorDomain::input, FourOverSixErrorDomain::fast_math}) {
+    r.four_over_six_error = domain;
+    const bool is_fast = domain == FourOverSixErrorDomain::fast_math;
+    const auto q = quantize_with(r, Role::activation, x, 1, 32);
+    EXPECT_EQ(q.scales[0], 0x50);
+    EXPECT_EQ(q.scales[1], is_fast ? 0x78 : 0x7C);
+    for (std::size_t c = 0; c < 16; ++c) {
+      EXPECT_EQ(q.code(0, c), block0[c]) << c;
+      EXPECT_EQ(q.code(0, 16 + c), is_fast ? fast[c] : input[c]) << name_of(domain) << " " << c;
+    }
+  }
+}
+
 TEST(PeriodicScaling, RefreshSteps) {
   EXPECT_TRUE(is_refresh_step(1, 50));
   EXPECT_FALSE(is_refresh_step(50, 50));
