@@ -87,22 +87,19 @@ def inputs(seed: int):
     bits = rng.integers(0, 2**32, (ROWS, COLS), dtype=np.uint64).astype(np.uint32)
     bits[(bits & 0x7F800000) == 0x7F800000] &= 0xBF7FFFFF  # finite patterns only
     bits = bits.view(f32)
+    # E2M1 grid points and midpoints at a power of two per block, each nudged by -1, 0 or +1 ulp.
     grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5], f32)
-    g = rng.choice(grid, (ROWS, COLS)) * rng.choice([-1, 1], (ROWS, COLS)) * np.exp2(rng.integers(-8, 8, (ROWS, COLS // 16))
-                                                                                      ).repeat(16, 1)
-    g = g.astype(f32).view(np.uint32)
-    g = (g.astype(np.int64) + rng.integers(-1, 2, g.shape) * (g != 0)).astype(np.uint32).view(f32)  # +-1 ulp
+    block_scale = np.exp2(rng.integers(-8, 8, (ROWS, COLS // 16))).repeat(16, 1)
+    g = (rng.choice(grid, (ROWS, COLS)) * rng.choice([-1, 1], (ROWS, COLS)) * block_scale).astype(f32)
+    g = g.view(np.uint32).astype(np.int64) + rng.integers(-1, 2, g.shape) * (g != 0)
+    g = g.astype(np.uint32).view(f32)
     bf16 = torch.from_numpy(normal * f32(3.7)).to(torch.bfloat16).to(torch.float32).numpy()
     outlier = normal.copy()
     outlier[rng.integers(ROWS), rng.integers(COLS)] = f32(3e38)
     with_inf = normal.copy()
     with_inf[rng.integers(ROWS, size=3), rng.integers(COLS, size=3)] = np.array([np.inf, -np.inf, np.inf], f32)
-    return {"normal": normal, "wide": wide, "bits": bits, "grid": grid_or(g), "bf16": bf16, "outlier": outlier,
+    return {"normal": normal, "wide": wide, "bits": bits, "grid": g, "bf16": bf16, "outlier": outlier,
             "inf": with_inf}
-
-
-def grid_or(x):
-    return np.where(np.isfinite(x), x, np.float32(0)).astype(np.float32)
 
 
 def with_nan(x, seed, rows_with_nan):
