@@ -7,7 +7,10 @@
 never copied into fp4sim; a COMMIT file beside it, if present, is printed). Its reference_nvfp4.py
 (NVFP4QuantizerRef._quantize, rowwise) runs on the CPU with torch, with its sibling files reference_utils.py and
 gemm.py; the modules they import from TE's compiled package (quantized_tensor's Quantizer base class,
-tensor.utils) are replaced by small stand-ins, of which the rowwise path reads only the usage flags. Needs torch and numpy (no h5py: fp4sim writes .npy).
+tensor.utils) are replaced by small stand-ins, of which the rowwise path reads only the usage flags. Needs
+torch and numpy (no h5py: fp4sim writes .npy). Setting up, from a clone of NVIDIA/TransformerEngine at d0067d0:
+    git -C TE archive --prefix=TransformerEngine/ HEAD transformer_engine/pytorch/custom_recipes | tar x -C tools/.oracles
+Every fp4sim run takes --element-specials te-python: the reference's cast_to_fp4x2 gives an exact -0 code 0.
 
 Profiles (fp4sim flags <-> TE constructor arguments):
   nvfp4 1-D / 2-D              nvfp4-norht, role activation / weight    quant_tile_shape (1,16) / (16,16)

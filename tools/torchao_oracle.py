@@ -4,7 +4,8 @@
     tools/torchao_oracle.py --ao-root tools/.oracles/ao [--binary build/fp4sim] [--seeds 1,2]
 
 --ao-root holds a pytorch/ao source tree (its torchao/ package is imported from there, eager mode on the CPU,
-never copied into fp4sim; a COMMIT file beside it, if present, is printed). Needs torch and numpy.
+never copied into fp4sim; a COMMIT file beside it, if present, is printed). Needs torch and numpy. Setting up,
+from a clone of pytorch/ao at 36027d8:  git -C ao archive --prefix=ao/ HEAD torchao | tar x -C tools/.oracles
 
 Profiles (fp4sim flags <-> torchao): MXFP4 (E2M1 elements, E8M0 scales, block 32) under each
 ScaleCalculationMode: --scale-rule floor <-> FLOOR, ceil-exponent <-> CEIL, even <-> EVEN, rceil <-> RCEIL.
