@@ -140,7 +140,7 @@ BlockScale ScaleChooser::pow2(float block_amax, bool has_nonfinite, ScaleTrace* 
       case ScaleRule::pow2_even: {
         // torchao EVEN: add half an element-precision ulp to amax's bits, keep the exponent field.
         //   amax   0 EEEEEEEE MMMMMMMMM...   (+ 1 << (22 - mbits): half an ulp of an mbits mantissa)
-        // A carry out of the top exponent makes the rounded amax +Inf (amax >= (2 - 2^-mbits-1) * 2^127,
+        // A carry out of the top exponent makes the rounded amax +Inf (amax >= (2 - 2^-(mbits+1)) * 2^127,
         // E2M1: 1.75 * 2^127); torchao's isfinite test then gives the block the NaN scale 0xFF, so a
         // finite block decodes to NaN there, where the unclamped exponent would give 0xFD and a code that
         // decodes to +Inf. fp4sim reports torchao's NaN block (docs/semantics.md M7).
