@@ -132,6 +132,108 @@ TEST(Mxfp4, ScaleRules) {
   }
 }
 
+// torchao CEIL (mx_tensor.py to_mx at 36027d8): the exponent field plus one where a mantissa bit is set,
+// minus E2M1's emax 2, so amax <= 4 * 2^e; fp4sim's ceil (TE reference cast_to_e8) is amax <= 6 * 2^e.
+TEST(Mxfp4, TorchaoCeilExponent) {
+  Recipe r = preset("mxfp4");
+  r.scale_rule = ScaleRule::pow2_ceil_exponent;
+  std::vector<float> x(32, 0.0f);
+  x[0] = 5.0f;  // 1.25 * 2^2 -> 2^3 / 2^2 = 2^1 (code 128); 5 / 2 = 2.5 ties to 2.0 = 0b0'10'0
+  auto q = quantize_with(r, Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 128);
+  EXPECT_EQ(q.code(0, 0), 0b0'10'0);
+  r.scale_rule = ScaleRule::pow2_ceil;
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 127);  // 5 <= 6 * 2^0
+  r.scale_rule = ScaleRule::pow2_ceil_exponent;
+  x[0] = 4.0f;  // a power of two: no rounding up -> 2^0
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 127);
+  x[0] = std::bit_cast<float>(0x00000001u);  // binary32 subnormal: field 0 -> -127 + 1 - 2, clamped to -127
+  q = quantize_with(r, Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 0);
+  EXPECT_EQ(q.counts.scale_underflow, 1u);
+}
+
+// torchao EVEN at the top of the binary32 range: 1.75 * 2^127 (0x7F600000) plus half an E2M1 ulp carries
+// into exponent 255, the rounded amax is +Inf and isfinite gives the block scale 0xFF; one ulp below stays
+// finite (0x7F7FFFFF masked to 2^127 -> 2^125, code 0xFC).
+TEST(Mxfp4, EvenOverflowIsNanBlock) {
+  Recipe r = preset("mxfp4");
+  r.scale_rule = ScaleRule::pow2_even;
+  std::vector<float> x(32, 0.0f);
+  x[0] = std::bit_cast<float>(0x7F600000u);  // 2.97747071e38
+  const auto q = quantize_with(r, Role::activation, x, 1, 32);
+  EXPECT_EQ(q.scales[0], 0xFF);
+  EXPECT_EQ(q.counts.scale_saturated, 1u);
+  const auto y = dequantize(q);
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_TRUE(std::isnan(y[31]));
+  x[0] = std::bit_cast<float>(0x7F5FFFFFu);
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 0xFC);
+  r.scale_rule = ScaleRule::pow2_floor;  // the other rules stay finite there
+  x[0] = std::bit_cast<float>(0x7F600000u);
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 0xFC);
+}
+
+// TE's reference NaN rule (reference_nvfp4.py at d0067d0): torch.max(torch.abs(x)) is NaN, so S_enc and every
+// block scale are NaN (E4M3 0x7F) and cast_to_fp4x2 leaves every code 0; per row under the row scope. The
+// kernels' rule (the default) keeps finite scales for the NaN-free blocks.
+TEST(Nvfp4, NanAmaxPropagate) {
+  Recipe r = preset("nvfp4-norht");
+  std::vector<float> x(2 * 32);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  x[5] = std::numeric_limits<float>::quiet_NaN();  // row 0, block 0
+  r.nan_amax = NanAmax::propagate;
+  auto q = quantize_with(r, Role::activation, x, 2, 32);
+  for (std::uint8_t s : q.scales) EXPECT_EQ(s, 0x7F);
+  for (std::uint8_t c : q.codes) EXPECT_EQ(c, 0);
+  EXPECT_TRUE(std::isnan(dequantize(q)[40]));
+  r.amax_scope = AmaxScope::row;
+  q = quantize_with(r, Role::activation, x, 2, 32);
+  EXPECT_EQ(q.scales[0], 0x7F);
+  EXPECT_EQ(q.scales[1], 0x7F);
+  r.nan_amax = NanAmax::ignore;
+  const auto kept = quantize_with(r, Role::activation, x, 2, 32);
+  EXPECT_NE(kept.scales[1], 0x7F);
+  EXPECT_EQ(q.scales[2], kept.scales[2]);  // row 1 holds no NaN: as without the rule
+  EXPECT_EQ(q.scales[3], kept.scales[3]);
+  for (std::size_t c = 0; c < 32; ++c) EXPECT_EQ(q.code(1, c), kept.code(1, c)) << c;
+  r.scale_rule = ScaleRule::pow2_floor;  // no tensor scale, no rule to apply
+  r.scale = formats::e8m0;
+  r.tensor_scale = TensorScalePolicy::none;
+  r.amax_scope = AmaxScope::tensor;
+  r.nan_amax = NanAmax::propagate;
+  EXPECT_FALSE(validate(r).empty());
+}
+
+// TE's 4over6 with nvfp4_4over6_err_use_fast_math: a 1 x 32 tensor whose second block TE's reference
+// (reference_nvfp4.py at d0067d0, run on the CPU by tools/te_oracle.py) scales map-to-4 (0x7C) with the
+// input-domain error and map-to-6 (0x78) with the fast-math one; scales and codes below are the reference's.
+TEST(Nvfp4, FourOverSixFastMathError) {
+  const std::uint32_t bits[32] = {
+      0x3D1FFFFFu, 0x3D3FFFFFu, 0x3CBFFFFFu, 0xBE3FFFFFu, 0xBDBFFFFFu, 0xBC800001u, 0xBC000000u, 0x3D3FFFFFu,
+      0x3DBFFFFFu, 0x00000000u, 0xBD3FFFFFu, 0xBD7FFFFFu, 0x3DDFFFFFu, 0x3D9FFFFFu, 0x3DC00001u, 0x3D800000u,
+      0x3F7FFFFFu, 0x409FFFFFu, 0x3FE00001u, 0xC0BFFFFFu, 0x40400001u, 0xBFE00000u, 0xBF000000u, 0x40A00001u,
+      0xBFC00000u, 0xBFE00001u, 0xC0800000u, 0x3F3FFFFFu, 0x40400001u, 0x3F800000u, 0xBE800000u, 0x40C00001u};
+  std::vector<float> x(32);
+  for (std::size_t i = 0; i < 32; ++i) x[i] = std::bit_cast<float>(bits[i]);
+  const std::uint8_t block0[16] = {2, 3, 1, 15, 13, 9, 8, 3, 5, 0, 11, 12, 5, 4, 5, 4};
+  const std::uint8_t input[16] = {1, 5, 2, 14, 4, 10, 9, 5, 10, 10, 13, 1, 4, 1, 8, 6};
+  const std::uint8_t fast[16] = {2, 6, 3, 15, 5, 11, 9, 6, 11, 11, 14, 1, 5, 2, 8, 7};
+  Recipe r = preset("nvfp4-4over6");
+  r.element_specials = SpecialConvention::te_python;
+  for (const auto domain : {FourOverSixErrorDomain::input, FourOverSixErrorDomain::fast_math}) {
+    r.four_over_six_error = domain;
+    const bool is_fast = domain == FourOverSixErrorDomain::fast_math;
+    const auto q = quantize_with(r, Role::activation, x, 1, 32);
+    EXPECT_EQ(q.scales[0], 0x50);
+    EXPECT_EQ(q.scales[1], is_fast ? 0x78 : 0x7C);
+    for (std::size_t c = 0; c < 16; ++c) {
+      EXPECT_EQ(q.code(0, c), block0[c]) << c;
+      EXPECT_EQ(q.code(0, 16 + c), is_fast ? fast[c] : input[c]) << name_of(domain) << " " << c;
+    }
+  }
+}
+
 TEST(PeriodicScaling, RefreshSteps) {
   EXPECT_TRUE(is_refresh_step(1, 50));
   EXPECT_FALSE(is_refresh_step(50, 50));

@@ -411,6 +411,23 @@ TEST(PlantedCause, FourOverSix) {
   }
 }
 
+// TE's reference conventions: a kernel whose 4over6 measures the fast-math error, and one that encodes an
+// exact -0 as code 0 (cast_to_fp4x2), are each named by their override.
+TEST(PlantedCause, TeReferenceConventions) {
+  const Recipe recipe = *find_recipe("nvfp4-4over6");
+  QuantizeRequest request;
+  request.spec = operand_for_role(recipe, Role::activation);
+  auto x = normal_tensor(64, 128, 23);
+  for (std::size_t c = 0; c < 128; c += 3) x[7 * 128 + c] = -0.0f;
+  Recipe kernel = recipe;
+  kernel.element_specials = SpecialConvention::te_python;
+  expect_named(recipe, request, x, 64, 128, golden(kernel, request, x, 64, 128), "({element_specials} te-python)");
+  for (std::size_t i = 0; i < x.size(); i += 5) x[i] *= 0x1p100f;  // wide range: the error domains differ
+  kernel = recipe;
+  kernel.four_over_six_error = FourOverSixErrorDomain::fast_math;
+  expect_named(recipe, request, x, 64, 128, golden(kernel, request, x, 64, 128), "({four_over_six_error} fast-math)");
+}
+
 TEST(PlantedCause, RowScaledAmax) {
   const Recipe recipe = *find_recipe("nvfp4-norht");
   QuantizeRequest request;

@@ -269,7 +269,8 @@ def recipes() -> list:
     """The recipe preset names (``fp4sim quantize --help`` lists them under ``--recipe``, with their sources).
 
     >>> fp4sim.recipes()
-    ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'nvfp4-4over6', 'mxfp4']
+    ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'nvfp4-4over6', 'mxfp4', 'nvfp4-4over6-mse',
+     'nvfp4-4over6-fast', 'mxfp4-rceil', 'mxfp4-ceil', 'mxfp4-even']
     """
     return _fp4sim.recipes()
 

@@ -107,7 +107,10 @@ void run_quantize(const QuantizeOptions& o) {
     file.write_attribute("rht_signs", rht_signs_text(recipe.rht_signs));
     file.write_attribute("element_scaling", name_of(recipe.element_scaling));
     file.write_attribute("block_choice", name_of(recipe.block_choice));
+    file.write_attribute("four_over_six_error", name_of(recipe.four_over_six_error));
     file.write_attribute("amax_scope", name_of(recipe.amax_scope));
+    file.write_attribute("nan_amax", name_of(recipe.nan_amax));
+    file.write_attribute("element_specials", name_of(recipe.element_specials));
     if (!q.row_amax.empty()) file.write_dataset<float>("row_amax", {q.rows}, q.row_amax);
     file.write_attribute("seed", static_cast<std::int64_t>(call.seed));
     file.write_attribute("dequantize_order", name_of(q.dequantize_order));

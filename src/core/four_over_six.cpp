@@ -9,8 +9,10 @@
 
 namespace fp4sim {
 
-FourOverSixError::FourOverSixError(const Format& element, BlockScaleChoice choice, float target)
-    : squared_(choice == BlockScaleChoice::four_over_six_mse) {
+FourOverSixError::FourOverSixError(const Recipe& recipe, float target)
+    : squared_(recipe.block_choice == BlockScaleChoice::four_over_six_mse),
+      fast_math_(recipe.four_over_six_error == FourOverSixErrorDomain::fast_math) {
+  const Format& element = recipe.element;
   for (std::uint32_t code = 0; code < element.code_count() && code < values_.size(); ++code) {
     values_[code] = decode_to_float(element, code);
   }
@@ -18,11 +20,12 @@ FourOverSixError::FourOverSixError(const Format& element, BlockScaleChoice choic
 }
 
 float FourOverSixError::operator()(std::span<const float> x, std::span<const std::uint8_t> codes, float scale,
-                                   float amax) const {
+                                   float amax, float encode) const {
   float err = 0.0f;
   for (std::size_t j = 0; j < x.size(); ++j) {
-    const float value = fp32::div_rn(fp32::mul_rn(fp32::mul_rn(values_[codes[j]], scale), amax), denominator_);
-    const float diff = fp32::sub_rn(value, x[j]);
+    const float product = fp32::mul_rn(values_[codes[j]], scale);
+    const float diff = fast_math_ ? fp32::sub_rn(product, fp32::mul_rn(x[j], encode))
+                                  : fp32::sub_rn(fp32::div_rn(fp32::mul_rn(product, amax), denominator_), x[j]);
     err = fp32::add_rn(err, squared_ ? fp32::mul_rn(diff, diff) : std::fabs(diff));
   }
   return err;

@@ -129,11 +129,27 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
     for (std::size_t r = 0; r < rows; ++r) q.row_amax[r] = abs_max(x.subspan(r * cols, cols));
   }
 
-  EncodeOptions element_options{spec.rounding, true, recipe.sr_bits};
+  // NanAmax::propagate (TE's reference): a NaN in the amax's scope, the tensor or a row, makes its G NaN, so
+  // every block scale there becomes the scale format's NaN (torch casts it to the E4M3 NaN of its sign, 0x7F
+  // or 0xFF) and every element code 0 (cast_to_fp4x2 assigns a code only where a comparison holds, none does
+  // for NaN).
+  const bool propagate_nan = two_level && recipe.nan_amax == NanAmax::propagate;
+  auto holds_nan = [](std::span<const float> v) {
+    return std::any_of(v.begin(), v.end(), [](float e) { return std::isnan(e); });
+  };
+  std::vector<char> nan_scope(propagate_nan ? (row_scaled ? rows : 1) : 0);
+  for (std::size_t i = 0; i < nan_scope.size(); ++i) {
+    nan_scope[i] = holds_nan(row_scaled ? x.subspan(i * cols, cols) : x);
+  }
+  const BlockScale nan_scale{.code = static_cast<std::uint8_t>(recipe.scale.nan_code()),
+                             .value = std::numeric_limits<float>::quiet_NaN(),
+                             .multiplier = std::numeric_limits<float>::quiet_NaN()};
+
+  EncodeOptions element_options{spec.rounding, true, recipe.sr_bits, recipe.element_specials};
   const Float32Encoder to_element(recipe.element, element_options);
   const std::size_t code_cols = q.code_cols();
   const bool adaptive = two_level && recipe.block_choice != BlockScaleChoice::single;
-  const FourOverSixError error_of{recipe.element, recipe.block_choice, spec.target};
+  const FourOverSixError error_of{recipe, spec.target};
   if (trace) {
     trace->scale_cols = q.scale_cols;
     trace->x.assign(x.begin(), x.end());
@@ -190,7 +206,10 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
         BlockTrace* traced = trace ? &trace->blocks[sr * q.scale_cols + sc] : nullptr;
         BlockScale scale;
         std::size_t saturated = 0;
-        if (!adaptive) {
+        if (propagate_nan && nan_scope[row_scaled ? r0 : 0]) {
+          scale = nan_scale;
+          std::fill(codes.begin(), codes.end(), std::uint8_t{0});
+        } else if (!adaptive) {
           scale = chooser->choose(block, nonfinite, traced ? &traced->trace : nullptr);
           saturated = encode_block(scale, codes);
         } else {
@@ -202,8 +221,10 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
           for (std::size_t r = r0; r < r1; ++r) {
             const auto xr = x.subspan(r * cols + c0, n);
             const std::size_t at = (r - r0) * n;
-            row_errors[r - r0] = error_of(xr, std::span(codes).subspan(at, n), map6.value, amax_used);
-            other_row_errors[r - r0] = error_of(xr, std::span(other_codes).subspan(at, n), map4.value, amax_used);
+            const float encode = chooser->global().encode;
+            row_errors[r - r0] = error_of(xr, std::span(codes).subspan(at, n), map6.value, amax_used, encode);
+            other_row_errors[r - r0] =
+                error_of(xr, std::span(other_codes).subspan(at, n), map4.value, amax_used, encode);
           }
           const std::size_t block_rows = r1 - r0;
           const float map4_error = FourOverSixError::block_sum(std::span(other_row_errors).first(block_rows));

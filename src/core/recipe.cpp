@@ -75,7 +75,7 @@ const Recipe kMxfp4 = {
     .name = "mxfp4",
     .source = "OCP Microscaling Formats (MX) v1.0: E2M1 + E8M0 block 32 along K (weights too), scale "
               "2^(floor(log2 amax) - 2) from the exponent field (docs/semantics.md M1-M8), RNE saturating "
-              "elements, no tensor scale",
+              "elements, no tensor scale; also torchao 36027d8 mx_tensor.py to_mx, ScaleCalculationMode.FLOOR",
     .element = formats::e2m1,
     .scale = formats::e8m0,
     .block = 32,
@@ -126,14 +126,55 @@ const Recipe kPresets[] = {
               r.rht_wgrad = false;
             }),
     kMxfp4,
+    // Stack profiles: a stack's quantizer where fp4sim models it exactly, each row naming the file and commit
+    // it follows (docs/recipes.md "Stack profiles"; checked by tools/te_oracle.py and tools/torchao_oracle.py).
+    variant(kNvfp4, "nvfp4-4over6-mse",
+            "TransformerEngine d0067d0 NVFP4 with nvfp4_4over6='all', nvfp4_4over6_err_mode='MSE' "
+            "(custom_recipes/reference_nvfp4.py _quantize_blockwise_4over6_reference): nvfp4-4over6 with the "
+            "summed squared error",
+            [](Recipe& r) {
+              r.block_choice = BlockScaleChoice::four_over_six_mse;
+              r.target = 256.0f;
+              r.wgrad_grad_target = 256.0f;
+              r.grad_rounding = Rounding::rne;
+              r.rht_wgrad = false;
+            }),
+    variant(kNvfp4, "nvfp4-4over6-fast",
+            "TransformerEngine d0067d0 NVFP4 with nvfp4_4over6='all' and nvfp4_4over6_err_use_fast_math=True "
+            "(custom_recipes/reference_nvfp4.py _ref_nvfp4_4over6_fp16_candidate): nvfp4-4over6 (MAE, bound 256) "
+            "with the error RN(q*s) - RN(x*G) in the scaled FP16 product domain",
+            [](Recipe& r) {
+              r.block_choice = BlockScaleChoice::four_over_six_mae;
+              r.four_over_six_error = FourOverSixErrorDomain::fast_math;
+              r.target = 256.0f;
+              r.wgrad_grad_target = 256.0f;
+              r.grad_rounding = Rounding::rne;
+              r.rht_wgrad = false;
+            }),
+    variant(kMxfp4, "mxfp4-rceil",
+            "torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx, ScaleCalculationMode.RCEIL (_to_mx_rceil, "
+            "cuBLAS's UE8M0 recipe): RN(amax * RN(1/6)) rounded up into E8M0",
+            [](Recipe& r) { r.scale_rule = ScaleRule::pow2_rceil; }),
+    variant(kMxfp4, "mxfp4-ceil",
+            "torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx, ScaleCalculationMode.CEIL: amax's exponent "
+            "field plus one where a mantissa bit is set, minus 2 (amax <= 4 * 2^e)",
+            [](Recipe& r) { r.scale_rule = ScaleRule::pow2_ceil_exponent; }),
+    variant(kMxfp4, "mxfp4-even",
+            "torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx, ScaleCalculationMode.EVEN: amax rounded to "
+            "E2M1 precision on its bits, then floor; a rounding to +Inf gives the NaN scale 0xFF",
+            [](Recipe& r) { r.scale_rule = ScaleRule::pow2_even; }),
 };
 
 constexpr NameRow<ScaleRule> kScaleRules[] = {
     {"two-level", ScaleRule::two_level,
      "amax/F times the FP32 tensor multiplier G, RNE into the scale format, saturating (NVFP4, UE5M3)"},
     {"floor", ScaleRule::pow2_floor, "power of two 2^(floor(log2 amax) - emax) (OCP MX v1.0; may clip)"},
-    {"ceil", ScaleRule::pow2_ceil, "smallest power of two with amax <= max_elem * 2^e (nothing clips)"},
-    {"even", ScaleRule::pow2_even, "amax rounded to element precision, then floor (torchao EVEN)"},
+    {"ceil", ScaleRule::pow2_ceil,
+     "smallest power of two with amax <= max_elem * 2^e (nothing clips; TE reference cast_to_e8)"},
+    {"ceil-exponent", ScaleRule::pow2_ceil_exponent,
+     "amax's exponent rounded up, minus emax: amax <= 2^emax * 2^e (torchao CEIL)"},
+    {"even", ScaleRule::pow2_even,
+     "amax rounded to element precision, then floor; a rounding to +Inf gives the NaN scale (torchao EVEN)"},
     {"rceil", ScaleRule::pow2_rceil, "RN(amax * RN(1/max_elem)) rounded up to a power of two (cuBLAS, torchao RCEIL)"}};
 constexpr NameRow<ZeroScale> kZeroScales[] = {
     {"keep", ZeroScale::keep, "stays 0; the encode multiplier becomes FLT_MAX (TE NVFP4 kernel)"},
@@ -148,6 +189,14 @@ constexpr NameRow<BlockScaleChoice> kBlockChoices[] = {
     {"4over6-mae", BlockScaleChoice::four_over_six_mae,
      "TE 4over6: map-to-6 and map-to-4 candidates, the lower summed |error| wins"},
     {"4over6-mse", BlockScaleChoice::four_over_six_mse, "TE 4over6, by summed squared error"}};
+constexpr NameRow<FourOverSixErrorDomain> kFourOverSixErrors[] = {
+    {"input", FourOverSixErrorDomain::input, "4over6 error in the input domain (TE's default)"},
+    {"fast-math", FourOverSixErrorDomain::fast_math,
+     "4over6 error as RN(q*s) - RN(x*G), the scaled FP16 product domain (TE nvfp4_4over6_err_use_fast_math)"}};
+constexpr NameRow<NanAmax> kNanAmaxes[] = {
+    {"ignore", NanAmax::ignore, "a NaN does not enter the tensor amax (TE's kernels)"},
+    {"propagate", NanAmax::propagate,
+     "a NaN makes the tensor amax NaN: every scale of its tensor (or row) NaN, every code 0 (TE's reference)"}};
 constexpr NameRow<AmaxScope> kAmaxScopes[] = {
     {"tensor", AmaxScope::tensor, "one tensor amax (TE NVFP4)"},
     {"row", AmaxScope::row, "one amax per row: row-scaled NVFP4 (TE row_scaled_activation, 1-D blocks)"}};
@@ -181,6 +230,8 @@ std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy) { return kT
 std::span<const NameRow<ElementScaling>> names(ElementScaling) { return kElementScalings; }
 std::span<const NameRow<BlockScaleChoice>> names(BlockScaleChoice) { return kBlockChoices; }
 std::span<const NameRow<AmaxScope>> names(AmaxScope) { return kAmaxScopes; }
+std::span<const NameRow<FourOverSixErrorDomain>> names(FourOverSixErrorDomain) { return kFourOverSixErrors; }
+std::span<const NameRow<NanAmax>> names(NanAmax) { return kNanAmaxes; }
 
 std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder) { return kOrders; }
 std::span<const NameRow<AlphaRule>> names(AlphaRule) { return kAlphaRules; }
@@ -223,9 +274,14 @@ bool valid_target(float target) { return std::isnormal(target) && target > 0.0f;
 
 std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   std::vector<std::string_view> keys;
+  const bool pow2 = r.scale_rule != ScaleRule::two_level;
+  if (pow2 && r.scale_rule != ScaleRule::pow2_floor) keys.push_back("scale_rule");  // the kernels: floor only
   if (r.element_scaling != ElementScaling::reciprocal) keys.push_back("element_scaling");
   if (r.block_choice != BlockScaleChoice::single) keys.push_back("block_choice");
+  if (r.four_over_six_error != FourOverSixErrorDomain::input) keys.push_back("four_over_six_error");
   if (r.amax_scope != AmaxScope::tensor) keys.push_back("amax_scope");
+  if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
+  if (r.element_specials != SpecialConvention::hardware) keys.push_back("element_specials");
   if (r.rht_signs != kRhtSigns) keys.push_back("rht_signs");
   return keys;
 }
@@ -243,10 +299,10 @@ std::vector<std::string> validate(const Recipe& r) {
   if (r.scale.is_signed) problems.push_back("scale format must be unsigned (ueXmY)");
   const bool pow2 = r.scale_rule != ScaleRule::two_level;
   if (pow2 && r.scale.specials != Specials::pow2_nan) {
-    problems.push_back("scale rules floor/ceil/even/rceil need a power-of-two scale format (e8m0)");
+    problems.push_back("scale rules floor/ceil/ceil-exponent/even/rceil need a power-of-two scale format (e8m0)");
   }
   if (!pow2 && r.scale.specials == Specials::pow2_nan) {
-    problems.push_back("a power-of-two scale format (e8m0) needs scale rule floor, ceil, even or rceil");
+    problems.push_back("a power-of-two scale format (e8m0) needs scale rule floor, ceil, ceil-exponent, even or rceil");
   }
   if (pow2 && r.tensor_scale != TensorScalePolicy::none) {
     problems.push_back("power-of-two scale rules take no tensor scale ({tensor_scale} none)");
@@ -259,6 +315,12 @@ std::vector<std::string> validate(const Recipe& r) {
   if (r.rht_wgrad && r.block % 16 != 0) problems.push_back("RHT needs a block size that is a multiple of 16");
   if (r.block_choice != BlockScaleChoice::single && !has_tensor_scale(r)) {
     problems.push_back("4over6 needs two-level scales with a tensor scale");
+  }
+  if (r.four_over_six_error != FourOverSixErrorDomain::input && r.block_choice == BlockScaleChoice::single) {
+    problems.push_back("a 4over6 error domain needs a 4over6 block choice");
+  }
+  if (r.nan_amax != NanAmax::ignore && !has_tensor_scale(r)) {
+    problems.push_back("a NaN-propagating amax needs two-level scales with a tensor scale");
   }
   if (r.amax_scope == AmaxScope::row && (!has_tensor_scale(r) || r.tensor_scale != TensorScalePolicy::current)) {
     problems.push_back("row-scaled amax needs two-level scales with {tensor_scale} current");

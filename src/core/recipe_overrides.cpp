@@ -29,7 +29,14 @@ Recipe RecipeOverrides::resolve() const {
     r.element_scaling = parse_name_or_throw<ElementScaling>(element_scaling, "{element_scaling}");
   }
   if (!block_choice.empty()) r.block_choice = parse_name_or_throw<BlockScaleChoice>(block_choice, "{block_choice}");
+  if (!four_over_six_error.empty()) {
+    r.four_over_six_error = parse_name_or_throw<FourOverSixErrorDomain>(four_over_six_error, "{four_over_six_error}");
+  }
   if (!amax_scope.empty()) r.amax_scope = parse_name_or_throw<AmaxScope>(amax_scope, "{amax_scope}");
+  if (!nan_amax.empty()) r.nan_amax = parse_name_or_throw<NanAmax>(nan_amax, "{nan_amax}");
+  if (!element_specials.empty()) {
+    r.element_specials = parse_name_or_throw<SpecialConvention>(element_specials, "{element_specials}");
+  }
   if (!rht_signs.empty()) {
     const auto signs = parse_rht_signs(rht_signs);
     if (!signs) throw UsageError("{rht_signs}: expected 16 characters, each + or -, got '" + rht_signs + "'");

@@ -106,14 +106,15 @@ BlockScale ScaleChooser::pow2(float block_amax, bool has_nonfinite, ScaleTrace* 
   BlockScale b;
   const Format& el = recipe_.element;
   const int emax_element = floor_log2(element_max_);
-  if (has_nonfinite) {
-    // torchao / OCP: NaN or Inf in the block marks the whole block NaN. The element codes of such a
-    // block are implementation-defined (docs/semantics.md M5); unscaled, NaN -> 0x7 and Inf -> +-6 as G3.
+  // torchao / OCP: NaN or Inf in the block marks the whole block NaN. The element codes of such a block
+  // are implementation-defined (docs/semantics.md M5); unscaled, NaN -> 0x7 and Inf -> +-6 as G3.
+  auto nan_block = [&] {
     b.code = static_cast<std::uint8_t>(recipe_.scale.nan_code());
     b.value = std::numeric_limits<float>::quiet_NaN();
     b.multiplier = 1.0f;
     return b;
-  }
+  };
+  if (has_nonfinite) return nan_block();
   int shared = -127 - emax_element;  // amax == 0: the smallest scale
   bool from_code = false;
   if (block_amax > 0.0f) {
@@ -129,10 +130,27 @@ BlockScale ScaleChooser::pow2(float block_amax, bool has_nonfinite, ScaleTrace* 
         if (static_cast<double>(block_amax) > std::ldexp(static_cast<double>(element_max_), shared)) ++shared;
         break;
       }
+      case ScaleRule::pow2_ceil_exponent: {
+        // torchao CEIL: the exponent field, one more when any mantissa bit is set (a binary32-subnormal
+        // amax reads -127 + 1), so amax <= 2^emax_elem * 2^e: block [5.0] -> 2^1, not 6 * 2^e's 2^0.
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(block_amax);
+        shared = static_cast<int>(bits >> 23) - 127 + ((bits & 0x7FFFFFu) != 0) - emax_element;
+        break;
+      }
       case ScaleRule::pow2_even: {
         // torchao EVEN: add half an element-precision ulp to amax's bits, keep the exponent field.
+        //   amax   0 EEEEEEEE MMMMMMMMM...   (+ 1 << (22 - mbits): half an ulp of an mbits mantissa)
+        // A carry out of the top exponent makes the rounded amax +Inf (amax >= (2 - 2^-(mbits+1)) * 2^127,
+        // E2M1: 1.75 * 2^127); torchao's isfinite test then gives the block the NaN scale 0xFF, so a
+        // finite block decodes to NaN there, where the unclamped exponent would give 0xFD and a code that
+        // decodes to +Inf. fp4sim reports torchao's NaN block (docs/semantics.md M7).
         const std::uint32_t bits = std::bit_cast<std::uint32_t>(block_amax);
         const std::uint32_t rounded = (bits + (1u << (22 - el.mantissa_bits))) & 0x7F800000u;
+        if (rounded == 0x7F800000u) {
+          b.saturated = true;
+          if (trace) trace->shared_exponent = 128 - emax_element;
+          return nan_block();
+        }
         shared = static_cast<int>(rounded >> 23) - 127 - emax_element;
         break;
       }

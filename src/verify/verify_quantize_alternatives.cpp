@@ -109,6 +109,22 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
                 " {target} 256)", other, at256);
       }
     }
+    if (recipe.block_choice != BlockScaleChoice::single) {
+      const FourOverSixErrorDomain other_domain = recipe.four_over_six_error == FourOverSixErrorDomain::input
+                                                      ? FourOverSixErrorDomain::fast_math
+                                                      : FourOverSixErrorDomain::input;
+      add("TE's 4over6 with its error measured in the " + std::string(name_of(other_domain)) +
+              " domain ({four_over_six_error} " + std::string(name_of(other_domain)) + ")",
+          with([other_domain](Recipe& r) { r.four_over_six_error = other_domain; }), request);
+    }
+    const SpecialConvention other_specials = recipe.element_specials == SpecialConvention::hardware
+                                                 ? SpecialConvention::te_python
+                                                 : SpecialConvention::hardware;
+    add("elements encoding -0 and NaN as " +
+            std::string(other_specials == SpecialConvention::te_python ? "TE's reference cast_to_fp4x2 (code 0)"
+                                                                       : "the hardware does") +
+            " ({element_specials} " + std::string(name_of(other_specials)) + ")",
+        with([other_specials](Recipe& r) { r.element_specials = other_specials; }), request);
     const bool row_possible = !request.spec.two_d && !request.amax_ref && recipe.tensor_scale == TensorScalePolicy::current;
     if (recipe.amax_scope == AmaxScope::tensor && row_possible) {
       add("row-scaled NVFP4: one amax, G and Gd per row ({amax_scope} row)",

@@ -29,7 +29,10 @@ std::string_view pow2_rule_text(ScaleRule rule) {
   switch (rule) {
     case ScaleRule::pow2_floor: return "OCP floor rule 2^(floor(log2 amax) - emax_elem), from amax's exponent field";
     case ScaleRule::pow2_ceil: return "ceil rule: the smallest 2^e with amax <= max_elem * 2^e";
-    case ScaleRule::pow2_even: return "torchao EVEN rule: amax rounded to element precision, then floor";
+    case ScaleRule::pow2_ceil_exponent:
+      return "torchao CEIL rule: amax's exponent rounded up, minus emax_elem (amax <= 2^emax_elem * 2^e)";
+    case ScaleRule::pow2_even:
+      return "torchao EVEN rule: amax rounded to element precision, then floor (NaN where that overflows)";
     case ScaleRule::pow2_rceil: return "RCEIL rule (cuBLAS): RN(amax * RN(1/max_elem)) rounded up to a power of two";
     case ScaleRule::two_level: break;
   }
@@ -187,7 +190,8 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
                         "], code " + hex_code(sf, golden) + "; yours is " + hex_code(sf, theirs) + " (" +
                         relation(sf, golden, theirs, Bracket{}) + ")");
     n.fields.push_back(report::integer("scale_exponent", shared));
-    for (ScaleRule rule : {ScaleRule::pow2_floor, ScaleRule::pow2_ceil, ScaleRule::pow2_even, ScaleRule::pow2_rceil}) {
+    for (ScaleRule rule : {ScaleRule::pow2_floor, ScaleRule::pow2_ceil, ScaleRule::pow2_ceil_exponent, ScaleRule::pow2_even,
+                           ScaleRule::pow2_rceil}) {
       if (rule != rc.scale_rule) {
         Recipe other = rc;
         other.scale_rule = rule;

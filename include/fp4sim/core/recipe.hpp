@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/format.hpp"
 #include "fp4sim/core/hadamard.hpp"
@@ -25,8 +26,9 @@ enum class ScaleRule : std::uint8_t {
   // NVFP4 kernels share this exact FP32 operation order; docs/design.md).
   two_level,
   pow2_floor,  // OCP MX v1.0: 2^(floor(log2 amax) - emax_elem) from the exponent field
-  pow2_ceil,   // smallest 2^e with amax <= max_elem * 2^e (no element clips)
-  pow2_even,   // torchao EVEN: amax rounded to element precision, then floor
+  pow2_ceil,   // smallest 2^e with amax <= max_elem * 2^e (no element clips; TE reference cast_to_e8)
+  pow2_ceil_exponent,  // torchao CEIL: smallest 2^e with amax <= 2^emax_elem * 2^e (amax's exponent rounded up)
+  pow2_even,   // torchao EVEN: amax rounded to element precision, then floor (NaN block where that overflows)
   pow2_rceil,  // cuBLAS / torchao RCEIL: RN(amax * RN(1/max_elem)) rounded up to a power of two
 };
 
@@ -60,6 +62,19 @@ enum class BlockScaleChoice : std::uint8_t {
   four_over_six_mse,  // the same, by summed squared error
 };
 
+// Where TE's 4over6 measures a candidate's error (nvfp4_4over6_err_use_fast_math; docs/semantics.md 1.12).
+enum class FourOverSixErrorDomain : std::uint8_t {
+  input,      // RN(RN(RN(RN(q * s) * A) / RN(F * T)) - x): the input domain (TE's default)
+  fast_math,  // RN(RN(q * s) - RN(x * G)): the E4M3-scaled FP16 product domain (err_use_fast_math=True)
+};
+
+// What a NaN does to the amax of a two-level recipe's tensor scale.
+enum class NanAmax : std::uint8_t {
+  ignore,     // a NaN never compares greater (TE's kernels, fmaxf; docs/semantics.md N2)
+  propagate,  // torch.amax returns NaN (TE's reference_nvfp4.py): every block scale of that amax's scope
+              // (the tensor, or the row under AmaxScope::row) is the scale format's NaN and every code 0
+};
+
 // Which amax the tensor scale G is made from.
 enum class AmaxScope : std::uint8_t {
   tensor,  // one amax per tensor (TE NVFP4)
@@ -88,6 +103,8 @@ std::span<const NameRow<ZeroScale>> names(ZeroScale);
 std::span<const NameRow<ElementScaling>> names(ElementScaling);
 std::span<const NameRow<BlockScaleChoice>> names(BlockScaleChoice);
 std::span<const NameRow<AmaxScope>> names(AmaxScope);
+std::span<const NameRow<FourOverSixErrorDomain>> names(FourOverSixErrorDomain);
+std::span<const NameRow<NanAmax>> names(NanAmax);
 std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy);
 std::span<const NameRow<DequantizeOrder>> names(DequantizeOrder);
 std::span<const NameRow<AlphaRule>> names(AlphaRule);
@@ -117,7 +134,12 @@ struct Recipe {
   ZeroScale zero_scale = ZeroScale::keep;
   ElementScaling element_scaling = ElementScaling::reciprocal;
   BlockScaleChoice block_choice = BlockScaleChoice::single;
+  FourOverSixErrorDomain four_over_six_error = FourOverSixErrorDomain::input;
   AmaxScope amax_scope = AmaxScope::tensor;
+  NanAmax nan_amax = NanAmax::ignore;
+  // How an element encodes -0 and NaN: as the hardware does (every preset) or as TE's reference cast_to_fp4x2
+  // (te_python: an exact -0, say a tiny negative x whose RN(x * multiplier) is -0, and NaN give code 0).
+  SpecialConvention element_specials = SpecialConvention::hardware;
   TensorScalePolicy tensor_scale = TensorScalePolicy::none;
   int period = 1;                 // D, for periodic tensor scaling
   float target = 0.0f;            // T: the scale code a block whose amax equals the tensor amax gets
@@ -146,7 +168,8 @@ inline bool has_tensor_scale(const Recipe& recipe) {
 }
 
 // The settings of a recipe that only the CPU golden model implements, as the keys of their overrides
-// ("block_choice", ...): a non-default element scaling, block choice, amax scope or RHT sign vector. The
+// ("block_choice", ...): a power-of-two scale rule other than floor, a non-default element scaling, block
+// choice, 4over6 error domain, amax scope, NaN amax rule, element specials or RHT sign vector. The
 // emu/ kernels refuse a recipe with any of them; empty when they can run it.
 std::vector<std::string_view> cpu_only_settings(const Recipe& recipe);
 

@@ -18,7 +18,8 @@ struct RecipeOverrides {
   std::string scale_format, element_format;  // format names or descriptors ("" = the preset's)
   std::optional<float> target;
   std::string tensor_scale;  // none | current | periodic:D
-  std::string scale_rule, zero_scale, element_scaling, block_choice, amax_scope, dequantize_order, rounding, alpha;
+  std::string scale_rule, zero_scale, element_scaling, block_choice, four_over_six_error, amax_scope, nan_amax;
+  std::string element_specials, dequantize_order, rounding, alpha;
   std::string rht_signs;  // 16 characters '+' / '-' ("" = TE's vector)
   std::optional<int> sr_bits;
   std::optional<bool> rht;

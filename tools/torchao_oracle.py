@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""torchao's MX quantizer (prototype/mx_formats to_mx) against `fp4sim quantize`, codes and scales bit for bit.
+
+    tools/torchao_oracle.py --ao-root tools/.oracles/ao [--binary build/fp4sim] [--seeds 1,2]
+
+--ao-root holds a pytorch/ao source tree (its torchao/ package is imported from there, eager mode on the CPU,
+never copied into fp4sim; a COMMIT file beside it, if present, is printed). Needs torch and numpy. Setting up,
+from a clone of pytorch/ao at 36027d8:  git -C ao archive --prefix=ao/ HEAD torchao | tar x -C tools/.oracles
+
+Profiles (fp4sim flags <-> torchao): MXFP4 (E2M1 elements, E8M0 scales, block 32) under each
+ScaleCalculationMode: --scale-rule floor <-> FLOOR, ceil-exponent <-> CEIL, even <-> EVEN, rceil <-> RCEIL.
+Inputs come from seeded generators: normal data at several magnitudes, and blocks whose amax is a random
+binary32 bit pattern (every exponent field 0..254, mantissas random or at the EVEN and CEIL boundaries) over
+smaller random elements, signed zeros, and blocks holding NaN or Inf. Scales are compared for every block;
+codes wherever both sides give a finite scale (torchao scales a NaN-scale block's elements by NaN and casts
+the NaN bit patterns, fp4sim encodes them unscaled: both are implementation-defined, docs/semantics.md M5,
+and such a block decodes to NaN on both sides). Prints one line per profile; exit 1 if anything differs, 2 if
+torchao, torch or the binary is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+
+ROWS, COLS, BLOCK = 64, 256, 32
+MODES = {"floor": "FLOOR", "ceil-exponent": "CEIL", "even": "EVEN", "rceil": "RCEIL"}
+
+
+def load_torchao(ao_root: str):
+    if not os.path.isfile(os.path.join(ao_root, "torchao", "prototype", "mx_formats", "mx_tensor.py")):
+        print(f"torchao_oracle: no torchao package under --ao-root {ao_root!r}", file=sys.stderr)
+        sys.exit(2)
+    os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")  # the Python reference needs no kernels
+    sys.path.insert(0, os.path.abspath(ao_root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torchao.prototype.mx_formats import mx_tensor
+        from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    return mx_tensor, ScaleCalculationMode
+
+
+def inputs(seed: int):
+    """Seeded tensors [ROWS, COLS] float32: name -> array."""
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    normal = (rng.standard_normal((ROWS, COLS)) * 10.0 ** rng.integers(-6, 7, (ROWS, 1))).astype(f32)
+    # Blocks whose amax is a chosen bit pattern: exponent field anywhere in 0..254, mantissa random or at the
+    # boundaries EVEN and CEIL decide on (E2M1's one mantissa bit: 0x200000 is half an ulp).
+    blocks = ROWS * COLS // BLOCK
+    field = rng.integers(0, 255, blocks).astype(np.uint32)
+    edges = np.array([0, 1, 0x1FFFFF, 0x200000, 0x3FFFFF, 0x400000, 0x5FFFFF, 0x600000, 0x7FFFFF], np.uint32)
+    mant = np.where(rng.random(blocks) < 0.5, rng.choice(edges, blocks), rng.integers(0, 1 << 23, blocks))
+    amax = ((field << 23) | mant.astype(np.uint32)).view(f32)
+    rest = rng.uniform(-1, 1, (blocks, BLOCK)).astype(f32) * amax[:, None]
+    where = rng.integers(0, BLOCK, blocks)
+    rest[np.arange(blocks), where] = amax * rng.choice([-1, 1], blocks).astype(f32)
+    patterned = rest.reshape(ROWS, COLS).astype(f32)
+    special = normal.copy()
+    special[0, :BLOCK] = 0.0
+    special[1, :BLOCK] = -0.0
+    special[2, 5] = np.nan
+    special[3, 40] = np.inf
+    special[4, 70] = -np.inf
+    special[5, :BLOCK] = np.float32(2.97747071e38)  # EVEN: the rounded amax overflows (issue 23)
+    return {"normal": normal, "patterned": patterned, "special": special}
+
+
+def fp4sim_quantize(binary, x, rule):
+    with tempfile.TemporaryDirectory() as d:
+        xin, codes, scales = (os.path.join(d, n) for n in ("x.npy", "c.npy", "s.npy"))
+        np.save(xin, x)
+        p = subprocess.run([binary, "quantize", "--in", xin, "--codes", codes, "--scales", scales, "--recipe", "mxfp4",
+                            "--role", "activation", "--scale-rule", rule],
+                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if p.returncode != 0:
+            raise RuntimeError(f"fp4sim quantize --scale-rule {rule}: {p.stderr.strip()}")
+        return np.load(codes), np.load(scales)
+
+
+def nibbles(packed):
+    return np.stack([packed & 15, packed >> 4], axis=-1).reshape(packed.shape[0], -1)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ao-root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".oracles", "ao"))
+    ap.add_argument("--binary", default=os.environ.get("FP4SIM_BINARY", "build/fp4sim"))
+    ap.add_argument("--seeds", default="1,2")
+    ap.add_argument("--rule", action="append", default=[], metavar="RULE=MODE",
+                    help="pair fp4sim's RULE with torchao's MODE instead (e.g. ceil=CEIL, to see the check fail)")
+    args = ap.parse_args(argv)
+    modes = dict(MODES)
+    for pair in args.rule:
+        rule, mode = pair.split("=")
+        modes = {rule if m == mode else r: m for r, m in modes.items()}
+    try:
+        import torch
+    except ImportError:
+        print("torchao_oracle: torch is not importable", file=sys.stderr)
+        return 2
+    if not os.access(args.binary, os.X_OK):
+        print(f"torchao_oracle: no fp4sim binary at {args.binary}", file=sys.stderr)
+        return 2
+    mx_tensor, Mode = load_torchao(args.ao_root)
+    commit = os.path.join(args.ao_root, "COMMIT")
+    print(f"torchao {open(commit).read().strip() if os.path.isfile(commit) else '(commit unknown)'}, "
+          f"torch {torch.__version__}")
+    total_bad = 0
+    for rule, mode in modes.items():
+        elements = blocks = nan_blocks = bad_codes = bad_scales = 0
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for x in inputs(seed).values():
+                scale, packed = mx_tensor.to_mx(torch.from_numpy(x), torch.float4_e2m1fn_x2, BLOCK, getattr(Mode, mode))
+                want_scales = scale.view(torch.uint8).numpy()
+                want_codes = nibbles(packed.view(torch.uint8).numpy())
+                codes, scales = fp4sim_quantize(args.binary, x, rule)
+                codes = nibbles(codes)
+                bad_scales += int(np.count_nonzero(scales != want_scales))
+                finite = np.repeat((scales != 0xFF) & (want_scales != 0xFF), BLOCK, axis=1)
+                bad_codes += int(np.count_nonzero((codes != want_codes) & finite))
+                elements += x.size
+                blocks += scales.size
+                nan_blocks += int(np.count_nonzero(want_scales == 0xFF))
+        total_bad += bad_codes + bad_scales
+        print(f"mxfp4 {mode:6s} (--scale-rule {rule:13s}) elements {elements:7d} blocks {blocks:5d} "
+              f"(NaN-scale {nan_blocks}) differing codes {bad_codes} scales {bad_scales}")
+    return 1 if total_bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
