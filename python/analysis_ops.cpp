@@ -15,7 +15,6 @@
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/replay.hpp"
 #include "fp4sim/front/arguments.hpp"
-#include "fp4sim/analysis/stats.hpp"
 #include "fp4sim/analysis/sweep.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/quantize.hpp"
@@ -50,44 +49,6 @@ std::tuple<std::string, std::string> sweep_py(const sweep::Call& call) {
   std::ostringstream json;
   sweep::write_json(result, json);
   return {json.str(), sweep::summary(result)};
-}
-
-using FloatIn = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
-using DoubleIn = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
-
-// The statistics replay reports for one tensor (stats::write_figures, write_block_figures) as JSON text:
-// x the quantizer's float32 input, `reference` the values the error is measured against (default x).
-std::string stats_py(const QuantizedTensor& q, const FloatIn& x, const std::optional<DoubleIn>& reference,
-                     std::size_t multiple) {
-  const std::size_t elements = q.rows * q.cols;
-  if (x.size() != elements) {
-    throw DataError("{x}: " + std::to_string(x.size()) + " elements, the quantized tensor has " +
-                    std::to_string(elements) + " (" + std::to_string(q.rows) + "x" + std::to_string(q.cols) + ")");
-  }
-  if (reference && reference->size() != elements) {
-    throw DataError("{reference}: " + std::to_string(reference->size()) + " elements, x has " +
-                    std::to_string(elements));
-  }
-  if (multiple == 0 || multiple % static_cast<std::size_t>(q.block_rows) != 0) {
-    throw UsageError("{chunk_multiple}: " + std::to_string(multiple) + " is not a positive multiple of the " +
-                     std::to_string(q.block_rows) + "-row blocks");
-  }
-  const std::span<const float> xs(x.data(), elements);
-  const std::span<const double> ref = reference ? std::span<const double>(reference->data(), elements)
-                                                : std::span<const double>();
-  std::ostringstream json;
-  {
-    nb::gil_scoped_release release;
-    const stats::TensorStats s = stats::tensor_stats(q, xs, ref, dequantize(q), multiple);
-    stats::JsonWriter j(json, false);
-    j.begin_object();
-    stats::write_figures(j, s, abs_max(xs));
-    j.key("block_stats").begin_object();
-    stats::write_block_figures(j, s.blocks);
-    j.end_object();
-    j.end_object();
-  }
-  return json.str();
 }
 
 }  // namespace
@@ -139,7 +100,6 @@ void register_analysis_ops(nb::module_& m) {
       },
       "trace"_a, "synthetic"_a, "rows"_a, "cols"_a, "role"_a, "element_formats"_a, "scale_formats"_a, "blocks"_a,
       "tensor_scales"_a, "roundings"_a, "rhos"_a, "base"_a, "steps"_a, "layers"_a, "hold"_a, "seed"_a, "slab_mib"_a);
-  m.def("stats", &stats_py, "q"_a, "x"_a, "reference"_a.none(), "multiple"_a);
 }
 
 }  // namespace fp4sim::python

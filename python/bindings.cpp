@@ -35,6 +35,7 @@
 #include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/verify/verify_call.hpp"
 #include "operand.hpp"
+#include "stats_ops.hpp"
 #if defined(FP4SIM_PYTHON_CUDA)
 #include "cuda_ops.hpp"
 #endif
@@ -580,6 +581,7 @@ NB_MODULE(_fp4sim, m) {
 #if defined(FP4SIM_PYTHON_CUDA)
   python::register_cuda_ops(m);
 #endif
+  python::register_stats_ops(m);
 #if defined(FP4SIM_PYTHON_ANALYSIS)
   python::register_analysis_ops(m);
 #endif

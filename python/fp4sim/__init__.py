@@ -635,7 +635,6 @@ def stats(x, q: Quantized, *, reference=None, chunk_multiple: Optional[int] = No
     >>> s["elements"], s["blocks"], round(s["sqnr_db"], 2)
     (256, 16, 19.97)
     """
-    native = _analysis()
     if not isinstance(q, Quantized):
         raise TypeError(f"q: expected what fp4sim.quantize returns, got {type(q).__name__}")
     a = _as_numpy(x, "x")
@@ -643,7 +642,7 @@ def stats(x, q: Quantized, *, reference=None, chunk_multiple: Optional[int] = No
     ref = None if reference is None else _np.ascontiguousarray(_float64(reference, "reference")).reshape(-1)
     if chunk_multiple is None:
         chunk_multiple = _math.lcm(16, q.block[0])
-    return _json.loads(native.stats(q._native, a, ref, chunk_multiple))
+    return _json.loads(_fp4sim.stats(q._native, a, ref, chunk_multiple))
 
 
 def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", steps=None, layers: str = "",

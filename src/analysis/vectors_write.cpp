@@ -12,7 +12,7 @@
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/io/npy.hpp"
 #include "fp4sim/io/output_file.hpp"
-#include "fp4sim/analysis/stats.hpp"
+#include "fp4sim/stats/stats.hpp"
 #include "vectors_internal.hpp"
 
 namespace fp4sim::vectors {

@@ -31,7 +31,7 @@
 #include "fp4sim/core/progress.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/analysis/share.hpp"
-#include "fp4sim/analysis/stats.hpp"
+#include "fp4sim/stats/stats.hpp"
 #include "fp4sim/io/trace.hpp"
 
 namespace fp4sim::replay {

@@ -1,4 +1,4 @@
-#include "fp4sim/analysis/stats.hpp"
+#include "fp4sim/stats/stats.hpp"
 
 #include <algorithm>
 #include <bit>
