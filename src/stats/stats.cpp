@@ -607,14 +607,26 @@ JsonWriter& JsonWriter::value(double v) {
   }
   return *this;
 }
+// Integers through to_chars, as json::number writes doubles: a stream's operator<< formats through its
+// locale's num_put facet (digit grouping under a user's global locale), and in the Python module on the
+// H200 image (g++ 13, Python 3.12) the first such insertion crashed inside libstdc++'s facet code.
+namespace {
+template <class Integer>
+void write_integer(std::ostream& os, Integer v) {
+  char text[24];
+  const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  os.write(text, end - text);
+}
+}  // namespace
+
 JsonWriter& JsonWriter::value(std::int64_t v) {
   separator();
-  os_ << v;
+  write_integer(os_, v);
   return *this;
 }
 JsonWriter& JsonWriter::value(std::uint64_t v) {
   separator();
-  os_ << v;
+  write_integer(os_, v);
   return *this;
 }
 JsonWriter& JsonWriter::value(bool v) {
