@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "fp4sim/analysis/result_bytes.hpp"  // to_bytes, which run_on_ranks calls
 #include "fp4sim/analysis/share.hpp"
 
 namespace fp4sim::cli {
