@@ -95,6 +95,15 @@ const Recipe kMxfp4 = {
     .alpha = AlphaRule::one,
     .default_datapath = &datapaths::fp32_seq};
 
+// TE's nvfp4_4over6='all' at its defaults, the base of the 4over6 rows below.
+void as_four_over_six(Recipe& r) {
+  r.block_choice = BlockScaleChoice::four_over_six_mae;
+  r.target = 256.0f;
+  r.wgrad_grad_target = 256.0f;
+  r.grad_rounding = Rounding::rne;
+  r.rht_wgrad = false;
+}
+
 const Recipe kPresets[] = {
     kUe5m3,
     variant(kUe5m3, "ue5m3-b32",
@@ -118,13 +127,7 @@ const Recipe kPresets[] = {
             "quantize_4over6_kernel.cuh; docs/semantics.md 1.12), which TE runs without the RHT and rounds to "
             "nearest only (the kernel has no stochastic path): each block keeps the scale mapping its amax to "
             "4 or to 6, whichever reconstructs it with the smaller error",
-            [](Recipe& r) {
-              r.block_choice = BlockScaleChoice::four_over_six_mae;
-              r.target = 256.0f;
-              r.wgrad_grad_target = 256.0f;
-              r.grad_rounding = Rounding::rne;
-              r.rht_wgrad = false;
-            }),
+            as_four_over_six),
     kMxfp4,
     // Stack profiles: a stack's quantizer where fp4sim models it exactly, each row naming the file and commit
     // it follows (docs/recipes.md "Stack profiles"; checked by tools/te_oracle.py and tools/torchao_oracle.py).
@@ -133,23 +136,16 @@ const Recipe kPresets[] = {
             "(custom_recipes/reference_nvfp4.py _quantize_blockwise_4over6_reference): nvfp4-4over6 with the "
             "summed squared error",
             [](Recipe& r) {
+              as_four_over_six(r);
               r.block_choice = BlockScaleChoice::four_over_six_mse;
-              r.target = 256.0f;
-              r.wgrad_grad_target = 256.0f;
-              r.grad_rounding = Rounding::rne;
-              r.rht_wgrad = false;
             }),
     variant(kNvfp4, "nvfp4-4over6-fast",
             "TransformerEngine d0067d0 NVFP4 with nvfp4_4over6='all' and nvfp4_4over6_err_use_fast_math=True "
             "(custom_recipes/reference_nvfp4.py _ref_nvfp4_4over6_fp16_candidate): nvfp4-4over6 (MAE, bound 256) "
             "with the error RN(q*s) - RN(x*G) in the scaled FP16 product domain",
             [](Recipe& r) {
-              r.block_choice = BlockScaleChoice::four_over_six_mae;
+              as_four_over_six(r);
               r.four_over_six_error = FourOverSixErrorDomain::fast_math;
-              r.target = 256.0f;
-              r.wgrad_grad_target = 256.0f;
-              r.grad_rounding = Rounding::rne;
-              r.rht_wgrad = false;
             }),
     variant(kMxfp4, "mxfp4-rceil",
             "torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx, ScaleCalculationMode.RCEIL (_to_mx_rceil, "
