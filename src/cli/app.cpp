@@ -1,5 +1,5 @@
 // The fp4sim command line: the top-level app and one subcommand per src/cli/<name>.cpp, with its checks
-// of numbers and its one-line errors. main() parses and maps errors to exit codes;
+// of numbers and its one-line errors. run() (run.hpp) parses and maps errors to exit codes;
 // tests/fuzz/cli_args_fuzz.cpp parses the same app without running it.
 #include <cstdio>
 #include <string>

@@ -1,7 +1,7 @@
 // One setup_<name>(CLI::App&) per subcommand file (CLI11's subcom_in_files): it binds flags to the fields
 // of the library's call object (fp4sim::QuantizeCall, GemmCall, ...), which checks them, reads and writes
 // the files, and runs the library call. Errors leave as fp4sim::UsageError (exit 2), fp4sim::DataError
-// (exit 3) or fp4sim::cli::Mismatch (exit 4); main() maps them.
+// (exit 3) or fp4sim::cli::Mismatch (exit 4); run() (run.hpp) maps them.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -8,7 +8,7 @@
 
 namespace fp4sim::cli {
 
-// Call first in main(), before any other thread exists (threads inherit the blocked signals).
+// Call first in run() (run.hpp), before any other thread exists (threads inherit the blocked signals).
 void handle_interrupts();
 
 // A child process the command waits for: stopped (SIGTERM, then reaped) when the command is interrupted.

@@ -13,7 +13,7 @@ namespace {
 constexpr std::int64_t kNoFailure = std::numeric_limits<std::int64_t>::max();
 
 // A failure as text that another rank can throw again: 'u' (UsageError, exit 2) or 'd' (anything else,
-// exit 3, as main() maps them), then the message.
+// exit 3, as run() maps them), then the message.
 std::string describe(const std::exception_ptr& failure) {
   try {
     std::rethrow_exception(failure);

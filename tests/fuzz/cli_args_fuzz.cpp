@@ -1,4 +1,4 @@
-// libFuzzer harness: the fp4sim command line (fp4sim::cli::build_app, as main() builds it) parsing an
+// libFuzzer harness: the fp4sim command line (fp4sim::cli::build_app, as run() builds it) parsing an
 // arbitrary argv, one argument per line of the input, without running the command: the top-level app's
 // parse-complete callback runs after CLI11 has matched every argument, run each option's callback and
 // checked every requirement, and before any subcommand's callback (which runs the command), and stops
