@@ -13,7 +13,7 @@
 # corrupted metadata) returns null, as glibc's does, instead of aborting; fp4sim's own allocations are
 # C++ `new`, which ASan still reports (a finding, as before).
 # Every failing or hanging input is kept in <build>/fuzz/artifacts/<name>/. Prints the executions each
-# harness ran.
+# harness ran and, for each finding, the innermost frames of its report and the input (base64, up to 16 kB).
 #
 # Usage: tools/fuzz.sh [NAME...]     (default: every tests/fuzz/*_fuzz.cpp; NAME as in npy_read)
 #   FUZZ_SECONDS           seconds per harness (default 60)
@@ -120,7 +120,13 @@ for i in "${!names[@]}"; do
     else
       status="FAILED ($artifact)"
       failed=1
-      grep -E 'ERROR|SUMMARY|runtime error' <<< "$replay" | head -n 5 | sed 's/^/  /'
+      # The report's first lines and the four innermost frames of each stack (the access, the
+      # allocation): enough to tell from CI's log alone whose fault it is.
+      grep -E 'ERROR|SUMMARY|runtime error|^ +#[0-3] |allocated by|freed by' <<< "$replay" | head -n 20 | sed 's/^/  /'
+      # The input itself when it is small (a CI machine's build tree does not outlive the run).
+      if [ "$(stat -c %s "$artifact")" -le 16384 ]; then
+        echo "  input (base64 -d to reproduce): $(base64 -w 0 "$artifact")"
+      fi
     fi
   done
   printf 'fuzz %-14s %10s executions in %s s: %s' "$name" "${runs:-?}" "$seconds" "$status"
