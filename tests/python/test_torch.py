@@ -208,9 +208,11 @@ def test_fake_ops_give_shapes_for_compile():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         x = torch.empty(48, 96)
-        codes, scales, scalars = torch.ops.fp4sim.quantize(x, "ue5m3", "fprop.b", "", 0, None, None)
+        codes, scales, scalars = torch.ops.fp4sim.quantize(x, ft.ops.quantize_plan("ue5m3", "", "fprop.b"), 0, None,
+                                                           None)
         assert codes.shape == (48, 48) and scales.shape == (3, 6) and scalars.shape == (4,)
-        c = torch.ops.fp4sim.gemm(x, x, "nvfp4", "fprop", "sm90-bf16", True, "", 0, None, None, None, None, "bf16")
+        plan = ft.ops.gemm_plan("nvfp4", "", "fprop", "sm90-bf16")
+        c = torch.ops.fp4sim.gemm(x, x, plan.gemm, 0, None, None, None, None, "bf16")
         assert c.shape == (48, 48) and c.dtype == torch.bfloat16
 
 
@@ -346,11 +348,13 @@ def check_records(records):
     for r in records:
         for side in ("a", "b"):
             x, amax, rb, q = r[side], r[f"amax_{side}"], r[f"rbits_{side}"], r[f"q{side}"]
-            ref = torch.ops.fp4sim.quantize(x, r["recipe"], f"{r['gemm']}.{side}", r["overrides"], r["seed"], amax, rb)
+            plan = ft.ops.quantize_plan(r["recipe"], r["overrides"], f"{r['gemm']}.{side}")
+            ref = torch.ops.fp4sim.quantize(x, plan, r["seed"], amax, rb)
             for got, want, name in zip(q, ref, ("codes", "scales", "scalars")):
                 assert_bits(got, want, f"{r['module']} {r['gemm']}.{side} step {r['step']} {name}")
-        ref_c = torch.ops.fp4sim.gemm(r["a"], r["b"], r["recipe"], r["gemm"], r["datapath"], True, r["overrides"],
-                                      r["seed"], r["amax_a"], r["amax_b"], r["rbits_a"], r["rbits_b"], "f32")
+        plan = ft.ops.gemm_plan(r["recipe"], r["overrides"], r["gemm"], r["datapath"])
+        ref_c = torch.ops.fp4sim.gemm(r["a"], r["b"], plan.gemm, r["seed"], r["amax_a"], r["amax_b"], r["rbits_a"],
+                                      r["rbits_b"], "f32")
         assert_bits(r["c"], ref_c, f"{r['module']} {r['gemm']} step {r['step']} C")
         checked += 1
     return checked
