@@ -223,6 +223,43 @@ def test_ops_compile_into_one_graph():
     assert_bits(compiled(a, b), fn(a, b), "compiled")
 
 
+# The extension's calls that take a recipe, overrides or an operand by name: none may run in a step.
+_NAMED_CALLS = ("quantize", "quantized", "gemm", "gemm_quantized", "operand_info", "quantize_plan", "gemm_plan")
+
+
+def test_linear_resolves_its_plans_once_and_a_step_parses_no_name(monkeypatch):
+    from fp4sim import _fp4sim
+    with pytest.raises(fp4sim.UsageError, match="blok"):  # at construction, not at the first forward
+        ft.Linear(64, 32, recipe="nvfp4", blok=32)
+    with pytest.raises(fp4sim.UsageError, match="datapath"):
+        ft.convert(torch.nn.Sequential(torch.nn.Linear(64, 32)), recipe="nvfp4", datapath="fp33-seq")
+    layer = ft.Linear(64, 32, recipe="nvfp4", name="p", block=32)
+    calls = []
+    for name in _NAMED_CALLS:
+        real = getattr(_fp4sim, name)
+        monkeypatch.setattr(_fp4sim, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    x = sample((16, 64), 4).requires_grad_(True)
+    for step in (1, 2):
+        layer.begin_step(step)
+        layer(x).backward(sample((16, 32), 5))
+    assert calls == [] and x.grad is not None and layer.weight.grad is not None
+
+
+def test_plans_stay_out_of_checkpoints_and_are_resolved_again_when_unpickled():
+    import pickle
+    model = ft.convert(torch.nn.Sequential(torch.nn.Linear(64, 32)), recipe="nvfp4", block=32)
+    layer = model[0]
+    extra = model.state_dict()["0._extra_state"]
+    assert set(extra) == {"step", "forwards", "sampled_at", "held"}  # the clock; no handle, no plan
+    assert all(isinstance(v, torch.Tensor) for k, v in model.state_dict().items() if k != "0._extra_state")
+    state = layer.__getstate__()
+    assert "_plans" not in state and state["overrides"] == '{"block": 32}'
+    again = pickle.loads(pickle.dumps(layer))
+    assert again._plans == layer._plans  # this process: the same settings, the same handles
+    x = sample((16, 64), 6)
+    assert_bits(again(x), layer(x), "unpickled layer")
+
+
 # ---------------------------------------------------------------------------------------------------
 # GPU: CUDA results against the CPU results (the golden model)
 
