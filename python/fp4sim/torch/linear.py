@@ -105,7 +105,7 @@ class Linear(nn.Linear):
 
     def __getstate__(self) -> dict:
         # Plan handles are process-local: a pickled layer keeps its settings and resolves them again when loaded.
-        state = dict(self.__dict__)
+        state = super().__getstate__()
         state.pop("_plans", None)
         return state
 
