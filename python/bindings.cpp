@@ -229,17 +229,16 @@ QuantizedTensor plan_quantize_py(python::PlanHandle plan, const FloatIn& x, std:
 }
 
 // A quantized tensor from its bytes and tensor scalars as another implementation stored them (the CUDA
-// ops of fp4sim.torch), with the settings of `operand` (recipe, request): what the golden GEMM and
-// dequantize take.
-QuantizedTensor quantized_from_bytes(const Recipe& recipe, const QuantizeRequest& request, const std::string& operand,
-                                     const BytesIn& codes, const BytesIn& scales, std::size_t rows, std::size_t cols,
-                                     float tensor_amax, float encode, float decode) {
-  if (recipe.amax_scope == AmaxScope::row) {
+// ops of fp4sim.torch), with the settings of operand `plan`: what the golden GEMM and dequantize take.
+QuantizedTensor plan_quantized_py(python::PlanHandle plan, const BytesIn& codes, const BytesIn& scales,
+                                  std::size_t rows, std::size_t cols, float tensor_amax, float encode, float decode) {
+  const python::QuantizePlan& p = python::quantize_plan_of(plan);
+  if (p.recipe.amax_scope == AmaxScope::row) {
     throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
   }
-  QuantizedTensor q = blank_quantized(recipe, request, rows, cols);
+  QuantizedTensor q = blank_quantized(p.recipe, p.request, rows, cols);
   if (codes.size() != q.codes.size() || scales.size() != q.scales.size()) {
-    throw DataError("quantized " + operand + ": " + std::to_string(codes.size()) + " code bytes and " +
+    throw DataError("quantized " + p.operand + ": " + std::to_string(codes.size()) + " code bytes and " +
                     std::to_string(scales.size()) + " scale bytes given, the [" + std::to_string(rows) + ", " +
                     std::to_string(cols) + "] operand has " + std::to_string(q.codes.size()) + " and " +
                     std::to_string(q.scales.size()));
@@ -247,24 +246,10 @@ QuantizedTensor quantized_from_bytes(const Recipe& recipe, const QuantizeRequest
   std::copy(codes.data(), codes.data() + codes.size(), q.codes.begin());
   std::copy(scales.data(), scales.data() + scales.size(), q.scales.begin());
   q.tensor_amax = tensor_amax;
-  q.tensor_scaled = has_tensor_scale(recipe);
+  q.tensor_scaled = p.blank.tensor_scaled;
   q.global_encode_scale = encode;
   q.global_decode_scale = decode;
   return q;
-}
-
-QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::size_t rows, std::size_t cols,
-                             const std::string& recipe_name, const nb::dict& overrides, const std::string& role,
-                             float tensor_amax, float encode, float decode) {
-  const QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, nb::none(), nb::none());
-  const python::ResolvedOperand r = python::resolve_operand(call, role);
-  return quantized_from_bytes(r.recipe, r.request, role, codes, scales, rows, cols, tensor_amax, encode, decode);
-}
-
-QuantizedTensor plan_quantized_py(python::PlanHandle plan, const BytesIn& codes, const BytesIn& scales,
-                                  std::size_t rows, std::size_t cols, float tensor_amax, float encode, float decode) {
-  const python::QuantizePlan& p = python::quantize_plan_of(plan);
-  return quantized_from_bytes(p.recipe, p.request, p.operand, codes, scales, rows, cols, tensor_amax, encode, decode);
 }
 
 template <class T>
@@ -389,31 +374,18 @@ nb::dict operand_info_py(const std::string& recipe_name, const nb::dict& overrid
   return python::operand_info(r.recipe, r.request);
 }
 
-nb::ndarray<nb::numpy, float> gemm_of_quantized(const Recipe& recipe, const QuantizedTensor& qa,
-                                                const QuantizedTensor& qb, const GemmRequest& request) {
-  std::vector<float> c;
-  {
-    nb::gil_scoped_release release;
-    c = gemm(recipe, qa, qb, request);
-  }
-  return to_numpy(std::move(c), {qa.rows, qb.rows});
-}
-
-// C = A·Bᵀ of two quantized operands (quantized_py) through the datapath of `args` (gemm_call_from).
-nb::ndarray<nb::numpy, float> gemm_quantized_py(const QuantizedTensor& qa, const QuantizedTensor& qb,
-                                                const std::string& recipe_name, const nb::dict& overrides,
-                                                const nb::dict& args) {
-  const GemmCall::Resolved r = gemm_call_from(recipe_name, overrides, args).resolve();
-  return gemm_of_quantized(r.recipe, qa, qb, r.request);
-}
-
-// The same through a GEMM plan (operands from plan_quantized of its a and b plans).
+// C = A·Bᵀ of two quantized operands (plan_quantized of the GEMM plan's a and b) through the plan's datapath.
 nb::ndarray<nb::numpy, float> plan_gemm_quantized_py(python::PlanHandle plan, const QuantizedTensor& qa,
                                                      const QuantizedTensor& qb, bool bf16_out) {
   const python::GemmPlan& g = python::gemm_plan_of(plan);
   GemmRequest request = g.request;
   request.bf16_output = bf16_out;
-  return gemm_of_quantized(g.recipe, qa, qb, request);
+  std::vector<float> c;
+  {
+    nb::gil_scoped_release release;
+    c = gemm(g.recipe, qa, qb, request);
+  }
+  return to_numpy(std::move(c), {qa.rows, qb.rows});
 }
 
 nb::ndarray<nb::numpy, float> mma_py(const DoubleIn& a, const DoubleIn& b, const std::optional<DoubleIn>& c,
@@ -621,10 +593,7 @@ NB_MODULE(_fp4sim, m) {
   m.def("quantize", &quantize_py, "x"_a.noconvert(), "recipe"_a, "overrides"_a, "role"_a, "amax_ref"_a.none(), "seed"_a,
         "rbits"_a.none());
   m.def("dequantize", &dequantize_py, "q"_a);
-  m.def("quantized", &quantized_py, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a, "cols"_a, "recipe"_a,
-        "overrides"_a, "role"_a, "tensor_amax"_a, "encode"_a, "decode"_a);
   m.def("operand_info", &operand_info_py, "recipe"_a, "overrides"_a, "role"_a);
-  m.def("gemm_quantized", &gemm_quantized_py, "a"_a, "b"_a, "recipe"_a, "overrides"_a, "args"_a);
   m.def("dequantize_raw", &dequantize_raw_py, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a, "cols"_a,
         "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a);
 
