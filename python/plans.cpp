@@ -116,9 +116,7 @@ PlanHandle quantize_plan(const RecipeOverrides& recipe, const std::string& opera
 }
 
 PlanHandle gemm_plan(const GemmCall& call) {
-  GemmCall plain = call;
-  plain.out_dtype = "f32";
-  GemmCall::Resolved r = plain.resolve();
+  GemmCall::Resolved r = call.resolve();
   GemmKey key{call.recipe, r.gemm, r.request.datapath, r.request.inner, r.request.snap};
   const PlanHandle found = find(key);
   if (found < registry().size()) return found;

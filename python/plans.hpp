@@ -59,7 +59,8 @@ struct GemmPlan {
 // naming the key for a bad recipe, override or operand).
 PlanHandle quantize_plan(const RecipeOverrides& recipe, const std::string& operand);
 // The handle of GEMM call.gemm of call.recipe through call.datapath / call.inner with call.snap (the
-// call's other fields, per call or per operand, are not part of a plan and must be left at their defaults).
+// call's other fields, per call or per operand, are not part of a plan: left at their defaults, as the
+// plan's requests have them).
 PlanHandle gemm_plan(const GemmCall& call);
 
 // The plans behind handles (UsageError for a handle no call of this process returned, or one of the other
