@@ -136,13 +136,17 @@ PlanHandle gemm_plan(const GemmCall& call) {
 
 const QuantizePlan& quantize_plan_of(PlanHandle handle) {
   const QuantizePlan* p = std::get_if<QuantizePlan>(&entry(handle, "quantize ").plan);
-  if (p == nullptr) throw UsageError("plan " + std::to_string(handle) + ": a GEMM plan where a quantize plan is expected");
+  if (p == nullptr) {
+    throw UsageError("plan " + std::to_string(handle) + ": a GEMM plan where a quantize plan is expected");
+  }
   return *p;
 }
 
 const GemmPlan& gemm_plan_of(PlanHandle handle) {
   const GemmPlan* p = std::get_if<GemmPlan>(&entry(handle, "GEMM ").plan);
-  if (p == nullptr) throw UsageError("plan " + std::to_string(handle) + ": a quantize plan where a GEMM plan is expected");
+  if (p == nullptr) {
+    throw UsageError("plan " + std::to_string(handle) + ": a quantize plan where a GEMM plan is expected");
+  }
   return *p;
 }
 

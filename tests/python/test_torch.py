@@ -237,7 +237,8 @@ def test_linear_resolves_its_plans_once_and_a_step_parses_no_name(monkeypatch):
     calls = []
     for name in _NAMED_CALLS:
         real = getattr(_fp4sim, name)
-        monkeypatch.setattr(_fp4sim, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(_fp4sim, name,
+                            lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
     x = sample((16, 64), 4).requires_grad_(True)
     for step in (1, 2):
         layer.begin_step(step)
