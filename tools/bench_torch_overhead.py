@@ -21,8 +21,10 @@ import torch
 import fp4sim.torch as ft
 from fp4sim import _fp4sim
 
-NAMED = ("quantize", "quantized", "gemm", "gemm_quantized", "operand_info", "quantize_plan", "gemm_plan",
-         "cuda_quantize", "cuda_dequantize", "cuda_gemm")
+# Every entry point of either build that takes a recipe, overrides or an operand by name (before plans, the
+# CUDA launches did too; the Linear here runs on the CPU).
+NAMED = ("quantize", "quantized", "gemm", "gemm_quantized", "operand_info", "dequantize_raw", "quantize_plan",
+         "gemm_plan")
 RECIPE, ROLE = "nvfp4", "fprop.a"
 
 
