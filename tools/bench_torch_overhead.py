@@ -10,7 +10,8 @@ Prints, for the fp4sim build on PYTHONPATH:
     negligible there, so this is the Python, dispatcher and binding overhead of one operator call), and of
     the binding alone, by name (_fp4sim.quantize) and by plan (_fp4sim.plan_quantize) when the build has plans;
   * milliseconds per step of that Linear (64 -> 64, 64 tokens, nvfp4).
-Times are the best of `repeats` runs of `calls` calls. Builds from before plans (operators taking strings) are
+Times are CPU time of this process (one torch thread; wall time on a shared machine measures the neighbours),
+the best of `repeats` runs of `calls` calls. Builds from before plans (operators taking strings) are
 measured too, so one command on two builds gives the before / after.
 """
 import argparse
@@ -35,10 +36,10 @@ def has_plans() -> bool:
 def best_us(fn, calls, repeats):
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(calls):
             fn()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best / calls * 1e6
 
 
@@ -75,6 +76,7 @@ def main():
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     layer = ft.Linear(64, 64, recipe=RECIPE, name="bench")
     x, dy = torch.randn(64, 64, requires_grad=True), torch.randn(64, 64)
