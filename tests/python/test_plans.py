@@ -114,3 +114,14 @@ def test_a_handle_no_call_returned_or_of_the_other_kind_is_refused():
         _fp4sim.plan_gemm(q, a, a, 0, None, None, None, None, False)
     with pytest.raises(fp4sim.UsageError, match="a GEMM plan where a quantize plan is expected"):
         _fp4sim.plan_quantize(g, a, None, 0, None)
+
+
+def test_a_failed_resolve_registers_nothing():
+    # handles count the registry's plans: settings no other test asks for give consecutive handles
+    first = _fp4sim.quantize_plan("nvfp4", {"target": 123.0}, "weight")
+    with pytest.raises(fp4sim.UsageError, match="target"):
+        _fp4sim.quantize_plan("nvfp4", {"target": -1.0}, "weight")
+    with pytest.raises(fp4sim.UsageError, match="datapath"):
+        _fp4sim.gemm_plan("nvfp4", {"target": 125.0}, "fprop", "fp33-seq", True)
+    assert _fp4sim.quantize_plan("nvfp4", {"target": 124.0}, "weight") == first + 1
+    assert _fp4sim.quantize_plan("nvfp4", {"target": 123}, "weight") == first  # 123 and 123.0: one setting
