@@ -35,6 +35,7 @@
 #include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/verify/verify_call.hpp"
 #include "operand.hpp"
+#include "plans.hpp"
 #include "stats_ops.hpp"
 #if defined(FP4SIM_PYTHON_CUDA)
 #include "cuda_ops.hpp"
@@ -200,33 +201,44 @@ nb::ndarray<nb::numpy, float> decode_codes(const nb::ndarray<const Code, nb::c_c
   return to_numpy(std::move(out), shape_of(codes));
 }
 
+// x quantized under (recipe, request), with the caller's random bits when given.
+QuantizedTensor quantize_array(const Recipe& recipe, QuantizeRequest request, const FloatIn& x,
+                               const std::optional<RandomBitsIn>& rbits) {
+  const auto [rows, cols] = rows_cols(x, "x");
+  const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), recipe.sr_bits, request);
+  nb::gil_scoped_release release;
+  return quantize(recipe, request, span_of(x), rows, cols);
+}
+
 // `role`: a role, or operand "<gemm>.a" / "<gemm>.b" of a GEMM (python/operand.hpp).
 QuantizedTensor quantize_py(const FloatIn& x, const std::string& recipe_name, const nb::dict& overrides,
                             const std::string& role, nb::handle amax_ref, nb::handle seed,
                             const std::optional<RandomBitsIn>& rbits) {
   QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, amax_ref, seed);
   call.operand.random_bits = rbits.has_value();
-  python::ResolvedOperand r = python::resolve_operand(call, role);
-  const auto [rows, cols] = rows_cols(x, "x");
-  const auto bits = attach_random_bits(random_bits_array(rbits, "rbits"), shape_of(x), r.recipe.sr_bits, r.request);
-  nb::gil_scoped_release release;
-  return quantize(r.recipe, r.request, span_of(x), rows, cols);
+  const python::ResolvedOperand r = python::resolve_operand(call, role);
+  return quantize_array(r.recipe, r.request, x, rbits);
+}
+
+// The same through a plan (fp4sim.torch's CPU operator): the plan's settings, the call's seed, held amax
+// and bits.
+QuantizedTensor plan_quantize_py(python::PlanHandle plan, const FloatIn& x, std::optional<float> amax_ref,
+                                 std::uint64_t seed, const std::optional<RandomBitsIn>& rbits) {
+  const python::QuantizePlan& p = python::quantize_plan_of(plan);
+  return quantize_array(p.recipe, p.request_for(seed, amax_ref, rbits.has_value()), x, rbits);
 }
 
 // A quantized tensor from its bytes and tensor scalars as another implementation stored them (the CUDA
-// ops of fp4sim.torch), with the settings of operand `role` of the recipe: what the golden GEMM and
-// dequantize take.
-QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::size_t rows, std::size_t cols,
-                             const std::string& recipe_name, const nb::dict& overrides, const std::string& role,
-                             float tensor_amax, float encode, float decode) {
-  const QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, nb::none(), nb::none());
-  const python::ResolvedOperand r = python::resolve_operand(call, role);
-  if (r.recipe.amax_scope == AmaxScope::row) {
+// ops of fp4sim.torch), with the settings of operand `plan`: what the golden GEMM and dequantize take.
+QuantizedTensor plan_quantized_py(python::PlanHandle plan, const BytesIn& codes, const BytesIn& scales,
+                                  std::size_t rows, std::size_t cols, float tensor_amax, float encode, float decode) {
+  const python::QuantizePlan& p = python::quantize_plan_of(plan);
+  if (p.recipe.amax_scope == AmaxScope::row) {
     throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
   }
-  QuantizedTensor q = blank_quantized(r.recipe, r.request, rows, cols);
+  QuantizedTensor q = blank_quantized(p.recipe, p.request, rows, cols);
   if (codes.size() != q.codes.size() || scales.size() != q.scales.size()) {
-    throw DataError("quantized " + role + ": " + std::to_string(codes.size()) + " code bytes and " +
+    throw DataError("quantized " + p.operand + ": " + std::to_string(codes.size()) + " code bytes and " +
                     std::to_string(scales.size()) + " scale bytes given, the [" + std::to_string(rows) + ", " +
                     std::to_string(cols) + "] operand has " + std::to_string(q.codes.size()) + " and " +
                     std::to_string(q.scales.size()));
@@ -234,7 +246,7 @@ QuantizedTensor quantized_py(const BytesIn& codes, const BytesIn& scales, std::s
   std::copy(codes.data(), codes.data() + codes.size(), q.codes.begin());
   std::copy(scales.data(), scales.data() + scales.size(), q.scales.begin());
   q.tensor_amax = tensor_amax;
-  q.tensor_scaled = has_tensor_scale(r.recipe);
+  q.tensor_scaled = p.blank.tensor_scaled;
   q.global_encode_scale = encode;
   q.global_decode_scale = decode;
   return q;
@@ -311,25 +323,47 @@ nb::ndarray<nb::numpy, float> dequantize_raw_py(const BytesIn& codes, const Byte
   return to_numpy(std::move(out), {rows, cols});
 }
 
+// C = A·Bᵀ of float32 A and B, each quantized under its request (with the caller's bits when given).
+nb::ndarray<nb::numpy, float> gemm_arrays(const Recipe& recipe, QuantizeRequest request_a, QuantizeRequest request_b,
+                                          const GemmRequest& request, const FloatIn& a, const FloatIn& b,
+                                          const std::optional<RandomBitsIn>& rbits_a,
+                                          const std::optional<RandomBitsIn>& rbits_b) {
+  check_gemm_shapes({"a", shape_of(a)}, {"b", shape_of(b)});
+  const auto bits_a = attach_random_bits(random_bits_array(rbits_a, "rbits_a"), shape_of(a), recipe.sr_bits, request_a);
+  const auto bits_b = attach_random_bits(random_bits_array(rbits_b, "rbits_b"), shape_of(b), recipe.sr_bits, request_b);
+  std::vector<float> c;
+  const std::size_t m = a.shape(0), n = b.shape(0), k = a.shape(1);
+  {
+    nb::gil_scoped_release release;
+    const QuantizedTensor qa = quantize(recipe, request_a, span_of(a), m, k);
+    const QuantizedTensor qb = quantize(recipe, request_b, span_of(b), n, k);
+    c = gemm(recipe, qa, qb, request);
+  }
+  return to_numpy(std::move(c), {m, n});
+}
+
 nb::ndarray<nb::numpy, float> gemm_py(const FloatIn& a, const FloatIn& b, const std::string& recipe_name,
                                       const nb::dict& overrides, const nb::dict& args,
                                       const std::optional<RandomBitsIn>& rbits_a, const std::optional<RandomBitsIn>& rbits_b) {
   GemmCall call = gemm_call_from(recipe_name, overrides, args);
   call.a.random_bits = rbits_a.has_value();
   call.b.random_bits = rbits_b.has_value();
-  GemmCall::Resolved r = call.resolve();
-  check_gemm_shapes({"a", shape_of(a)}, {"b", shape_of(b)});
-  const auto bits_a = attach_random_bits(random_bits_array(rbits_a, "rbits_a"), shape_of(a), r.recipe.sr_bits, r.a);
-  const auto bits_b = attach_random_bits(random_bits_array(rbits_b, "rbits_b"), shape_of(b), r.recipe.sr_bits, r.b);
-  std::vector<float> c;
-  const std::size_t m = a.shape(0), n = b.shape(0), k = a.shape(1);
-  {
-    nb::gil_scoped_release release;
-    const QuantizedTensor qa = quantize(r.recipe, r.a, span_of(a), m, k);
-    const QuantizedTensor qb = quantize(r.recipe, r.b, span_of(b), n, k);
-    c = gemm(r.recipe, qa, qb, r.request);
-  }
-  return to_numpy(std::move(c), {m, n});
+  const GemmCall::Resolved r = call.resolve();
+  return gemm_arrays(r.recipe, r.a, r.b, r.request, a, b, rbits_a, rbits_b);
+}
+
+// The same through a GEMM plan (fp4sim.torch's CPU operator): the call's seed, held amaxes, bits and
+// output rounding.
+nb::ndarray<nb::numpy, float> plan_gemm_py(python::PlanHandle plan, const FloatIn& a, const FloatIn& b,
+                                           std::uint64_t seed, std::optional<float> amax_a, std::optional<float> amax_b,
+                                           const std::optional<RandomBitsIn>& rbits_a,
+                                           const std::optional<RandomBitsIn>& rbits_b, bool bf16_out) {
+  const python::GemmPlan& g = python::gemm_plan_of(plan);
+  GemmRequest request = g.request;
+  request.bf16_output = bf16_out;
+  return gemm_arrays(g.recipe, python::quantize_plan_of(g.a).request_for(seed, amax_a, rbits_a.has_value()),
+                     python::quantize_plan_of(g.b).request_for(seed, amax_b, rbits_b.has_value()), request, a, b,
+                     rbits_a, rbits_b);
 }
 
 // The settings of operand `role` of a recipe (python/operand.hpp), without data: what a caller needs to
@@ -337,29 +371,19 @@ nb::ndarray<nb::numpy, float> gemm_py(const FloatIn& a, const FloatIn& b, const 
 nb::dict operand_info_py(const std::string& recipe_name, const nb::dict& overrides, const std::string& role) {
   const QuantizeCall call = python::quantize_call_from(recipe_name, overrides, role, nb::none(), nb::none());
   const python::ResolvedOperand r = python::resolve_operand(call, role);
-  nb::dict d;
-  d["block_rows"] = r.request.spec.two_d ? r.recipe.block : 1;
-  d["block_cols"] = r.recipe.block;
-  d["rounding"] = std::string(name_of(r.request.spec.rounding));
-  d["rht"] = r.request.spec.rht;
-  d["target"] = r.request.spec.target;
-  d["tensor_scaled"] = has_tensor_scale(r.recipe);
-  d["tensor_scale"] = std::string(name_of(r.recipe.tensor_scale));
-  d["period"] = r.recipe.period;
-  d["sr_bits"] = r.recipe.sr_bits;
-  d["datapath"] = std::string(r.recipe.default_datapath->name);
-  return d;
+  return python::operand_info(r.recipe, r.request);
 }
 
-// C = A·Bᵀ of two quantized operands (quantized_py) through the datapath of `args` (gemm_call_from).
-nb::ndarray<nb::numpy, float> gemm_quantized_py(const QuantizedTensor& qa, const QuantizedTensor& qb,
-                                                const std::string& recipe_name, const nb::dict& overrides,
-                                                const nb::dict& args) {
-  const GemmCall::Resolved r = gemm_call_from(recipe_name, overrides, args).resolve();
+// C = A·Bᵀ of two quantized operands (plan_quantized of the GEMM plan's a and b) through the plan's datapath.
+nb::ndarray<nb::numpy, float> plan_gemm_quantized_py(python::PlanHandle plan, const QuantizedTensor& qa,
+                                                     const QuantizedTensor& qb, bool bf16_out) {
+  const python::GemmPlan& g = python::gemm_plan_of(plan);
+  GemmRequest request = g.request;
+  request.bf16_output = bf16_out;
   std::vector<float> c;
   {
     nb::gil_scoped_release release;
-    c = gemm(r.recipe, qa, qb, r.request);
+    c = gemm(g.recipe, qa, qb, request);
   }
   return to_numpy(std::move(c), {qa.rows, qb.rows});
 }
@@ -569,15 +593,22 @@ NB_MODULE(_fp4sim, m) {
   m.def("quantize", &quantize_py, "x"_a.noconvert(), "recipe"_a, "overrides"_a, "role"_a, "amax_ref"_a.none(), "seed"_a,
         "rbits"_a.none());
   m.def("dequantize", &dequantize_py, "q"_a);
-  m.def("quantized", &quantized_py, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a, "cols"_a, "recipe"_a,
-        "overrides"_a, "role"_a, "tensor_amax"_a, "encode"_a, "decode"_a);
   m.def("operand_info", &operand_info_py, "recipe"_a, "overrides"_a, "role"_a);
-  m.def("gemm_quantized", &gemm_quantized_py, "a"_a, "b"_a, "recipe"_a, "overrides"_a, "args"_a);
   m.def("dequantize_raw", &dequantize_raw_py, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a, "cols"_a,
         "recipe"_a, "overrides"_a, "role"_a, "layout"_a, "nibbles"_a, "tensor_scale"_a.none(), "tensor_scale_kind"_a);
 
   m.def("gemm", &gemm_py, "a"_a.noconvert(), "b"_a.noconvert(), "recipe"_a, "overrides"_a, "args"_a,
         "rbits_a"_a.none(), "rbits_b"_a.none());
+
+  // The same calls through plans (python/plans.hpp): what fp4sim.torch's CPU operators run.
+  python::register_plans(m);
+  m.def("plan_quantize", &plan_quantize_py, "plan"_a, "x"_a.noconvert(), "amax_ref"_a.none(), "seed"_a,
+        "rbits"_a.none());
+  m.def("plan_quantized", &plan_quantized_py, "plan"_a, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a,
+        "cols"_a, "tensor_amax"_a, "encode"_a, "decode"_a);
+  m.def("plan_gemm_quantized", &plan_gemm_quantized_py, "plan"_a, "a"_a, "b"_a, "bf16_out"_a);
+  m.def("plan_gemm", &plan_gemm_py, "plan"_a, "a"_a.noconvert(), "b"_a.noconvert(), "seed"_a, "amax_ref_a"_a.none(),
+        "amax_ref_b"_a.none(), "rbits_a"_a.none(), "rbits_b"_a.none(), "bf16_out"_a);
 #if defined(FP4SIM_PYTHON_CUDA)
   python::register_cuda_ops(m);
 #endif

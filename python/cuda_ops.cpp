@@ -1,17 +1,14 @@
 #include "cuda_ops.hpp"
 
-#include <nanobind/stl/string.h>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "fp4sim/core/error.hpp"
-#include "fp4sim/core/gemm.hpp"
-#include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/emu/device.hpp"
 #include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/emu/gpu.hpp"
-#include "operand.hpp"
+#include "plans.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -38,91 +35,70 @@ void check(Status s, const std::string& what) {
   throw std::runtime_error(text);
 }
 
-// The shape, formats and settings of an operand without its bytes (which live on the device): what the
-// kernels that read codes and scales take. The block grid is blank_quantized's.
-QuantizedTensor described(const ResolvedOperand& r, std::size_t rows, std::size_t cols) {
-  QuantizedTensor q = blank_quantized(r.recipe, r.request, 0, 0);
-  q.rows = rows;
-  q.cols = cols;
-  q.scale_rows = (rows + q.block_rows - 1) / q.block_rows;
-  q.scale_cols = (cols + q.block_cols - 1) / q.block_cols;
-  q.tensor_scaled = has_tensor_scale(r.recipe);
-  return q;
-}
-
 // codes [rows, ceil(cols/2)] uint8, scales (the block grid) uint8 and scalars float[4] (tensor amax, G, Gd,
-// the block multiplier) of x [rows, cols], float32 or (bf16) bfloat16, 16-byte aligned. held: a device float with the held tensor amax, or 0 for
-// the current amax; rbits: one uint32 (or int32 >= 0) per element, or 0 for the Philox stream of `seed`.
-void quantize(std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, const std::string& recipe, const nb::dict& overrides,
-              const std::string& role, std::uint64_t seed, std::uintptr_t held, std::uintptr_t rbits,
-              std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::uintptr_t stream) {
-  const QuantizeCall call{overrides_from(recipe, overrides), role, seed, {std::nullopt, std::nullopt, rbits != 0}};
-  const ResolvedOperand r = resolve_operand(call, role);
-  gpu::QuantizePlan plan;
-  check(gpu::make_plan(r.recipe, r.request, rows, cols, plan), "quantize");
+// the block multiplier) of x [rows, cols], float32 or (bf16) bfloat16, 16-byte aligned, as operand `plan`
+// (python/plans.hpp). held: a device float with the held tensor amax, or 0 for the current amax; rbits: one
+// uint32 (or int32 >= 0) per element, or 0 for the Philox stream of `seed`.
+void quantize(PlanHandle plan, std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, std::uint64_t seed,
+              std::uintptr_t held, std::uintptr_t rbits, std::uintptr_t codes, std::uintptr_t scales,
+              std::uintptr_t scalars, std::uintptr_t stream) {
+  const QuantizePlan& p = quantize_plan_of(plan);
+  gpu::QuantizePlan launch;
+  check(gpu::make_plan(p.recipe, p.request_for(seed, std::nullopt, rbits != 0), rows, cols, launch), "quantize");
   float* s = ptr<float>(scalars);
-  const bool held_used = plan.tensor_scaled && held != 0;
+  const bool held_used = launch.tensor_scaled && held != 0;
   const gpu::QuantizeInput input =
       bf16 ? gpu::QuantizeInput(ptr<const std::uint16_t>(x)) : gpu::QuantizeInput(ptr<const float>(x));
-  if (!held_used) check(gpu::launch_amax(plan, input, s, stream_of(stream)), "quantize (amax)");
-  check(gpu::launch_tensor_scalars(plan, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
+  if (!held_used) check(gpu::launch_amax(launch, input, s, stream_of(stream)), "quantize (amax)");
+  check(gpu::launch_tensor_scalars(launch, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
         "quantize (tensor scalars)");
-  check(gpu::launch_quantize(plan, static_cast<const float*>(s), input, ptr<const std::uint32_t>(rbits),
+  check(gpu::launch_quantize(launch, static_cast<const float*>(s), input, ptr<const std::uint32_t>(rbits),
                              ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales), stream_of(stream)),
         "quantize");
 }
 
-// out [rows, cols] float32: the recipe's reconstruction of (codes, scales, scalars).
-void dequantize(std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::size_t rows, std::size_t cols,
-                const std::string& recipe, const nb::dict& overrides, const std::string& role, std::uintptr_t out,
-                std::uintptr_t stream) {
-  const ResolvedOperand r = resolve_operand(quantize_call_from(recipe, overrides, role, nb::none(), nb::none()), role);
-  check(
-      gpu::launch_dequantize(described(r, rows, cols), ptr<const std::uint8_t>(codes), ptr<const std::uint8_t>(scales),
-                             ptr<const float>(scalars), ptr<float>(out), stream_of(stream)),
-      "dequantize");
+// out [rows, cols] float32: operand `plan`'s reconstruction of (codes, scales, scalars).
+void dequantize(PlanHandle plan, std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::size_t rows,
+                std::size_t cols, std::uintptr_t out, std::uintptr_t stream) {
+  check(gpu::launch_dequantize(quantize_plan_of(plan).described(rows, cols), ptr<const std::uint8_t>(codes),
+                               ptr<const std::uint8_t>(scales), ptr<const float>(scalars), ptr<float>(out),
+                               stream_of(stream)),
+        "dequantize");
 }
 
-// The GPU kernel behind a golden datapath (the table's row, the pairs emu/crosscheck.cpp checks).
-const gpu::GemmKernel& kernel_for(const GemmOptions& o) {
-  if (const gpu::GemmKernel* kernel = gpu::gemm_kernel_for(o)) return *kernel;
+// The GPU kernel of a GEMM plan, or a UsageError listing the datapaths the GPU has kernels for.
+const gpu::GemmKernel& kernel_of(const GemmPlan& plan) {
+  if (plan.kernel != nullptr) return *plan.kernel;
   std::string served;
   for (const gpu::GemmKernel& kernel : gpu::gemm_kernels()) {
     served += (served.empty() ? "" : ", ") + std::string(kernel.golden->name);
     if (kernel.name != kernel.golden->name) served += " (" + std::string(kernel.name) + ")";
   }
-  throw UsageError("datapath " + std::string(o.datapath->name) + ": the GPU has kernels for " + served + " only");
+  throw UsageError("datapath " + std::string(plan.options.datapath->name) + ": the GPU has kernels for " + served +
+                   " only");
 }
 
-// C [M, N] = A·Bᵀ of quantized operands A [M, K] (operand <gemm>.a) and B [N, K] (<gemm>.b) through
-// `datapath` (a golden datapath the GPU has a kernel for), then + bias [N] (float32, or 0 for none) in
-// binary32; C float32, or BF16 (RNE) when bf16_out. alpha: a device float (workspace, set here); ea, eb:
-// the kernel's BF16 workspaces [M, Kp] and [N, Kp], Kp = GemmKernel::workspace_cols(K) (0 when it needs
-// none: pass 0). Every kernel reads alpha from the device and adds the bias in its epilogue.
-void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
+// C [M, N] = A·Bᵀ of quantized operands A [M, K] (the plan's operand a) and B [N, K] (b) through the plan's
+// GPU kernel, then + bias [N] (float32, or 0 for none) in binary32; C float32, or BF16 (RNE) when
+// bf16_out. alpha: a device float (workspace, set here); ea, eb: the kernel's BF16 workspaces [M, Kp] and
+// [N, Kp], Kp = GemmKernel::workspace_cols(K) (0 when it needs none: pass 0). Every kernel reads alpha from
+// the device and adds the bias in its epilogue.
+void gemm(PlanHandle plan, std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
           std::uintptr_t b_codes, std::uintptr_t b_scales, std::uintptr_t b_scalars, std::size_t n, std::size_t k,
-          const std::string& recipe, const nb::dict& overrides, const std::string& gemm_name,
-          const std::string& datapath, bool snap, std::uintptr_t alpha, std::uintptr_t ea, std::uintptr_t eb,
-          std::uintptr_t bias, bool bf16_out, std::uintptr_t c, std::uintptr_t stream) {
-  GemmCall call;
-  call.recipe = overrides_from(recipe, overrides);
-  call.gemm = gemm_name;
-  call.datapath = datapath;
-  call.snap = snap;
-  const GemmCall::Resolved r = call.resolve();
-  const GemmOptions o = gemm_options(r.recipe, r.request);
-  const gpu::GemmKernel& kernel = kernel_for(o);
+          std::uintptr_t alpha, std::uintptr_t ea, std::uintptr_t eb, std::uintptr_t bias, bool bf16_out,
+          std::uintptr_t c, std::uintptr_t stream) {
+  const GemmPlan& g = gemm_plan_of(plan);
+  const gpu::GemmKernel& kernel = kernel_of(g);
   if (!kernel.takes_k(k)) {
     throw DataError("gemm: " + std::string(kernel.name) + " needs K % " + std::to_string(kernel.k_multiple) +
                     " == 0, K is " + std::to_string(k));
   }
-  const QuantizedTensor qa = described({r.recipe, r.a}, m, k), qb = described({r.recipe, r.b}, n, k);
-  const float element_max = decode_to_float(r.recipe.element, r.recipe.element.max_finite_code());
+  const QuantizedTensor qa = quantize_plan_of(g.a).described(m, k), qb = quantize_plan_of(g.b).described(n, k);
   auto* d_alpha = ptr<float>(alpha);
   const gpu::Epilogue epilogue{1.0f, d_alpha, ptr<const float>(bias), bf16_out};
   void* s = stream_of(stream);
-  check(gpu::launch_gemm_alpha(alpha_rule_for(*o.datapath, r.recipe), ptr<const float>(a_scalars), qa.target,
-                               ptr<const float>(b_scalars), qb.target, element_max, d_alpha, s),
+  check(gpu::launch_gemm_alpha(g.alpha_rule, ptr<const float>(a_scalars), qa.target, ptr<const float>(b_scalars),
+                               qb.target, g.element_max, d_alpha, s),
         "gemm (alpha)");
   if (kernel.path == gpu::GemmPath::exact) {
     check(gpu::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
@@ -138,7 +114,7 @@ void gemm(std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scal
                                   ptr<std::uint16_t>(eb), kp, s),
           "gemm (encode B)");
     check(gpu::launch_gemm_bf16(ptr<const std::uint16_t>(ea), ptr<const std::uint16_t>(eb), ptr<void>(c), m, n, kp,
-                                kernel.group_k, o.snap, epilogue, s),
+                                kernel.group_k, g.options.snap, epilogue, s),
           "gemm");
   }
 }
@@ -162,14 +138,13 @@ void register_cuda_ops(nb::module_& m) {
         return ok;
       },
       "Whether a CUDA device can run this build's kernels.");
-  m.def("cuda_quantize", &quantize, "x"_a, "bf16"_a, "rows"_a, "cols"_a, "recipe"_a, "overrides"_a, "role"_a, "seed"_a, "held"_a,
-        "rbits"_a, "codes"_a, "scales"_a, "scalars"_a, "stream"_a);
+  m.def("cuda_quantize", &quantize, "plan"_a, "x"_a, "bf16"_a, "rows"_a, "cols"_a, "seed"_a, "held"_a, "rbits"_a,
+        "codes"_a, "scales"_a, "scalars"_a, "stream"_a);
   m.def("cuda_transpose", &transpose, "x"_a, "rows"_a, "cols"_a, "element_bytes"_a, "out"_a, "stream"_a);
-  m.def("cuda_dequantize", &dequantize, "codes"_a, "scales"_a, "scalars"_a, "rows"_a, "cols"_a, "recipe"_a,
-        "overrides"_a, "role"_a, "out"_a, "stream"_a);
-  m.def("cuda_gemm", &gemm, "a_codes"_a, "a_scales"_a, "a_scalars"_a, "m"_a, "b_codes"_a, "b_scales"_a,
-        "b_scalars"_a, "n"_a, "k"_a, "recipe"_a, "overrides"_a, "gemm"_a, "datapath"_a, "snap"_a, "alpha"_a, "ea"_a,
-        "eb"_a, "bias"_a, "bf16_out"_a, "c"_a, "stream"_a);
+  m.def("cuda_dequantize", &dequantize, "plan"_a, "codes"_a, "scales"_a, "scalars"_a, "rows"_a, "cols"_a, "out"_a,
+        "stream"_a);
+  m.def("cuda_gemm", &gemm, "plan"_a, "a_codes"_a, "a_scales"_a, "a_scalars"_a, "m"_a, "b_codes"_a, "b_scales"_a,
+        "b_scalars"_a, "n"_a, "k"_a, "alpha"_a, "ea"_a, "eb"_a, "bias"_a, "bf16_out"_a, "c"_a, "stream"_a);
 }
 
 }  // namespace fp4sim::python

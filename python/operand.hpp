@@ -1,5 +1,5 @@
 // What a Python call names, resolved once for both front ends of the extension (the golden model in
-// bindings.cpp, the CUDA launches in cuda_ops.cpp): keywords carried into the library's call objects
+// bindings.cpp, the CUDA launches in cuda_ops.cpp, both also through the plans of plans.hpp): keywords carried into the library's call objects
 // through their argument tables (fp4sim/front/arguments.hpp), each type-checked on the way; a recipe with
 // keyword overrides, and one operand of it, so that a tensor quantized on the GPU is asked for by exactly
 // the words that ask the golden model.

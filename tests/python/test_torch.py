@@ -208,9 +208,11 @@ def test_fake_ops_give_shapes_for_compile():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         x = torch.empty(48, 96)
-        codes, scales, scalars = torch.ops.fp4sim.quantize(x, "ue5m3", "fprop.b", "", 0, None, None)
+        codes, scales, scalars = torch.ops.fp4sim.quantize(x, ft.ops.quantize_plan("ue5m3", "", "fprop.b"), 0, None,
+                                                           None)
         assert codes.shape == (48, 48) and scales.shape == (3, 6) and scalars.shape == (4,)
-        c = torch.ops.fp4sim.gemm(x, x, "nvfp4", "fprop", "sm90-bf16", True, "", 0, None, None, None, None, "bf16")
+        plan = ft.ops.gemm_plan("nvfp4", "", "fprop", "sm90-bf16")
+        c = torch.ops.fp4sim.gemm(x, x, plan.gemm, 0, None, None, None, None, "bf16")
         assert c.shape == (48, 48) and c.dtype == torch.bfloat16
 
 
@@ -219,6 +221,44 @@ def test_ops_compile_into_one_graph():
     fn = lambda a_, b_: ft.gemm(a_, b_, "nvfp4", "wgrad", seed=1) * 2  # noqa: E731
     compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)  # fullgraph: a graph break fails
     assert_bits(compiled(a, b), fn(a, b), "compiled")
+
+
+# The extension's calls that take a recipe, overrides or an operand by name: none may run in a step.
+_NAMED_CALLS = ("quantize", "gemm", "operand_info", "dequantize_raw", "quantize_plan", "gemm_plan")
+
+
+def test_linear_resolves_its_plans_once_and_a_step_parses_no_name(monkeypatch):
+    from fp4sim import _fp4sim
+    with pytest.raises(fp4sim.UsageError, match="blok"):  # at construction, not at the first forward
+        ft.Linear(64, 32, recipe="nvfp4", blok=32)
+    with pytest.raises(fp4sim.UsageError, match="datapath"):
+        ft.convert(torch.nn.Sequential(torch.nn.Linear(64, 32)), recipe="nvfp4", datapath="fp33-seq")
+    layer = ft.Linear(64, 32, recipe="nvfp4", name="p", block=32)
+    calls = []
+    for name in _NAMED_CALLS:
+        real = getattr(_fp4sim, name)
+        monkeypatch.setattr(_fp4sim, name,
+                            lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    x = sample((16, 64), 4).requires_grad_(True)
+    for step in (1, 2):
+        layer.begin_step(step)
+        layer(x).backward(sample((16, 32), 5))
+    assert calls == [] and x.grad is not None and layer.weight.grad is not None
+
+
+def test_plans_stay_out_of_checkpoints_and_are_resolved_again_when_unpickled():
+    import pickle
+    model = ft.convert(torch.nn.Sequential(torch.nn.Linear(64, 32)), recipe="nvfp4", block=32)
+    layer = model[0]
+    extra = model.state_dict()["0._extra_state"]
+    assert set(extra) == {"step", "forwards", "sampled_at", "held"}  # the clock; no handle, no plan
+    assert all(isinstance(v, torch.Tensor) for k, v in model.state_dict().items() if k != "0._extra_state")
+    state = layer.__getstate__()
+    assert "_plans" not in state and state["overrides"] == '{"block": 32}'
+    again = pickle.loads(pickle.dumps(layer))
+    assert again._plans == layer._plans  # this process: the same settings, the same handles
+    x = sample((16, 64), 6)
+    assert_bits(again(x), layer(x), "unpickled layer")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -346,11 +386,13 @@ def check_records(records):
     for r in records:
         for side in ("a", "b"):
             x, amax, rb, q = r[side], r[f"amax_{side}"], r[f"rbits_{side}"], r[f"q{side}"]
-            ref = torch.ops.fp4sim.quantize(x, r["recipe"], f"{r['gemm']}.{side}", r["overrides"], r["seed"], amax, rb)
+            plan = ft.ops.quantize_plan(r["recipe"], r["overrides"], f"{r['gemm']}.{side}")
+            ref = torch.ops.fp4sim.quantize(x, plan, r["seed"], amax, rb)
             for got, want, name in zip(q, ref, ("codes", "scales", "scalars")):
                 assert_bits(got, want, f"{r['module']} {r['gemm']}.{side} step {r['step']} {name}")
-        ref_c = torch.ops.fp4sim.gemm(r["a"], r["b"], r["recipe"], r["gemm"], r["datapath"], True, r["overrides"],
-                                      r["seed"], r["amax_a"], r["amax_b"], r["rbits_a"], r["rbits_b"], "f32")
+        plan = ft.ops.gemm_plan(r["recipe"], r["overrides"], r["gemm"], r["datapath"])
+        ref_c = torch.ops.fp4sim.gemm(r["a"], r["b"], plan.gemm, r["seed"], r["amax_a"], r["amax_b"], r["rbits_a"],
+                                      r["rbits_b"], "f32")
         assert_bits(r["c"], ref_c, f"{r['module']} {r['gemm']} step {r['step']} C")
         checked += 1
     return checked

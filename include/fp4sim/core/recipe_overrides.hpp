@@ -24,6 +24,8 @@ struct RecipeOverrides {
   std::optional<int> sr_bits;
   std::optional<bool> rht;
 
+  bool operator==(const RecipeOverrides&) const = default;  // the same preset and overrides (fp4sim.torch's plans)
+
   // The preset with the overrides applied (UsageError naming the key for an unknown name, or listing
   // what makes the combination invalid).
   Recipe resolve() const;

@@ -22,9 +22,10 @@ from typing import Callable, Dict, Optional
 import torch
 from torch import Tensor, nn
 
-from .ops import _BF16_TC_DATAPATH, GPU_KERNELS, default_datapath, operand_info, overrides_text
+from .ops import _BF16_TC_DATAPATH, GemmPlan, default_datapath, gemm_plan, operand_info, overrides_text, plan_info
 
 _ROLES = ("activation", "weight", "grad_output")
+_GEMMS = ("fprop", "dgrad", "wgrad")
 # Which held reference each GEMM operand takes under periodic scaling.
 _REFERENCE = {"fprop.a": "activation", "fprop.b": "weight", "dgrad.a": "grad_output", "dgrad.b": "weight",
               "wgrad.a": "grad_output", "wgrad.b": "activation"}
@@ -77,12 +78,8 @@ class Linear(nn.Linear):
         self.overrides = overrides_text(overrides)
         info = operand_info(recipe, self.overrides, "activation")
         self.datapath = datapath or default_datapath(recipe, self.overrides)
-        self._k_multiple = GPU_KERNELS.get(self.datapath, {}).get("k_multiple", 1)
         self.periodic = info["tensor_scale"] == "periodic"
-        # Per GEMM operand, read once here: a compiled forward finds plain constants, not a native call.
-        infos = {operand: operand_info(recipe, self.overrides, operand) for operand in _REFERENCE}
-        self._takes_rht = {operand: i["rht"] for operand, i in infos.items()}
-        self._rounds_sr = {operand: i["rounding"] != "rne" for operand, i in infos.items()}
+        self._resolve_plans()
         self.period = period if period is not None else info["period"]
         if self.period < 1:
             raise ValueError(f"period: expected >= 1, got {self.period}")
@@ -95,6 +92,26 @@ class Linear(nn.Linear):
         self._sampled_at: Dict[str, int] = {}
         if self.periodic:
             self._make_held(self.weight.device)
+
+    def _resolve_plans(self) -> None:
+        # The three GEMMs' plan handles and what the forward needs of them, resolved once here (a bad
+        # override or datapath fails now): the operators take the handles, and a compiled forward finds
+        # plain constants, not a native call.
+        self._plans: Dict[str, GemmPlan] = {g: gemm_plan(self.recipe, self.overrides, g, self.datapath) for g in _GEMMS}
+        self._k_multiple = plan_info(self._plans["fprop"].gemm)["k_multiple"]
+        infos = {f"{g}.{side}": plan_info(getattr(p, side)) for g, p in self._plans.items() for side in "ab"}
+        self._takes_rht = {operand: i["rht"] for operand, i in infos.items()}
+        self._rounds_sr = {operand: i["rounding"] != "rne" for operand, i in infos.items()}
+
+    def __getstate__(self) -> dict:
+        # Plan handles are process-local: a pickled layer keeps its settings and resolves them again when loaded.
+        state = super().__getstate__()
+        state.pop("_plans", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._resolve_plans()
 
     def _make_held(self, device) -> None:
         # The held amaxes are buffers, written in place (the grad_output one in the backward), so that a
@@ -184,22 +201,21 @@ class Linear(nn.Linear):
         hook the float32 C is formed first (for the record) and the same two steps follow in torch, which
         gives the same bits."""
         seed = philox_seed(self.seed, self.name, gemm, step, data_parallel_rank())
+        plan = self._plans[gemm]
         quantized, settings = [], []
-        for side, x in (("a", a), ("b", b)):
+        for side, x, operand_plan in (("a", a, plan.a), ("b", b, plan.b)):
             operand = f"{gemm}.{side}"
             amax = self.amax_for(operand, references)
             bits = None
             if self.rbits is not None and self._rounds_sr[operand]:
                 bits = self.rbits(tuple(x.shape), x.device)
-            quantized.append(torch.ops.fp4sim.quantize(x, self.recipe, operand, self.overrides, seed, amax, bits))
+            quantized.append(torch.ops.fp4sim.quantize(x, operand_plan, seed, amax, bits))
             settings.append((amax, bits))
         out = "bf16" if out_dtype == torch.bfloat16 else "f32"
         if self.capture is None:
-            c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], self.recipe, gemm,
-                                                self.datapath, True, self.overrides, out, bias)
+            c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], plan.gemm, out, bias)
             return c.to(out_dtype)
-        c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], self.recipe, gemm,
-                                            self.datapath, True, self.overrides, "f32")
+        c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], plan.gemm, "f32")
         self.capture({"module": self.name, "gemm": gemm, "step": step, "recipe": self.recipe,
                       "overrides": self.overrides, "datapath": self.datapath, "seed": seed, "a": a, "b": b,
                       "amax_a": settings[0][0], "amax_b": settings[1][0], "rbits_a": settings[0][1],

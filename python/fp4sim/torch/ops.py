@@ -11,7 +11,11 @@ A quantized operand is three tensors: ``codes`` uint8 [rows, ceil(cols/2)] (elem
 nibble), ``scales`` uint8 (the block grid, row-major) and ``scalars`` float32 [4] = (tensor amax used, G,
 Gd, RN(G·RN(1/6))). Which operand it is — a role (activation, weight, grad_output) or operand A / B of a
 GEMM ("fprop.a", "wgrad.b", ...) — decides its blocks, rounding, RHT and target exactly as the CLI does.
-Recipe overrides travel as a JSON object string (the keywords of ``fp4sim.quantize``).
+
+The operators name their settings by a plan: an int handle from :func:`quantize_plan` (a recipe, its
+overrides and one operand) or :func:`gemm_plan` (a recipe, its overrides, one GEMM and its datapath),
+resolved once per process by the extension and cached here, so that no recipe, override, operand or
+datapath name is parsed per call. A handle is process-local: store the settings, never the handle.
 """
 
 from __future__ import annotations
@@ -54,10 +58,46 @@ def overrides_text(overrides: dict) -> str:
     return json.dumps(kept) if kept else ""
 
 
+@torch.compiler.assume_constant_result  # a function of its arguments: a constant in a compiled graph
 @functools.lru_cache(maxsize=None)
+def quantize_plan(recipe: str, overrides: str, operand: str) -> int:
+    """The plan handle of operand `operand` (a role, or "<gemm>.a" / "<gemm>.b") of the recipe with its
+    overrides (overrides_text): what torch.ops.fp4sim.quantize and dequantize take. A bad recipe, override
+    or operand is a UsageError naming it, here rather than at the first operator call."""
+    return _fp4sim.quantize_plan(recipe, _overrides(overrides), operand)
+
+
+class GemmPlan(NamedTuple):
+    """The plan handles of one GEMM: the GEMM's own (torch.ops.fp4sim.gemm_quantized and gemm take it) and
+    those of its operands A and B (quantize_plan of "<gemm>.a" and "<gemm>.b")."""
+    gemm: int
+    a: int
+    b: int
+
+
+@functools.lru_cache(maxsize=None)
+def gemm_plan(recipe: str, overrides: str, gemm: str, datapath: str, snap: bool = True) -> GemmPlan:
+    """The plan of GEMM `gemm` (fprop, dgrad, wgrad) of the recipe through `datapath` ("" : the recipe's)."""
+    handle = _fp4sim.gemm_plan(recipe, _overrides(overrides), gemm, datapath, snap)
+    info = plan_info(handle)
+    return GemmPlan(handle, info["a"], info["b"])
+
+
+@functools.lru_cache(maxsize=None)
+def plan_info(plan: int) -> dict:
+    """What a plan resolved to (_fp4sim.plan_info): an operand's blocks, rounding, RHT, target, tensor scaling
+    and sr_bits; a GEMM's datapath, snap and GPU kernel row (k_multiple, workspace_k_align)."""
+    return dict(_fp4sim.plan_info(plan))
+
+
+@torch.compiler.assume_constant_result
+def _gemm_handle(recipe: str, overrides: str, gemm: str, datapath: str, snap: bool) -> int:
+    return gemm_plan(recipe, overrides, gemm, datapath, snap).gemm
+
+
 def operand_info(recipe: str, overrides: str, role: str) -> dict:
     """Blocks, rounding, RHT, target and tensor-scale policy of one operand (no data)."""
-    return dict(_fp4sim.operand_info(recipe, _overrides(overrides), role))
+    return plan_info(quantize_plan(recipe, overrides, role))
 
 
 @torch.compiler.assume_constant_result  # a function of its string arguments: a constant in a compiled graph
@@ -68,8 +108,8 @@ def default_datapath(recipe: str, overrides: str = "") -> str:
     return dp if dp in GPU_KERNELS else _BF16_TC_DATAPATH
 
 
-def _grid(recipe: str, overrides: str, role: str, rows: int, cols: int) -> Tuple[Tuple[int, int], Tuple[int, int]]:
-    info = operand_info(recipe, overrides, role)
+def _grid(plan: int, rows: int, cols: int) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    info = plan_info(plan)
     br, bc = info["block_rows"], info["block_cols"]
     return (rows, (cols + 1) // 2), (-(-rows // br), -(-cols // bc))
 
@@ -128,27 +168,32 @@ def _scalars(q) -> Tensor:
                         dtype=torch.float32)
 
 
-def _native_operand(codes: Tensor, scales: Tensor, scalars: Tensor, rows: int, cols: int, recipe: str,
-                    overrides: str, role: str):
+def _native_operand(codes: Tensor, scales: Tensor, scalars: Tensor, rows: int, cols: int, plan: int):
     s = scalars.detach().cpu().numpy()
-    return _fp4sim.quantized(codes.detach().cpu().contiguous().numpy(), scales.detach().cpu().contiguous().numpy(),
-                             rows, cols, recipe, _overrides(overrides), role, float(s[0]), float(s[1]), float(s[2]))
+    return _fp4sim.plan_quantized(plan, codes.detach().cpu().contiguous().numpy(),
+                                  scales.detach().cpu().contiguous().numpy(), rows, cols, float(s[0]), float(s[1]),
+                                  float(s[2]))
 
 
-def _quantize_cpu(x, recipe, role, overrides, seed, amax, rbits):
-    info = operand_info(recipe, overrides, role)
-    amax_ref = None if amax is None else float(amax.detach().reshape(-1)[0])
-    q = _fp4sim.quantize(_numpy_f32(x), recipe, _overrides(overrides), role, amax_ref, seed,
-                         _rbits_cpu(rbits, info["sr_bits"], "rbits"))
+def _amax_ref(amax: Optional[Tensor]) -> Optional[float]:
+    return None if amax is None else float(amax.detach().reshape(-1)[0])
+
+
+def _quantize_cpu(x, plan, seed, amax, rbits):
+    q = _fp4sim.plan_quantize(plan, _numpy_f32(x), _amax_ref(amax), seed,
+                              _rbits_cpu(rbits, plan_info(plan)["sr_bits"], "rbits"))
     return torch.from_numpy(np.array(q.codes)), torch.from_numpy(np.array(q.scales)), _scalars(q)
 
 
-def _as_out(c: Tensor, out_dtype: str) -> Tensor:
-    if out_dtype == "bf16":
-        return c.to(torch.bfloat16)  # RNE; the golden model already rounded every output to a BF16 value
-    if out_dtype != "f32":
+def _bf16_out(out_dtype: str) -> bool:
+    if out_dtype not in ("f32", "bf16"):
         raise ValueError(f"out_dtype: expected f32 or bf16, got {out_dtype!r}")
-    return c
+    return out_dtype == "bf16"
+
+
+def _as_out(c: Tensor, out_dtype: str) -> Tensor:
+    # RNE; the golden model already rounded every output to a BF16 value
+    return c.to(torch.bfloat16) if _bf16_out(out_dtype) else c
 
 
 def _bias(bias: Tensor, n: int) -> Tensor:
@@ -158,20 +203,16 @@ def _bias(bias: Tensor, n: int) -> Tensor:
     return bias.detach().to(torch.float32).contiguous()
 
 
-def _gemm_args(gemm: str, datapath: str, snap: bool, out_dtype: str) -> dict:
-    return {"gemm": gemm, "datapath": datapath or None, "snap": snap, "out_dtype": out_dtype}
-
-
 # ---------------------------------------------------------------------------------------------------
 # The GPU kernels on CUDA tensors
 
 
-def _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits):
+def _quantize_cuda(x, plan, seed, amax, rbits):
     _require_cuda()
     # A BF16 tensor is read as it lies (the kernels widen it exactly); anything else as float32.
     xin = _aligned(x.detach() if x.dtype == torch.bfloat16 else x.detach().to(torch.float32))
     rows, cols = xin.shape
-    codes_shape, scales_shape = _grid(recipe, overrides, role, rows, cols)
+    codes_shape, scales_shape = _grid(plan, rows, cols)
     codes = torch.empty(codes_shape, dtype=torch.uint8, device=x.device)
     scales = torch.empty(scales_shape, dtype=torch.uint8, device=x.device)
     scalars = torch.empty(4, dtype=torch.float32, device=x.device)
@@ -182,37 +223,34 @@ def _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits):
             raise ValueError(f"rbits: shape {tuple(rbits.shape)}, the operand is {(rows, cols)}")
         bits = rbits.detach().to(device=x.device, dtype=torch.int32).contiguous()  # read as uint32
     with torch.cuda.device(x.device):
-        _fp4sim.cuda_quantize(xin.data_ptr(), xin.dtype == torch.bfloat16, rows, cols, recipe, _overrides(overrides), role, seed,
+        _fp4sim.cuda_quantize(plan, xin.data_ptr(), xin.dtype == torch.bfloat16, rows, cols, seed,
                               0 if held is None else held.data_ptr(), 0 if bits is None else bits.data_ptr(),
                               codes.data_ptr(), scales.data_ptr(), scalars.data_ptr(), _stream(x))
     return codes, scales, scalars
 
 
-def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, recipe, gemm, datapath,
-                         snap, overrides, out_dtype, bias=None):
+def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, plan, out_dtype, bias=None):
     _require_cuda()
-    if out_dtype not in ("f32", "bf16"):
-        raise ValueError(f"out_dtype: expected f32 or bf16, got {out_dtype!r}")
+    bf16_out = _bf16_out(out_dtype)
     dev = a_codes.device
     m, n = a_codes.shape[0], b_codes.shape[0]
     a_codes, a_scales, b_codes, b_scales = (_aligned(t) for t in (a_codes, a_scales, b_codes, b_scales))
     a_scalars, b_scalars = a_scalars.contiguous(), b_scalars.contiguous()
     alpha = torch.empty(1, dtype=torch.float32, device=dev)
-    c = torch.empty((m, n), dtype=torch.bfloat16 if out_dtype == "bf16" else torch.float32, device=dev)
+    c = torch.empty((m, n), dtype=torch.bfloat16 if bf16_out else torch.float32, device=dev)
     if bias is not None:
         bias = _bias(bias, n).to(dev)
     # The kernel's BF16 workspaces, [M, Kp] and [N, Kp] with Kp = K rounded up to its alignment; none for a
     # kernel that reads codes and scales itself, or a datapath without a kernel (cuda_gemm refuses it).
-    align = GPU_KERNELS.get(datapath, {}).get("workspace_k_align", 0)
+    align = plan_info(plan)["workspace_k_align"]
     kp = -(-k // align) * align if align else 0
     ea = torch.empty((m, kp), dtype=torch.int16, device=dev) if align else None
     eb = torch.empty((n, kp), dtype=torch.int16, device=dev) if align else None
     with torch.cuda.device(dev):
-        _fp4sim.cuda_gemm(a_codes.data_ptr(), a_scales.data_ptr(), a_scalars.data_ptr(), m, b_codes.data_ptr(),
-                          b_scales.data_ptr(), b_scalars.data_ptr(), n, k, recipe, _overrides(overrides), gemm,
-                          datapath, snap, alpha.data_ptr(), 0 if ea is None else ea.data_ptr(),
-                          0 if eb is None else eb.data_ptr(), 0 if bias is None else bias.data_ptr(),
-                          out_dtype == "bf16", c.data_ptr(), _stream(c))
+        _fp4sim.cuda_gemm(plan, a_codes.data_ptr(), a_scales.data_ptr(), a_scalars.data_ptr(), m, b_codes.data_ptr(),
+                          b_scales.data_ptr(), b_scalars.data_ptr(), n, k, alpha.data_ptr(),
+                          0 if ea is None else ea.data_ptr(), 0 if eb is None else eb.data_ptr(),
+                          0 if bias is None else bias.data_ptr(), bf16_out, c.data_ptr(), _stream(c))
     return c
 
 
@@ -221,59 +259,56 @@ def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scal
 
 
 @torch.library.custom_op("fp4sim::quantize", mutates_args=(), device_types="cpu")
-def _quantize_op(x: Tensor, recipe: str, role: str, overrides: str, seed: int, amax: Optional[Tensor],
+def _quantize_op(x: Tensor, plan: int, seed: int, amax: Optional[Tensor],
                  rbits: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
     _check_2d(x, "x")
-    return _quantize_cpu(x, recipe, role, overrides, seed, amax, rbits)
+    return _quantize_cpu(x, plan, seed, amax, rbits)
 
 
 @_quantize_op.register_kernel("cuda")
-def _(x, recipe, role, overrides, seed, amax, rbits):
+def _(x, plan, seed, amax, rbits):
     _check_2d(x, "x")
-    return _quantize_cuda(x, recipe, role, overrides, seed, amax, rbits)
+    return _quantize_cuda(x, plan, seed, amax, rbits)
 
 
 @_quantize_op.register_fake
-def _(x, recipe, role, overrides, seed, amax, rbits):
-    codes_shape, scales_shape = _grid(recipe, overrides, role, x.shape[0], x.shape[1])
+def _(x, plan, seed, amax, rbits):
+    codes_shape, scales_shape = _grid(plan, x.shape[0], x.shape[1])
     return (x.new_empty(codes_shape, dtype=torch.uint8), x.new_empty(scales_shape, dtype=torch.uint8),
             x.new_empty(4, dtype=torch.float32))
 
 
 @torch.library.custom_op("fp4sim::dequantize", mutates_args=(), device_types="cpu")
-def _dequantize_op(codes: Tensor, scales: Tensor, scalars: Tensor, rows: int, cols: int, recipe: str, role: str,
-                   overrides: str) -> Tensor:
-    q = _native_operand(codes, scales, scalars, rows, cols, recipe, overrides, role)
+def _dequantize_op(codes: Tensor, scales: Tensor, scalars: Tensor, rows: int, cols: int, plan: int) -> Tensor:
+    q = _native_operand(codes, scales, scalars, rows, cols, plan)
     return torch.from_numpy(np.array(_fp4sim.dequantize(q)))
 
 
 @_dequantize_op.register_kernel("cuda")
-def _(codes, scales, scalars, rows, cols, recipe, role, overrides):
+def _(codes, scales, scalars, rows, cols, plan):
     _require_cuda()
     out = torch.empty((rows, cols), dtype=torch.float32, device=codes.device)
     codes, scales, scalars = _aligned(codes), _aligned(scales), scalars.contiguous()
     with torch.cuda.device(codes.device):
-        _fp4sim.cuda_dequantize(codes.data_ptr(), scales.data_ptr(), scalars.data_ptr(), rows, cols, recipe,
-                                _overrides(overrides), role, out.data_ptr(), _stream(out))
+        _fp4sim.cuda_dequantize(plan, codes.data_ptr(), scales.data_ptr(), scalars.data_ptr(), rows, cols,
+                                out.data_ptr(), _stream(out))
     return out
 
 
 @_dequantize_op.register_fake
-def _(codes, scales, scalars, rows, cols, recipe, role, overrides):
+def _(codes, scales, scalars, rows, cols, plan):
     return codes.new_empty((rows, cols), dtype=torch.float32)
 
 
 @torch.library.custom_op("fp4sim::gemm_quantized", mutates_args=(), device_types="cpu")
 def _gemm_quantized_op(a_codes: Tensor, a_scales: Tensor, a_scalars: Tensor, b_codes: Tensor, b_scales: Tensor,
-                       b_scalars: Tensor, k: int, recipe: str, gemm: str, datapath: str, snap: bool, overrides: str,
-                       out_dtype: str, bias: Optional[Tensor] = None) -> Tensor:
+                       b_scalars: Tensor, k: int, plan: int, out_dtype: str, bias: Optional[Tensor] = None) -> Tensor:
     # With a bias: C in binary32, + bias in binary32, then out_dtype (what the GPU's epilogue does).
     m, n = a_codes.shape[0], b_codes.shape[0]
-    qa = _native_operand(a_codes, a_scales, a_scalars, m, k, recipe, overrides, f"{gemm}.a")
-    qb = _native_operand(b_codes, b_scales, b_scalars, n, k, recipe, overrides, f"{gemm}.b")
-    golden_dtype = out_dtype if bias is None else "f32"
-    c = torch.from_numpy(np.array(_fp4sim.gemm_quantized(qa, qb, recipe, _overrides(overrides),
-                                                         _gemm_args(gemm, datapath, snap, golden_dtype))))
+    info = plan_info(plan)
+    qa = _native_operand(a_codes, a_scales, a_scalars, m, k, info["a"])
+    qb = _native_operand(b_codes, b_scales, b_scalars, n, k, info["b"])
+    c = torch.from_numpy(np.array(_fp4sim.plan_gemm_quantized(plan, qa, qb, bias is None and _bf16_out(out_dtype))))
     if bias is not None:
         c = c + _bias(bias, n).cpu()
     return _as_out(c, out_dtype)
@@ -283,42 +318,39 @@ _gemm_quantized_op.register_kernel("cuda")(_gemm_quantized_cuda)
 
 
 @_gemm_quantized_op.register_fake
-def _(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, recipe, gemm, datapath, snap, overrides,
-      out_dtype, bias=None):
+def _(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scalars, k, plan, out_dtype, bias=None):
     dtype = torch.bfloat16 if out_dtype == "bf16" else torch.float32
     return a_codes.new_empty((a_codes.shape[0], b_codes.shape[0]), dtype=dtype)
 
 
 @torch.library.custom_op("fp4sim::gemm", mutates_args=(), device_types="cpu")
-def _gemm_op(a: Tensor, b: Tensor, recipe: str, gemm: str, datapath: str, snap: bool, overrides: str, seed: int,
-             amax_a: Optional[Tensor], amax_b: Optional[Tensor], rbits_a: Optional[Tensor],
-             rbits_b: Optional[Tensor], out_dtype: str) -> Tensor:
+def _gemm_op(a: Tensor, b: Tensor, plan: int, seed: int, amax_a: Optional[Tensor], amax_b: Optional[Tensor],
+             rbits_a: Optional[Tensor], rbits_b: Optional[Tensor], out_dtype: str) -> Tensor:
     # The golden model's whole GEMM in one call (fp4sim.gemm): quantize both operands, multiply, alpha.
     _check_2d(a, "a")
     _check_2d(b, "b")
-    sr_bits = operand_info(recipe, overrides, "activation")["sr_bits"]
-    args = _gemm_args(gemm, datapath, snap, out_dtype)
-    args["amax_ref_a"] = None if amax_a is None else float(amax_a.detach().reshape(-1)[0])
-    args["amax_ref_b"] = None if amax_b is None else float(amax_b.detach().reshape(-1)[0])
-    args["seed"] = seed
-    c = _fp4sim.gemm(_numpy_f32(a), _numpy_f32(b), recipe, _overrides(overrides), args,
-                     _rbits_cpu(rbits_a, sr_bits, "rbits_a"), _rbits_cpu(rbits_b, sr_bits, "rbits_b"))
+    info = plan_info(plan)
+    sr_bits = plan_info(info["a"])["sr_bits"]
+    c = _fp4sim.plan_gemm(plan, _numpy_f32(a), _numpy_f32(b), seed, _amax_ref(amax_a), _amax_ref(amax_b),
+                          _rbits_cpu(rbits_a, sr_bits, "rbits_a"), _rbits_cpu(rbits_b, sr_bits, "rbits_b"),
+                          _bf16_out(out_dtype))
     return _as_out(torch.from_numpy(np.array(c)), out_dtype)
 
 
 @_gemm_op.register_kernel("cuda")
-def _(a, b, recipe, gemm, datapath, snap, overrides, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype):
+def _(a, b, plan, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype):
     _check_2d(a, "a")
     _check_2d(b, "b")
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"gemm: A is {tuple(a.shape)} and B is {tuple(b.shape)}: C = A·Bᵀ needs the same K")
-    qa = _quantize_cuda(a, recipe, f"{gemm}.a", overrides, seed, amax_a, rbits_a)
-    qb = _quantize_cuda(b, recipe, f"{gemm}.b", overrides, seed, amax_b, rbits_b)
-    return _gemm_quantized_cuda(*qa, *qb, a.shape[1], recipe, gemm, datapath, snap, overrides, out_dtype)
+    info = plan_info(plan)
+    qa = _quantize_cuda(a, info["a"], seed, amax_a, rbits_a)
+    qb = _quantize_cuda(b, info["b"], seed, amax_b, rbits_b)
+    return _gemm_quantized_cuda(*qa, *qb, a.shape[1], plan, out_dtype)
 
 
 @_gemm_op.register_fake
-def _(a, b, recipe, gemm, datapath, snap, overrides, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype):
+def _(a, b, plan, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype):
     dtype = torch.bfloat16 if out_dtype == "bf16" else torch.float32
     return a.new_empty((a.shape[0], b.shape[0]), dtype=dtype)
 
@@ -370,14 +402,14 @@ def quantize(x: Tensor, recipe: str, role: str = "activation", *, seed: int = 0,
     amax (a one-element float32 tensor on x's device); None measures the current amax. rbits: caller-supplied
     stochastic-rounding integers, one per element; None draws them from Philox(seed) (docs/random-bits.md)."""
     ov = overrides_text(overrides)
-    codes, scales, scalars = torch.ops.fp4sim.quantize(x, recipe, role, ov, seed, amax, rbits)
+    codes, scales, scalars = torch.ops.fp4sim.quantize(x, quantize_plan(recipe, ov, role), seed, amax, rbits)
     return QuantizedOperand(codes, scales, scalars, (x.shape[0], x.shape[1]), recipe, role, ov)
 
 
 def dequantize(q: QuantizedOperand) -> Tensor:
     """The recipe's reconstruction of every element, float32 [rows, cols]."""
-    return torch.ops.fp4sim.dequantize(q.codes, q.scales, q.scalars, q.shape[0], q.shape[1], q.recipe, q.role,
-                                       q.overrides)
+    return torch.ops.fp4sim.dequantize(q.codes, q.scales, q.scalars, q.shape[0], q.shape[1],
+                                       quantize_plan(q.recipe, q.overrides, q.role))
 
 
 def gemm_quantized(a: QuantizedOperand, b: QuantizedOperand, *, datapath: Optional[str] = None, snap: bool = True,
@@ -392,9 +424,9 @@ def gemm_quantized(a: QuantizedOperand, b: QuantizedOperand, *, datapath: Option
             or a.overrides != b.overrides:
         raise ValueError(f"gemm_quantized: operands must be <gemm>.a and <gemm>.b of one recipe, got "
                          f"{a.recipe}:{a.role} and {b.recipe}:{b.role}")
-    dp = datapath or default_datapath(a.recipe, a.overrides)
+    plan = _gemm_handle(a.recipe, a.overrides, gemm_a, datapath or default_datapath(a.recipe, a.overrides), snap)
     return torch.ops.fp4sim.gemm_quantized(a.codes, a.scales, a.scalars, b.codes, b.scales, b.scalars, a.shape[1],
-                                           a.recipe, gemm_a, dp, snap, a.overrides, out_dtype, bias)
+                                           plan, out_dtype, bias)
 
 
 def gemm(a: Tensor, b: Tensor, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = None,
@@ -404,6 +436,5 @@ def gemm(a: Tensor, b: Tensor, recipe: str, gemm: str = "fprop", *, datapath: Op
     """The whole FP4 GEMM C = A·Bᵀ from float32/bfloat16 A [M, K] and B [N, K]: both quantized under the
     recipe's rules for `gemm` (fprop, dgrad, wgrad), multiplied through `datapath`, times alpha."""
     ov = overrides_text(overrides)
-    dp = datapath or default_datapath(recipe, ov)
-    return torch.ops.fp4sim.gemm(a, b, recipe, gemm, dp, snap, ov, seed, amax_a, amax_b, rbits_a, rbits_b,
-                                 out_dtype)
+    plan = _gemm_handle(recipe, ov, gemm, datapath or default_datapath(recipe, ov), snap)
+    return torch.ops.fp4sim.gemm(a, b, plan, seed, amax_a, amax_b, rbits_a, rbits_b, out_dtype)
