@@ -108,6 +108,9 @@ TEST(ReplayShares, LayerUnitsWithGemmsGiveTheOneProcessBytes) {
   replay::Options o;
   o.datapath = "f64";
   o.steps = std::vector<std::int64_t>{1, 200};
+  // Four of the ten layers (units), each through both steps: 3 shares split them unevenly, 11 leave seven
+  // empty. All ten took 220 of the sanitized stage's CPU-seconds (three replays of 60 GEMMs per recipe).
+  o.layers = "lm_head|layers\\.3\\.";
   expect_replay_shares_equal_one_process(o);
 }
 

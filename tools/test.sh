@@ -2,12 +2,13 @@
 # The whole test suite, from a fresh clone, as CI runs it (.ci/run):
 #  1. set up (tools/setup.sh: Debian packages, the project's virtual environment .venv/), and check that
 #     the system interpreter's packages are the same as before;
-#  2. configure and build everything with g++ in build-setup/, run every ctest label (unit, oracle and
-#     exhaustive: the all-2^32 sweeps and the comparisons with independent references run here, once);
+#  2. configure and build everything with g++ in build-setup/, run every ctest label (unit, oracle, docs
+#     and exhaustive: the all-2^32 sweeps, the comparisons with independent references and the README's
+#     examples run here, once);
 #  3. configure and build again with clang under AddressSanitizer + UndefinedBehaviorSanitizer and
 #     libFuzzer's coverage instrumentation in build-asan/: one tree for the sanitized tests and the fuzzers
-#     (tests/fuzz/), so the library is compiled once for both. Run the unit label (the exhaustive and
-#     oracle labels run once, in step 2: tests/CMakeLists.txt says why); any sanitizer report fails the run;
+#     (tests/fuzz/), so the library is compiled once for both. Run the unit label (the exhaustive,
+#     oracle and docs labels run once, in step 2: tests/CMakeLists.txt says why); any sanitizer report fails the run;
 #  4. fuzz the input parsers (tools/fuzz.sh, docs/fuzzing.md) from that tree, each harness for
 #     $FUZZ_SECONDS (default 60), all at once. Any crash, leak, sanitizer report, hang or oversized
 #     allocation fails the run;
