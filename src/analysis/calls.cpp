@@ -87,7 +87,11 @@ std::size_t slab_bytes(double slab_mib) {
 
 replay::Options replay::Call::resolve() const {
   Options options;
-  options.recipes = recipes_from(recipes);
+  if (recipe_map.empty()) {
+    options.recipes = recipes_from(recipes);
+  } else {
+    options.recipe_maps = parse_recipe_maps(recipe_map);
+  }
   options.datapath = datapath;
   if (!steps.empty()) {
     StepSelection selection = steps_from(steps);

@@ -26,6 +26,8 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fp4sim/core/progress.hpp"
@@ -50,8 +52,28 @@ std::span<const NameRow<HoldRule>> names(HoldRule);
 using GemmEvaluator = std::function<std::vector<double>(const Recipe& recipe, Gemm gemm, const QuantizedTensor& a,
                                                          const QuantizedTensor& b, const std::string& datapath)>;
 
+// A recipe map (docs/replay.md "Recipe maps"): which recipe quantizes a layer at a step, first matching
+// rule first. A map is one policy of a run; the entries it takes are labelled with its `name`.
+struct MapRule {
+  std::string text;     // the rule as written: "lm_head@100-200=bf16"
+  std::string pattern;  // ECMAScript regex searched in the layer name, as Options::layers; "" = every layer
+  std::optional<std::pair<std::int64_t, std::int64_t>> steps;  // inclusive; none = every step
+  std::optional<Recipe> recipe;  // none: bf16, the layer's tensors rounded RNE to BF16 and not block-scaled
+};
+struct RecipeMap {
+  std::string name;  // the map's text
+  std::vector<MapRule> rules;
+};
+// "lm_head=bf16,.*=nvfp4; .*=nvfp4": maps separated by ';', rules by ',' (outside (), [] and {}), each
+// rule PATTERN[@A-B|@A|@A-]=RECIPE with RECIPE a preset or bf16 and PATTERN `*` for every layer.
+// UsageError naming {recipe_map} and the rule.
+std::vector<RecipeMap> parse_recipe_maps(std::string_view text);
+
 struct Options {
-  std::vector<Recipe> recipes;                 // default: ue5m3, nvfp4, mxfp4
+  std::vector<Recipe> recipes;                 // default: ue5m3, nvfp4, mxfp4 (with recipe_maps: none)
+  // Policies per layer and step: every recipe they name (and bf16) is replayed and each map takes, per
+  // step and layer, the entries of its first matching rule (docs/replay.md "Recipe maps").
+  std::vector<RecipeMap> recipe_maps;
   // GEMM datapath of the `gemms` entries: "recipe" = each recipe's default (gemm.hpp: probe-matched for
   // ue5m3*, fp32-seq for nvfp4*/mxfp4), "f64" = the dequantized operands multiplied in float64 (fast, no
   // hardware model), or any datapath preset name.
@@ -91,7 +113,8 @@ struct TensorEntry {
   std::string layer, tensor;  // tensor: the dataset name ("x", "w", "dy")
   Role role = Role::activation;
   Gemm view = Gemm::fprop;    // the GEMM whose orientation rules quantized it (fprop or dgrad)
-  std::string recipe;
+  std::string recipe;         // a preset, or "bf16" (recipe maps)
+  std::string policy;         // the recipe map that took it ("" without maps)
   std::size_t rows = 0, cols = 0;
   int block_rows = 1, block_cols = 16;
   std::string element_format, scale_format, rounding, tensor_scale;
@@ -124,6 +147,7 @@ struct GemmEntry {
   std::string layer;
   Gemm gemm = Gemm::fprop;
   std::string recipe, datapath;
+  std::string policy;  // as TensorEntry::policy
   std::size_t m = 0, n = 0, k = 0;
   stats::Figure rel_fro_err;
   double max_abs_err = 0.0;
@@ -137,6 +161,7 @@ struct Result {
   trace::TraceInfo trace;
   std::vector<std::string> recipe_names;
   std::vector<std::string> recipe_sources;
+  std::vector<std::string> policies;  // the recipe maps' names, in order (none without maps)
   std::string datapath, datapath_note;
   HoldRule hold = HoldRule::window;
   std::uint64_t seed = 0;
@@ -182,7 +207,7 @@ void write_csv(const Result& r, Records records, std::ostream& os);
 void write_tensors_csv(const std::vector<TensorEntry>& entries, std::ostream& os);
 // HDF5: /tensors, /gemms, /headroom groups of column datasets (one row per entry) plus histograms.
 void write_h5(const Result& r, const std::filesystem::path& path);
-// The terminal summary: per recipe overall figures, best recipe per tensor role, worst layers,
+// The terminal summary (per policy where recipe maps were given, else per recipe): overall figures, best recipe per tensor role, worst layers,
 // GEMM errors, headroom.
 std::string summary(const Result& r);
 
