@@ -56,10 +56,11 @@ std::tuple<std::string, std::string> sweep_py(const sweep::Call& call) {
 void register_analysis_ops(nb::module_& m) {
   m.def(
       "replay",
-      [](const std::string& trace, std::string recipes, std::string datapath, std::string steps, std::string layers,
-         std::uint64_t seed, std::string hold, bool gemms, int period, double slab_mib) {
+      [](const std::string& trace, std::string recipes, std::optional<std::string> recipe_map, std::string datapath, std::string steps,
+         std::string layers, std::uint64_t seed, std::string hold, bool gemms, int period, double slab_mib) {
         replay::Call call;
         call.recipes = std::move(recipes);
+        call.recipe_map = std::move(recipe_map);
         call.datapath = std::move(datapath);
         call.steps = std::move(steps);
         call.layers = std::move(layers);
@@ -70,7 +71,7 @@ void register_analysis_ops(nb::module_& m) {
         call.slab_mib = slab_mib;
         return replay_py(trace, call);
       },
-      "trace"_a, "recipes"_a, "datapath"_a, "steps"_a, "layers"_a, "seed"_a, "hold"_a, "gemms"_a, "period"_a,
+      "trace"_a, "recipes"_a, "recipe_map"_a, "datapath"_a, "steps"_a, "layers"_a, "seed"_a, "hold"_a, "gemms"_a, "period"_a,
       "slab_mib"_a);
   m.def(
       "sweep",

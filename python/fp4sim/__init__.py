@@ -645,13 +645,17 @@ def stats(x, q: Quantized, *, reference=None, chunk_multiple: Optional[int] = No
     return _json.loads(_fp4sim.stats(q._native, a, ref, chunk_multiple))
 
 
-def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", steps=None, layers: str = "",
+def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", steps=None, layers: str = "",
            seed: int = 0, hold: str = "window", gemms: bool = True, period: int = 50,
            slab_mib: float = 256) -> AnalysisReport:
     """Replays a tensor trace (docs/trace-format.md) through block-scaled recipes: ``fp4sim replay TRACE``
     with its options as keywords (docs/cli.md). ``recipes``, ``steps``: a list or the CLI's comma-separated
     text (``steps="100-200"`` selects the captured steps in a range); ``layers``: a regular expression
     searched in layer names; ``gemms=False`` is ``--no-gemms``. Returns an :class:`AnalysisReport`.
+    ``recipes`` defaults to ``"ue5m3,nvfp4,mxfp4"``. ``recipe_map`` (instead of ``recipes``): policies per
+    layer and step, ``--recipe-map``'s text or a list of maps, each ``"PATTERN[@STEPS]=RECIPE,..."`` (first
+    matching rule wins; ``bf16``: not quantized; docs/replay.md "Recipe maps"); every entry then names its
+    ``policy``.
 
     A missing file raises FileNotFoundError; a file that is not a trace, DataError; an unknown recipe,
     step or option value, UsageError listing the valid ones (both ValueError).
@@ -663,7 +667,11 @@ def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", step
     (['dgrad', 'fprop', 'wgrad'], 3)
     """
     native = _analysis()
-    json_text, summary = native.replay(_trace_file(trace), _names(recipes, "recipes"), datapath,
+    if recipes is not None and recipe_map is not None:
+        raise UsageError("give recipes or recipe_map, not both")
+    maps = None if recipe_map is None else recipe_map if isinstance(recipe_map, str) else "; ".join(recipe_map)
+    json_text, summary = native.replay(_trace_file(trace), _names("ue5m3,nvfp4,mxfp4" if recipes is None else recipes,
+                                                                  "recipes"), maps, datapath,
                                        _steps(steps), layers, seed, hold,
                                        gemms, period, slab_mib)
     return AnalysisReport(json_text, summary)

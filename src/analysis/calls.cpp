@@ -87,10 +87,10 @@ std::size_t slab_bytes(double slab_mib) {
 
 replay::Options replay::Call::resolve() const {
   Options options;
-  if (recipe_map.empty()) {
-    options.recipes = recipes_from(recipes);
+  if (recipe_map) {
+    options.recipe_maps = parse_recipe_maps(*recipe_map);
   } else {
-    options.recipe_maps = parse_recipe_maps(recipe_map);
+    options.recipes = recipes_from(recipes);
   }
   options.datapath = datapath;
   if (!steps.empty()) {
