@@ -519,6 +519,26 @@ def test_replay_is_the_clis_json(tmp_path):
                     assert text == value, column
 
 
+@needs_cli
+@needs_analyses
+def test_replay_recipe_map_is_the_clis(tmp_path):
+    maps = ["lm_head=bf16,*=nvfp4", "*=nvfp4"]
+    cli("replay", TRACE, "--recipe-map", "; ".join(maps), "--steps", "1", "--layers", "lm_head|layers.0.mlp.down",
+        "--no-gemms", "--json", tmp_path / "r.json", "-q")
+    theirs = json.load(open(tmp_path / "r.json"))
+    ours = fp4sim.replay(TRACE, recipe_map=maps, steps=1, layers="lm_head|layers.0.mlp.down", gemms=False)
+    theirs["trace"]["path"] = ours["trace"]["path"]
+    assert _without_run_time(ours) == _without_run_time(theirs)
+    assert ours["policies"] == maps and "Per policy" in str(ours)
+    taken = [(e["layer"], e["tensor"], e["policy"], e["recipe"]) for e in ours["tensors"]]
+    assert ("lm_head", "x", maps[0], "bf16") in taken and ("lm_head", "x", maps[1], "nvfp4") in taken
+    assert ("model.layers.0.mlp.down_proj", "x", maps[0], "nvfp4") in taken and len(taken) == 2 * 2 * 3
+    with pytest.raises(fp4sim.UsageError, match="recipes or recipe_map"):
+        fp4sim.replay(TRACE, "nvfp4", recipe_map="*=nvfp4")
+    with pytest.raises(fp4sim.UsageError, match="recipe_map.*no rule for layer"):
+        fp4sim.replay(TRACE, recipe_map="lm_head=bf16", gemms=False)
+
+
 @needs_analyses
 def test_replay_records_are_rows_of_scalars():
     r = fp4sim.replay(TRACE, "nvfp4", steps="1", layers="lm_head", gemms=False)
