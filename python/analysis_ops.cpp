@@ -78,7 +78,7 @@ void register_analysis_ops(nb::module_& m) {
       [](std::string trace, std::string synthetic, std::size_t rows, std::size_t cols, std::string role,
          std::string element_formats, std::string scale_formats, std::string blocks, std::string tensor_scales,
          std::string roundings, std::string rhos, std::string base, std::string steps, std::string layers,
-         std::string hold, std::uint64_t seed, double slab_mib) {
+         std::optional<std::string> recipe_map, std::string hold, std::uint64_t seed, double slab_mib) {
         sweep::Call call;
         call.trace = std::move(trace);
         call.synthetic = std::move(synthetic);
@@ -94,13 +94,14 @@ void register_analysis_ops(nb::module_& m) {
         call.base = std::move(base);
         call.steps = std::move(steps);
         call.layers = std::move(layers);
+        call.recipe_map = std::move(recipe_map);
         call.hold = std::move(hold);
         call.seed = seed;
         call.slab_mib = slab_mib;
         return sweep_py(call);
       },
       "trace"_a, "synthetic"_a, "rows"_a, "cols"_a, "role"_a, "element_formats"_a, "scale_formats"_a, "blocks"_a,
-      "tensor_scales"_a, "roundings"_a, "rhos"_a, "base"_a, "steps"_a, "layers"_a, "hold"_a, "seed"_a, "slab_mib"_a);
+      "tensor_scales"_a, "roundings"_a, "rhos"_a, "base"_a, "steps"_a, "layers"_a, "recipe_map"_a, "hold"_a, "seed"_a, "slab_mib"_a);
 }
 
 }  // namespace fp4sim::python

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/replay.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/trace.hpp"
@@ -242,6 +243,48 @@ TEST(RecipeMap, UnmatchedLayersAndUnusedRulesAreUsageErrors) {
   Options both = map_options("*=nvfp4");
   both.recipes = {*fp4sim::find_recipe("nvfp4")};
   EXPECT_THROW(fp4sim::replay::run(small_trace(), both), UsageError);
+}
+
+// A sweep's map: its `grid` rules take each grid point, one policy per grid point named by it.
+TEST(RecipeMap, SweepGridRulesTakeEachGridPoint) {
+  fp4sim::sweep::Call call;
+  call.trace = small_trace().string();
+  call.scale_formats = "ue4m3,e8m0";
+  call.blocks = "16";
+  call.tensor_scales = "none";
+  call.recipe_map = "head=bf16,*=grid";
+  const auto mapped = fp4sim::sweep::run(call.resolve());
+  call.recipe_map.reset();
+  const auto plain = fp4sim::sweep::run(call.resolve());
+  ASSERT_EQ(mapped.configs, plain.configs);
+  ASSERT_EQ(mapped.configs.size(), 2u);
+  ASSERT_EQ(mapped.tensors.size(), plain.tensors.size());
+  std::size_t bf16 = 0;
+  for (std::size_t i = 0; i < mapped.tensors.size(); ++i) {
+    const auto &m = mapped.tensors[i], &p = plain.tensors[i];
+    EXPECT_EQ(m.policy, p.recipe) << i;
+    if (m.layer == "head") {
+      EXPECT_EQ(m.recipe, "bf16");
+      ++bf16;
+      continue;
+    }
+    EXPECT_EQ(m.recipe, p.recipe);
+    EXPECT_EQ(m.stats.error.sum_sq_err, p.stats.error.sum_sq_err) << m.layer << " " << m.tensor;
+  }
+  EXPECT_EQ(bf16, 2u * 3 * 2);  // steps x tensors x grid points
+  EXPECT_NE(fp4sim::sweep::summary(mapped).find("recipe map head=bf16,*=grid"), std::string::npos);
+  for (const std::string bad : {"*=nvfp4", "*=grid;*=grid,head=bf16"}) {
+    call.recipe_map = bad;
+    EXPECT_THROW(call.resolve(), UsageError) << bad;
+  }
+  call.trace.clear();
+  call.recipe_map = "*=grid";
+  EXPECT_THROW(call.resolve(), UsageError);
+  // replay refuses `grid`: as text, and as a rule built for a sweep
+  EXPECT_NE(usage_error("*=grid").find("unknown recipe 'grid'"), std::string::npos);
+  Options o;
+  o.recipe_maps = parse_recipe_maps("*=grid", true);
+  EXPECT_THROW(fp4sim::replay::run(small_trace(), o), UsageError);
 }
 
 // The done-when: the shipped trace with its last layers in BF16 beside all-FP4, reported per policy.

@@ -680,13 +680,14 @@ def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", st
 def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,normal+outliers:0.001:100",
           rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
           scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",
-          rho="1", base: str = "ue5m3", steps=None, layers: str = "", hold: str = "window", seed: int = 0,
-          slab_mib: float = 256) -> AnalysisReport:
+          rho="1", base: str = "ue5m3", steps=None, layers: str = "", recipe_map=None, hold: str = "window",
+          seed: int = 0, slab_mib: float = 256) -> AnalysisReport:
     """A grid of element format x scale format x block size x tensor-scale policy x rounding over a trace's
     tensors or, without ``trace``, over seeded synthetic distributions: ``fp4sim sweep`` with its options as
     keywords (each list a Python list or the CLI's comma-separated text). Returns an
     :class:`AnalysisReport` whose ``tensors`` hold one entry per (input, configuration), ``recipe`` naming
-    the configuration; ``skipped`` lists the grid points that are not valid recipes.
+    the configuration; ``skipped`` lists the grid points that are not valid recipes. ``recipe_map`` (trace
+    only): one map as :func:`replay` takes, whose ``grid`` rules take each grid point (``"lm_head=bf16,*=grid"``).
 
     >>> r = fp4sim.sweep(synthetic=["normal", "laplace"], rows=16, cols=256, blocks=[16, 32],
     ...                  scale_formats="ue4m3", tensor_scales="none")
@@ -700,5 +701,5 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
         "" if trace is None else _trace_file(trace), _names(synthetic, "synthetic"), rows, cols, role,
         _names(element_formats, "element_formats"), _names(scale_formats, "scale_formats"), _names(blocks, "blocks"),
         _names(tensor_scales, "tensor_scales"), _names(roundings, "roundings"), _names(rho, "rho"), base,
-        _steps(steps), layers, hold, seed, slab_mib)
+        _steps(steps), layers, recipe_map, hold, seed, slab_mib)
     return AnalysisReport(json_text, summary)

@@ -53,7 +53,7 @@ std::optional<std::int64_t> step_number(std::string_view s) {
   return v;
 }
 
-MapRule parse_rule(std::string_view text) {
+MapRule parse_rule(std::string_view text, bool grid) {
   const std::string rule(text);
   auto fail = [&](const std::string& why) -> MapRule {
     throw UsageError("{recipe_map}: rule '" + rule + "': " + why);
@@ -63,9 +63,13 @@ MapRule parse_rule(std::string_view text) {
   MapRule r;
   r.text = rule;
   const std::string name(trimmed(text.substr(equals + 1)));
-  if (name != detail::kBf16) {
+  if (grid && name == "grid") {
+    r.grid = true;
+  } else if (name != detail::kBf16) {
     const Recipe* recipe = find_recipe(name);
-    if (!recipe) return fail("unknown recipe '" + name + "' (known: bf16, " + recipe_names() + ")");
+    if (!recipe) {
+      return fail("unknown recipe '" + name + "' (known: " + (grid ? "grid, " : "") + "bf16, " + recipe_names() + ")");
+    }
     r.recipe = *recipe;
   }
   std::string_view pattern = trimmed(text.substr(0, equals));
@@ -91,7 +95,7 @@ MapRule parse_rule(std::string_view text) {
 
 }  // namespace
 
-std::vector<RecipeMap> parse_recipe_maps(std::string_view text) {
+std::vector<RecipeMap> parse_recipe_maps(std::string_view text, bool grid) {
   std::vector<RecipeMap> maps;
   for (std::string_view part : split_outside_brackets(text, ';')) {
     part = trimmed(part);
@@ -100,7 +104,7 @@ std::vector<RecipeMap> parse_recipe_maps(std::string_view text) {
     m.name = std::string(part);
     for (std::string_view rule : split_outside_brackets(part, ',')) {
       rule = trimmed(rule);
-      if (!rule.empty()) m.rules.push_back(parse_rule(rule));
+      if (!rule.empty()) m.rules.push_back(parse_rule(rule, grid));
     }
     for (const RecipeMap& other : maps) {
       if (other.name == m.name) throw UsageError("{recipe_map}: map '" + m.name + "' is given twice");
@@ -117,6 +121,7 @@ MapColumns map_columns(std::span<const RecipeMap> maps) {
   MapColumns c;
   for (const RecipeMap& m : maps) {
     for (const MapRule& r : m.rules) {
+      if (r.grid) throw UsageError("{recipe_map}: rule '" + r.text + "': `grid` is a sweep's grid point");
       if (!r.recipe) {
         c.bf16 = true;
       } else if (std::none_of(c.recipes.begin(), c.recipes.end(),

@@ -39,6 +39,7 @@ struct Call {
   std::string tensor_scales = "none,current", roundings = "rne", rhos = "1";
   std::string base = "ue5m3";
   std::string steps, layers, hold = "window";
+  std::optional<std::string> recipe_map;  // trace only: one map with `grid` rules (parse_recipe_maps)
   std::uint64_t seed = 0;
   double slab_mib = 256;  // stream trace tensors larger than this in row slabs
 

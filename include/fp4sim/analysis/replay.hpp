@@ -59,6 +59,7 @@ struct MapRule {
   std::string pattern;  // ECMAScript regex searched in the layer name, as Options::layers; "" = every layer
   std::optional<std::pair<std::int64_t, std::int64_t>> steps;  // inclusive; none = every step
   std::optional<Recipe> recipe;  // none: bf16, the layer's tensors rounded RNE to BF16 and not block-scaled
+  bool grid = false;             // sweep's `grid`: each grid point in turn (replay refuses it)
 };
 struct RecipeMap {
   std::string name;  // the map's text
@@ -66,8 +67,8 @@ struct RecipeMap {
 };
 // "lm_head=bf16,.*=nvfp4; .*=nvfp4": maps separated by ';', rules by ',' (outside (), [] and {}), each
 // rule PATTERN[@A-B|@A|@A-]=RECIPE with RECIPE a preset or bf16 and PATTERN `*` for every layer.
-// UsageError naming {recipe_map} and the rule.
-std::vector<RecipeMap> parse_recipe_maps(std::string_view text);
+// RECIPE may also be `grid` where `grid` is true (sweep). UsageError naming {recipe_map} and the rule.
+std::vector<RecipeMap> parse_recipe_maps(std::string_view text, bool grid = false);
 
 struct Options {
   std::vector<Recipe> recipes;                 // default: ue5m3, nvfp4, mxfp4 (with recipe_maps: none)
