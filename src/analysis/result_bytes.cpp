@@ -2,6 +2,7 @@
 
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/array.hpp>
+#include <cereal/types/map.hpp>
 #include <cereal/types/optional.hpp>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
@@ -64,8 +65,12 @@ void serialize(Archive& a, BlockAccumulator& b) {
   flat(a, b);
 }
 template <class Archive>
+void serialize(Archive& a, AmaxBinSums& b) {
+  flat(a, b);
+}
+template <class Archive>
 void serialize(Archive& a, TensorStats& s) {
-  a(s.error, s.blocks, s.counts);
+  a(s.error, s.blocks, s.counts, s.amax_bins.bins);
 }
 template <class Archive>
 void serialize(Archive& a, HeadroomCounts& h) {
