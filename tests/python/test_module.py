@@ -544,9 +544,14 @@ def test_replay_records_are_rows_of_scalars():
     r = fp4sim.replay(TRACE, "nvfp4", steps="1", layers="lm_head", gemms=False)
     assert r["gemms"] == [] and len(r["tensors"]) == 3
     for entry in r["tensors"]:
-        # What pandas.DataFrame(r["tensors"]) makes one row of: scalars, and the nested block statistics.
-        assert all(isinstance(v, (int, float, str, bool, type(None))) for k, v in entry.items() if k != "block_stats")
+        # What pandas.DataFrame(r["tensors"]) makes one row of: scalars, the nested block statistics, and the
+        # decomposition per block-amax decile (pandas.json_normalize(r["tensors"], "amax_deciles", [...])).
+        nested = ("block_stats", "amax_deciles")
+        assert all(isinstance(v, (int, float, str, bool, type(None))) for k, v in entry.items() if k not in nested)
         assert isinstance(entry["block_stats"], dict)
+        assert [d["decile"] for d in entry["amax_deciles"]] == list(range(10))
+        assert all(isinstance(v, (int, float, type(None))) for d in entry["amax_deciles"] for k, v in d.items()
+                   if not k.endswith("_note"))
     assert [e["tensor"] for e in r["tensors"]] == ["x", "w", "dy"]
 
 
