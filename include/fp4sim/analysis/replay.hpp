@@ -7,6 +7,8 @@
 // operands_for(recipe, gemm) and the product is compared with the float64 product of the unquantized
 // operands (a `gemms` entry). Periodic tensor scaling is carried across the captured steps with a
 // hold rule; `headroom` entries report Proposition 1's quantities (docs/semantics.md P2) per scale format.
+// With recipe maps (policies per layer and step) each map takes, per step and layer, the entries of the
+// recipe (or bf16: not quantized) its first matching rule names, labelled with the map.
 //
 // Memory follows max_slab_bytes everywhere: a tensor larger than it is streamed in row slabs (two
 // passes: amax, then quantization), so the per-tensor statistics hold one slab at a time; a GEMM entry
