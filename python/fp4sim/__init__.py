@@ -665,6 +665,10 @@ def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", st
     [('nvfp4', 'x', 22.46), ('mxfp4', 'x', 16.12), ('nvfp4', 'w', 19.06)]
     >>> sorted({e["gemm"] for e in r["gemms"]}), len(r["headroom"])
     (['dgrad', 'fprop', 'wgrad'], 3)
+    >>> m = fp4sim.replay("traces/trace_a.h5", recipe_map=["lm_head=bf16,*=nvfp4", "*=nvfp4"], steps=[1],
+    ...                   layers="lm_head|layers.0.mlp.down", gemms=False)
+    >>> sorted({(e["policy"][:7], e["layer"][-9:], e["recipe"]) for e in m["tensors"]})
+    [('*=nvfp4', 'down_proj', 'nvfp4'), ('*=nvfp4', 'lm_head', 'nvfp4'), ('lm_head', 'down_proj', 'nvfp4'), ('lm_head', 'lm_head', 'bf16')]
     """
     native = _analysis()
     if recipes is not None and recipe_map is not None:
