@@ -12,8 +12,8 @@
 
 namespace fp4sim::replay::detail {
 
-// --layers (and a recipe map's patterns): an ECMAScript regular expression searched in each layer name. A trace's names are data of
-// any length, so the match must not recurse once per character (std::regex's default depth-first
+// --layers (and a recipe map's patterns): an ECMAScript regular expression searched in each layer
+// name. A trace's names are data of any length, so the match must not recurse once per character (std::regex's default depth-first
 // executor overflows the stack on a 60,000-character name): libstdc++'s breadth-first executor
 // (__polynomial) keeps one set of states per character, and the search is one anchored match of
 // "anything, the pattern, anything", one pass over the name instead of a pass from every position.

@@ -210,8 +210,8 @@ void write_csv(const Result& r, Records records, std::ostream& os);
 void write_tensors_csv(const std::vector<TensorEntry>& entries, std::ostream& os);
 // HDF5: /tensors, /gemms, /headroom groups of column datasets (one row per entry) plus histograms.
 void write_h5(const Result& r, const std::filesystem::path& path);
-// The terminal summary (per policy where recipe maps were given, else per recipe): overall figures, best recipe per tensor role, worst layers,
-// GEMM errors, headroom.
+// The terminal summary, per policy where recipe maps were given, else per recipe: overall figures, the
+// best per tensor role, worst layers, GEMM errors, headroom.
 std::string summary(const Result& r);
 
 }  // namespace fp4sim::replay
