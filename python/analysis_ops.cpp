@@ -56,10 +56,11 @@ std::tuple<std::string, std::string> sweep_py(const sweep::Call& call) {
 void register_analysis_ops(nb::module_& m) {
   m.def(
       "replay",
-      [](const std::string& trace, std::string recipes, std::string datapath, std::string steps, std::string layers,
-         std::uint64_t seed, std::string hold, bool gemms, int period, double slab_mib) {
+      [](const std::string& trace, std::string recipes, std::optional<std::string> recipe_map, std::string datapath, std::string steps,
+         std::string layers, std::uint64_t seed, std::string hold, bool gemms, int period, double slab_mib) {
         replay::Call call;
         call.recipes = std::move(recipes);
+        call.recipe_map = std::move(recipe_map);
         call.datapath = std::move(datapath);
         call.steps = std::move(steps);
         call.layers = std::move(layers);
@@ -70,14 +71,14 @@ void register_analysis_ops(nb::module_& m) {
         call.slab_mib = slab_mib;
         return replay_py(trace, call);
       },
-      "trace"_a, "recipes"_a, "datapath"_a, "steps"_a, "layers"_a, "seed"_a, "hold"_a, "gemms"_a, "period"_a,
+      "trace"_a, "recipes"_a, "recipe_map"_a, "datapath"_a, "steps"_a, "layers"_a, "seed"_a, "hold"_a, "gemms"_a, "period"_a,
       "slab_mib"_a);
   m.def(
       "sweep",
       [](std::string trace, std::string synthetic, std::size_t rows, std::size_t cols, std::string role,
          std::string element_formats, std::string scale_formats, std::string blocks, std::string tensor_scales,
          std::string roundings, std::string rhos, std::string base, std::string steps, std::string layers,
-         std::string hold, std::uint64_t seed, double slab_mib) {
+         std::optional<std::string> recipe_map, std::string hold, std::uint64_t seed, double slab_mib) {
         sweep::Call call;
         call.trace = std::move(trace);
         call.synthetic = std::move(synthetic);
@@ -93,13 +94,14 @@ void register_analysis_ops(nb::module_& m) {
         call.base = std::move(base);
         call.steps = std::move(steps);
         call.layers = std::move(layers);
+        call.recipe_map = std::move(recipe_map);
         call.hold = std::move(hold);
         call.seed = seed;
         call.slab_mib = slab_mib;
         return sweep_py(call);
       },
       "trace"_a, "synthetic"_a, "rows"_a, "cols"_a, "role"_a, "element_formats"_a, "scale_formats"_a, "blocks"_a,
-      "tensor_scales"_a, "roundings"_a, "rhos"_a, "base"_a, "steps"_a, "layers"_a, "hold"_a, "seed"_a, "slab_mib"_a);
+      "tensor_scales"_a, "roundings"_a, "rhos"_a, "base"_a, "steps"_a, "layers"_a, "recipe_map"_a, "hold"_a, "seed"_a, "slab_mib"_a);
 }
 
 }  // namespace fp4sim::python

@@ -24,7 +24,8 @@ TEST(Render, SpellsKeysAsFlagsAndKeywords) {
 }
 
 TEST(Render, LeavesOtherBracesAlone) {
-  for (const std::string text : {"{\"a\": 1}", "{Key}", "{a-b}", "{x=maybe}", "{}", "{", "}{", "a {b"}) {
+  for (const std::string text : {"{\"a\": 1}", "{Key}", "{a-b}", "{x=maybe}", "{}", "{", "}{", "a {b",
+                                 "layers\\.[0-9]{2}\\.=bf16", "{1,3}"}) {
     EXPECT_EQ(front::render(text, Spelling::cli), text);
     EXPECT_EQ(front::render(text, Spelling::python), text);
   }

@@ -123,6 +123,16 @@ TEST(ReplayShares, TensorUnitsWithoutGemmsAndHeldAmaxesGiveTheOneProcessBytes) {
   expect_replay_shares_equal_one_process(o);
 }
 
+// Recipe maps: every share resolves the maps over the whole selection and labels its own entries.
+TEST(ReplayShares, RecipeMapsGiveTheOneProcessBytes) {
+  replay::Options o;
+  o.datapath = "f64";
+  o.steps = std::vector<std::int64_t>{200};
+  o.layers = "layers\\.[05]\\.self_attn\\.q_proj|lm_head";  // three layers: the test's cost is the GEMMs'
+  o.recipe_maps = replay::parse_recipe_maps("*=nvfp4; layers\\.5\\.=bf16,lm_head=bf16,*=mxfp4");
+  expect_replay_shares_equal_one_process(o);
+}
+
 TEST(ReplayShares, AShareStartsItsOwnItemsInOrder) {
   replay::Options o;
   o.gemms = false;

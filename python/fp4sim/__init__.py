@@ -645,13 +645,17 @@ def stats(x, q: Quantized, *, reference=None, chunk_multiple: Optional[int] = No
     return _json.loads(_fp4sim.stats(q._native, a, ref, chunk_multiple))
 
 
-def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", steps=None, layers: str = "",
+def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", steps=None, layers: str = "",
            seed: int = 0, hold: str = "window", gemms: bool = True, period: int = 50,
            slab_mib: float = 256) -> AnalysisReport:
     """Replays a tensor trace (docs/trace-format.md) through block-scaled recipes: ``fp4sim replay TRACE``
     with its options as keywords (docs/cli.md). ``recipes``, ``steps``: a list or the CLI's comma-separated
     text (``steps="100-200"`` selects the captured steps in a range); ``layers``: a regular expression
     searched in layer names; ``gemms=False`` is ``--no-gemms``. Returns an :class:`AnalysisReport`.
+    ``recipes`` defaults to ``"ue5m3,nvfp4,mxfp4"``. ``recipe_map`` (instead of ``recipes``): policies per
+    layer and step, ``--recipe-map``'s text or a list of maps, each ``"PATTERN[@STEPS]=RECIPE,..."`` (first
+    matching rule wins; ``bf16``: not quantized; docs/replay.md "Recipe maps"); every entry then names its
+    ``policy``.
 
     A missing file raises FileNotFoundError; a file that is not a trace, DataError; an unknown recipe,
     step or option value, UsageError listing the valid ones (both ValueError).
@@ -661,9 +665,17 @@ def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", step
     [('nvfp4', 'x', 22.46), ('mxfp4', 'x', 16.12), ('nvfp4', 'w', 19.06)]
     >>> sorted({e["gemm"] for e in r["gemms"]}), len(r["headroom"])
     (['dgrad', 'fprop', 'wgrad'], 3)
+    >>> m = fp4sim.replay("traces/trace_a.h5", recipe_map=["lm_head=bf16,*=nvfp4", "*=nvfp4"], steps=[1],
+    ...                   layers="lm_head|layers.0.mlp.down", gemms=False)
+    >>> sorted({(e["policy"][:7], e["layer"][-9:], e["recipe"]) for e in m["tensors"]})
+    [('*=nvfp4', 'down_proj', 'nvfp4'), ('*=nvfp4', 'lm_head', 'nvfp4'), ('lm_head', 'down_proj', 'nvfp4'), ('lm_head', 'lm_head', 'bf16')]
     """
     native = _analysis()
-    json_text, summary = native.replay(_trace_file(trace), _names(recipes, "recipes"), datapath,
+    if recipes is not None and recipe_map is not None:
+        raise UsageError("give recipes or recipe_map, not both")
+    maps = None if recipe_map is None else recipe_map if isinstance(recipe_map, str) else "; ".join(recipe_map)
+    json_text, summary = native.replay(_trace_file(trace), _names("ue5m3,nvfp4,mxfp4" if recipes is None else recipes,
+                                                                  "recipes"), maps, datapath,
                                        _steps(steps), layers, seed, hold,
                                        gemms, period, slab_mib)
     return AnalysisReport(json_text, summary)
@@ -672,13 +684,14 @@ def replay(trace, recipes="ue5m3,nvfp4,mxfp4", *, datapath: str = "recipe", step
 def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,normal+outliers:0.001:100",
           rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
           scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",
-          rho="1", base: str = "ue5m3", steps=None, layers: str = "", hold: str = "window", seed: int = 0,
-          slab_mib: float = 256) -> AnalysisReport:
+          rho="1", base: str = "ue5m3", steps=None, layers: str = "", recipe_map=None, hold: str = "window",
+          seed: int = 0, slab_mib: float = 256) -> AnalysisReport:
     """A grid of element format x scale format x block size x tensor-scale policy x rounding over a trace's
     tensors or, without ``trace``, over seeded synthetic distributions: ``fp4sim sweep`` with its options as
     keywords (each list a Python list or the CLI's comma-separated text). Returns an
     :class:`AnalysisReport` whose ``tensors`` hold one entry per (input, configuration), ``recipe`` naming
-    the configuration; ``skipped`` lists the grid points that are not valid recipes.
+    the configuration; ``skipped`` lists the grid points that are not valid recipes. ``recipe_map`` (trace
+    only): one map as :func:`replay` takes, whose ``grid`` rules take each grid point (``"lm_head=bf16,*=grid"``).
 
     >>> r = fp4sim.sweep(synthetic=["normal", "laplace"], rows=16, cols=256, blocks=[16, 32],
     ...                  scale_formats="ue4m3", tensor_scales="none")
@@ -692,5 +705,5 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
         "" if trace is None else _trace_file(trace), _names(synthetic, "synthetic"), rows, cols, role,
         _names(element_formats, "element_formats"), _names(scale_formats, "scale_formats"), _names(blocks, "blocks"),
         _names(tensor_scales, "tensor_scales"), _names(roundings, "roundings"), _names(rho, "rho"), base,
-        _steps(steps), layers, hold, seed, slab_mib)
+        _steps(steps), layers, recipe_map, hold, seed, slab_mib)
     return AnalysisReport(json_text, summary)

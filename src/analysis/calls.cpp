@@ -1,5 +1,6 @@
 #include "fp4sim/analysis/calls.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <cmath>
@@ -87,7 +88,11 @@ std::size_t slab_bytes(double slab_mib) {
 
 replay::Options replay::Call::resolve() const {
   Options options;
-  options.recipes = recipes_from(recipes);
+  if (recipe_map) {
+    options.recipe_maps = parse_recipe_maps(*recipe_map);
+  } else {
+    options.recipes = recipes_from(recipes);
+  }
   options.datapath = datapath;
   if (!steps.empty()) {
     StepSelection selection = steps_from(steps);
@@ -151,6 +156,16 @@ sweep::Options sweep::Call::resolve() const {
     }
     s.layers = layers;
     s.hold = parse_name_or_throw<replay::HoldRule>(hold, "{hold}");
+    if (recipe_map) {
+      std::vector<replay::RecipeMap> maps = replay::parse_recipe_maps(*recipe_map, true);
+      if (maps.size() != 1) throw UsageError("{recipe_map}: a sweep takes one map (its `grid` rules take each grid point)");
+      if (std::none_of(maps[0].rules.begin(), maps[0].rules.end(), [](const auto& r) { return r.grid; })) {
+        throw UsageError("{recipe_map}: a sweep's map needs a rule PATTERN=grid (the grid point)");
+      }
+      s.recipe_map = std::move(maps[0]);
+    }
+  } else if (recipe_map) {
+    throw UsageError("{recipe_map} needs a trace");
   } else {
     for (const auto& d : split_list(synthetic)) {
       const auto dist = parse_distribution(d);

@@ -21,31 +21,10 @@
 #include "fp4sim/core/random.hpp"
 #include "fp4sim/core/tensor_scale.hpp"
 #include "replay_hold.hpp"
+#include "replay_policy.hpp"
 #include "replay_select.hpp"
 
 namespace fp4sim::replay {
-
-std::uint64_t stream_id(std::int64_t step, std::string_view layer, std::string_view tensor, Gemm gemm) {
-  return stream_of(std::to_string(step) + "/" + std::string(layer) + "/" + std::string(tensor) + "/" +
-                   std::string(name_of(gemm)));
-}
-
-TensorEntry tensor_entry(const Recipe& r, Role role, Gemm view, std::size_t rows, std::size_t cols) {
-  const OperandSpec spec = operand_for_role(r, role);
-  TensorEntry e;
-  e.role = role;
-  e.view = view;
-  e.recipe = r.name;
-  e.rows = rows;
-  e.cols = cols;
-  e.block_rows = spec.two_d ? r.block : 1;
-  e.block_cols = r.block;
-  e.element_format = format_name(r.element);
-  e.scale_format = format_name(r.scale);
-  e.rounding = std::string(name_of(spec.rounding));
-  e.tensor_scale = tensor_scale_text(r.tensor_scale, r.period);
-  return e;
-}
 
 namespace {
 
@@ -62,14 +41,9 @@ Role recipe_role(TensorRole r) {
   }
 }
 
-std::vector<float> transpose(std::span<const float> x, std::size_t rows, std::size_t cols) {
-  std::vector<float> t(x.size());
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
-  return t;
-}
-std::vector<double> transpose(std::span<const double> x, std::size_t rows, std::size_t cols) {
-  std::vector<double> t(x.size());
+template <class T>
+std::vector<T> transpose(std::span<const T> x, std::size_t rows, std::size_t cols) {
+  std::vector<T> t(x.size());
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
   return t;
@@ -86,8 +60,10 @@ struct LoadedTensor {
 
 class Replayer {
  public:
-  Replayer(const trace::Reader& reader, const Options& o, Result& result)
-      : reader_(reader), o_(o), result_(result), datapath_(find_datapath(o.datapath)) {
+  // `bf16`: a column after the recipes' whose tensors are rounded to BF16, not quantized (recipe maps).
+  Replayer(const trace::Reader& reader, const Options& o, Result& result, bool bf16)
+      : reader_(reader), o_(o), result_(result), datapath_(find_datapath(o.datapath)),
+        columns_(o.recipes.size() + (bf16 ? 1 : 0)) {
     for (const auto& s : reader.info().steps) {
       captured_.insert(s.step);
       auto& by_name = layers_[s.step];
@@ -160,7 +136,7 @@ class Replayer {
       const std::size_t n = std::min(slab_rows, t.rows - r0);
       x.resize(n * t.cols);
       reader_.read_rows(t, r0, n, std::span<float>(x));
-      a = std::max(a, abs_max(random_hadamard_transform(transpose(x, n, t.cols), t.cols, n, signs)));
+      a = std::max(a, abs_max(random_hadamard_transform(transpose<float>(x, n, t.cols), t.cols, n, signs)));
     }
     amax_[key] = a;
     return a;
@@ -204,19 +180,23 @@ class Replayer {
     const std::uint64_t stream = stream_id(step, layer.name, t.name, view);
     const std::size_t first = result_.tensors.size();
     std::vector<QuantizeRequest> requests;
-    for (const Recipe& r : o_.recipes) {
-      TensorEntry e = tensor_entry(r, role, view, t.rows, t.cols);
+    for (std::size_t i = 0; i < columns_; ++i) {
+      const Recipe* r = i < o_.recipes.size() ? &o_.recipes[i] : nullptr;  // nullptr: the bf16 column
+      TensorEntry e = r ? tensor_entry(*r, role, view, t.rows, t.cols) : detail::bf16_entry(role, view, t.rows, t.cols);
       e.step = step;
       e.layer = layer.name;
       e.tensor = t.name;
       e.orig_dtype = t.orig_dtype;
       e.stream = stream;
       e.amax = current;
-      e.hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
+      e.hold = hold_for(r ? r->tensor_scale : TensorScalePolicy::none, r ? r->period : 1, step, layer.name, current,
+                        amax_at);
       e.item = item_;
       QuantizeRequest q;
-      q.spec = operand_for_role(r, role);
-      q.amax_ref = detail::amax_ref(r, e.hold, current);
+      if (r) {
+        q.spec = operand_for_role(*r, role);
+        q.amax_ref = detail::amax_ref(*r, e.hold, current);
+      }
       q.random.seed = o_.seed;
       q.random.stream = stream;
       requests.push_back(q);
@@ -252,7 +232,7 @@ class Replayer {
     // merge in chunk order: results do not depend on threads or slab size.
     const std::size_t multiple = slab_row_multiple(role);
     const std::size_t chunk_rows = stats::chunk_rows(t.cols, multiple);
-    const std::size_t recipes = o_.recipes.size();
+    const std::size_t recipes = columns_;
 
     const bool keep = whole && o_.gemms && !o_.gemm_evaluator && o_.datapath == kF64 &&
                       recipes * t.elements() <= slab_limit;
@@ -278,6 +258,13 @@ class Replayer {
         if (i == recipes) {
           stats::accumulate_headroom(xc, n, t.cols, h.block_rows, h.block_cols, headroom_amax, h.target, element_max,
                                      head[c]);
+          continue;
+        }
+        if (i == o_.recipes.size()) {  // the bf16 column
+          const std::vector<float> deq = detail::to_bf16(xc);
+          if (keep) std::copy(deq.begin(), deq.end(), loaded.dequantized[i].begin() + static_cast<std::ptrdiff_t>(r0 * t.cols));
+          detail::accumulate_unscaled(xc, ref.empty() ? ref : ref.subspan(r0 * t.cols, n * t.cols), deq,
+                                      partial[i * chunks + c]);
           continue;
         }
         const Recipe& r = o_.recipes[i];
@@ -402,7 +389,7 @@ class Replayer {
   }
 
   // The tiles of the layer's three GEMMs are in work at once, each quantized by every recipe.
-  std::size_t tile_share() const { return 3 * o_.recipes.size(); }
+  std::size_t tile_share() const { return 3 * columns_; }
 
   std::size_t slab_elements() const { return std::max<std::size_t>(o_.max_slab_bytes / sizeof(float), 1); }
 
@@ -417,8 +404,9 @@ class Replayer {
   // before the parallel phase; the error sums run on over the tiles in row-major order.
   struct GemmTask {
     const GemmProblem* problem = nullptr;
-    const Recipe* recipe = nullptr;
+    const Recipe* recipe = nullptr;  // nullptr: the bf16 column
     std::size_t recipe_index = 0;
+    bool bf16 = false;  // the bf16 column: operands rounded to BF16, multiplied in float64
     GemmOperands ops;
     const Datapath* datapath = nullptr;  // nullptr: f64
     std::optional<float> amax_ref_a, amax_ref_b;
@@ -529,24 +517,34 @@ class Replayer {
   // Serial phase of a GEMM: holds and reference amaxes (reads the trace for held steps and RHT amaxes).
   std::vector<GemmTask> gemm_tasks(std::int64_t step, const trace::LayerInfo& layer, const GemmProblem& p) {
     std::vector<GemmTask> tasks;
-    for (std::size_t ri = 0; ri < o_.recipes.size(); ++ri) {
-      const Recipe& r = o_.recipes[ri];
+    for (std::size_t ri = 0; ri < columns_; ++ri) {
       GemmTask t;
       t.problem = &p;
-      t.recipe = &r;
       t.recipe_index = ri;
-      t.ops = operands_for(r, p.gemm);
       GemmEntry& e = t.entry;
       e.item = item_;
       e.step = step;
       e.layer = layer.name;
       e.gemm = p.gemm;
-      e.recipe = r.name;
-      t.datapath = o_.datapath == kRecipeDatapath ? r.default_datapath : datapath_;
-      e.datapath = t.datapath ? std::string(t.datapath->name) : o_.datapath;
       e.m = p.m, e.n = p.n, e.k = p.k;
       e.stream_a = p.stream_a;
       e.stream_b = p.stream_b;
+      if (ri == o_.recipes.size()) {  // the bf16 column: no tensor scale, operands rounded, float64 product
+        t.bf16 = true;
+        e.recipe = detail::kBf16;
+        e.datapath = kF64;
+        e.hold_a = e.hold_b = hold_for(TensorScalePolicy::none, 1, step, layer.name, 0.0f, {});
+        t.reuse_a = !p.a.transposed && p.a.tensor->dequantized.size() == columns_;
+        t.reuse_b = !p.b.transposed && p.b.tensor->dequantized.size() == columns_;
+        tasks.push_back(std::move(t));
+        continue;
+      }
+      const Recipe& r = o_.recipes[ri];
+      t.recipe = &r;
+      t.ops = operands_for(r, p.gemm);
+      e.recipe = r.name;
+      t.datapath = o_.datapath == kRecipeDatapath ? r.default_datapath : datapath_;
+      e.datapath = t.datapath ? std::string(t.datapath->name) : o_.datapath;
       auto hold_of = [&](const OperandSpec& spec, const LoadedTensor& lt, Hold& hold) {
         float current;
         std::function<float(std::int64_t)> amax_at;
@@ -565,8 +563,8 @@ class Replayer {
       // An operand quantized exactly as its tensor entry was (fprop x and w, dgrad dy: same spec,
       // orientation, reference amax and random stream) reuses that entry's reconstruction.
       const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
-      t.reuse_a = f64 && !p.a.transposed && p.a.tensor->dequantized.size() == o_.recipes.size();
-      t.reuse_b = f64 && !p.b.transposed && p.b.tensor->dequantized.size() == o_.recipes.size();
+      t.reuse_a = f64 && !p.a.transposed && p.a.tensor->dequantized.size() == columns_;
+      t.reuse_b = f64 && !p.b.transposed && p.b.tensor->dequantized.size() == columns_;
       tasks.push_back(std::move(t));
     }
     return tasks;
@@ -614,15 +612,18 @@ class Replayer {
   void run_gemm_tile(GemmTask& t, const Tile& tile, bool new_b) {
     if (t.failed) return;
     const GemmProblem& p = *t.problem;
-    const Recipe& r = *t.recipe;
     const GemmEntry& e = t.entry;
-    const bool f64 = e.datapath == kF64 && !o_.gemm_evaluator;
+    const bool f64 = t.bf16 || (e.datapath == kF64 && !o_.gemm_evaluator);
     auto operand = [&](const OperandSpec& spec, const std::vector<float>& data, std::size_t row0, std::size_t rows,
                        std::optional<float> ref, std::uint64_t stream, bool reuse, const LoadedTensor& lt,
                        std::optional<QuantizedTensor>& q, std::vector<float>& deq) {
       if (reuse) {
         const auto first = lt.dequantized[t.recipe_index].begin() + static_cast<std::ptrdiff_t>(row0 * p.k);
         deq.assign(first, first + static_cast<std::ptrdiff_t>(rows * p.k));
+        return;
+      }
+      if (t.bf16) {
+        deq = detail::to_bf16(data);
         return;
       }
       QuantizeRequest request;
@@ -634,10 +635,10 @@ class Replayer {
       std::vector<std::uint32_t> bits;
       if (is_stochastic(spec.rounding)) {
         bits.resize(data.size());
-        fill_random_bits(o_.seed, stream, row0 * p.k, r.sr_bits, bits);
+        fill_random_bits(o_.seed, stream, row0 * p.k, t.recipe->sr_bits, bits);
         request.random.explicit_bits = bits;
       }
-      q = quantize(r, request, data, rows, p.k);
+      q = quantize(*t.recipe, request, data, rows, p.k);
       if (f64) deq = dequantize(*q);
     };
     if (new_b) operand(t.ops.b, tile.b, tile.b_row0, tile.n, t.amax_ref_b, p.stream_b, t.reuse_b, *p.b.tensor, t.qb, t.db);
@@ -648,15 +649,15 @@ class Replayer {
     const std::vector<float>& db = t.db;
     std::vector<double> chat;
     try {
-      if (o_.gemm_evaluator) {
-        chat = o_.gemm_evaluator(r, p.gemm, *qa, *qb, e.datapath);
-      } else if (f64) {
+      if (f64) {
         chat = matmul_abt(std::vector<double>(da.begin(), da.end()), std::vector<double>(db.begin(), db.end()), tile.m,
                           tile.n, p.k);
+      } else if (o_.gemm_evaluator) {
+        chat = o_.gemm_evaluator(*t.recipe, p.gemm, *qa, *qb, e.datapath);
       } else {
         GemmRequest request;
         request.datapath = t.datapath;
-        const std::vector<float> c = fp4sim::gemm(r, *qa, *qb, request);
+        const std::vector<float> c = fp4sim::gemm(*t.recipe, *qa, *qb, request);
         chat.assign(c.begin(), c.end());
       }
     } catch (const DataError& error) {
@@ -679,6 +680,7 @@ class Replayer {
   // amax per (step, layer, role, "" for the stored tensor or the RHT sign vector of its transposed operand)
   std::map<std::tuple<std::int64_t, std::string, int, std::string>, float> amax_;
   const Datapath* datapath_;  // the row Options::datapath names (nullptr for "recipe" and "f64")
+  std::size_t columns_;       // the recipes, and bf16 after them where recipe maps name it
   std::uint64_t item_ = 0;    // the work item being done
 };
 
@@ -687,7 +689,11 @@ class Replayer {
 Result run(const std::filesystem::path& trace_path, const Options& options_in) {
   const auto t0 = std::chrono::steady_clock::now();
   Options o = options_in;
-  if (o.recipes.empty()) {
+  const detail::MapColumns map_columns = detail::map_columns(o.recipe_maps);
+  if (!o.recipe_maps.empty()) {
+    if (!o.recipes.empty()) throw UsageError("give {recipes} or {recipe_map}, not both");
+    o.recipes = map_columns.recipes;
+  } else if (o.recipes.empty()) {
     for (const char* name : {"ue5m3", "nvfp4", "mxfp4"}) o.recipes.push_back(*find_recipe(name));
   }
   for (const Recipe& r : o.recipes) {
@@ -721,10 +727,15 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     result.recipe_names.push_back(r.name);
     result.recipe_sources.push_back(r.source);
   }
+  if (map_columns.bf16) {
+    result.recipe_names.push_back(detail::kBf16);
+    result.recipe_sources.push_back("not quantized: rounded RNE to BF16, GEMMs in float64 (recipe maps)");
+  }
 
   const detail::Selection selection = detail::select(info, o, layer_filter);
   const auto& work = selection.work;
   for (const auto* s : selection.steps) result.steps.push_back(s->step);
+  const detail::MapChoice map_choice = detail::resolve_maps(o.recipe_maps, selection);
 
   // Units of work (share.hpp): a layer name, or without GEMM entries a (layer name, tensor), through every
   // selected step. A unit's estimated cost counts its elements and, with GEMM entries, the multiply-adds
@@ -755,7 +766,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     const trace::TensorInfo* tensors[3] = {&l->x(), &l->w(), &l->dy()};
     for (int i = 0; i < 3; ++i) total_elements += mine(*l, i) ? tensors[i]->elements() : 0;
   }
-  Replayer replayer(reader, o, result);
+  Replayer replayer(reader, o, result, map_columns.bf16);
   std::uint64_t done = 0;
   for (std::size_t w = 0; w < work.size(); ++w) {
     const auto& [s, l] = work[w];
@@ -769,6 +780,7 @@ Result run(const std::filesystem::path& trace_path, const Options& options_in) {
     for (int i = 0; i < 3; ++i) done += which[i] ? tensors[i]->elements() : 0;
   }
   if (o.progress) o.progress(total_elements, total_elements, "done");
+  if (!o.recipe_maps.empty()) detail::apply_maps(result, o.recipe_maps, map_choice);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

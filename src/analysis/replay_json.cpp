@@ -41,6 +41,7 @@ void write_tensor_json(stats::JsonWriter& j, const TensorEntry& e) {
   j.field("step", e.step).field("layer", e.layer).field("tensor", e.tensor);
   if (!e.distribution.empty()) j.field("distribution", e.distribution);
   j.field("role", name_of(e.role)).field("gemm", name_of(e.view)).field("recipe", e.recipe);
+  if (!e.policy.empty()) j.field("policy", e.policy);
   j.field("rows", static_cast<std::uint64_t>(e.rows)).field("cols", static_cast<std::uint64_t>(e.cols));
   j.field("element_format", e.element_format).field("scale_format", e.scale_format);
   j.field("block_rows", e.block_rows).field("block_cols", e.block_cols);
@@ -74,12 +75,17 @@ void write_json(const Result& r, std::ostream& os) {
     j.begin_object().field("name", r.recipe_names[i]).field("source", r.recipe_sources[i]).end_object();
   }
   j.end_array();
+  if (!r.policies.empty()) {
+    j.key("policies").begin_array();
+    for (const auto& p : r.policies) j.value(p);
+    j.end_array();
+  }
   // The value of every finite nonnegative code of each scale format the entries use, in code order: the
   // key to block_stats.scale_codes, so that readers (tools/plot_replay.py) hold no copy of the formats.
   j.key("scale_code_values").begin_object();
   std::set<std::string> written;
   for (const TensorEntry& e : r.tensors) {
-    if (!written.insert(e.scale_format).second) continue;
+    if (e.scale_format.empty() || !written.insert(e.scale_format).second) continue;  // bf16: no scale
     const Format f = parse_format(e.scale_format).value();  // format_name() output always parses
     j.key(e.scale_format).begin_array();
     for (std::uint32_t code = 0; code <= f.max_finite_code(); ++code) j.value(decode_to_double(f, code));
@@ -102,6 +108,7 @@ void write_json(const Result& r, std::ostream& os) {
   for (const GemmEntry& e : r.gemms) {
     j.begin_object();
     j.field("step", e.step).field("layer", e.layer).field("gemm", name_of(e.gemm)).field("recipe", e.recipe);
+    if (!e.policy.empty()) j.field("policy", e.policy);
     j.field("datapath", e.datapath);
     j.field("m", static_cast<std::uint64_t>(e.m)).field("n", static_cast<std::uint64_t>(e.n));
     j.field("k", static_cast<std::uint64_t>(e.k));

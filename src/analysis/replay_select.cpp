@@ -6,13 +6,13 @@
 
 namespace fp4sim::replay::detail {
 
-LayerFilter::LayerFilter(const std::string& pattern) {
+LayerFilter::LayerFilter(const std::string& pattern, std::string_view key) {
   constexpr auto kFlags = std::regex::ECMAScript | std::regex::nosubs | std::regex_constants::__polynomial;
   try {
     std::regex(pattern, kFlags);  // the pattern on its own is valid: "a)(b" must not pass once wrapped
     anywhere_ = std::regex("[\\s\\S]*(?:" + pattern + ")[\\s\\S]*", kFlags);
   } catch (const std::regex_error& e) {
-    throw UsageError("{layers}: invalid regular expression '" + pattern + "': " + e.what());
+    throw UsageError(std::string(key) + ": invalid regular expression '" + pattern + "': " + e.what());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,15 +12,16 @@
 
 namespace fp4sim::replay::detail {
 
-// --layers: an ECMAScript regular expression searched in each layer name. A trace's names are data of
-// any length, so the match must not recurse once per character (std::regex's default depth-first
+// --layers (and a recipe map's patterns): an ECMAScript regular expression searched in each layer
+// name. A trace's names are data of any length, so the match must not recurse once per character (std::regex's default depth-first
 // executor overflows the stack on a 60,000-character name): libstdc++'s breadth-first executor
 // (__polynomial) keeps one set of states per character, and the search is one anchored match of
 // "anything, the pattern, anything", one pass over the name instead of a pass from every position.
 // That executor has no back-references; a pattern using them is refused.
 class LayerFilter {
  public:
-  explicit LayerFilter(const std::string& pattern);
+  // `key` names the argument in the error of an invalid pattern.
+  explicit LayerFilter(const std::string& pattern, std::string_view key = "{layers}");
   bool matches(const std::string& name) const { return std::regex_match(name, anywhere_); }
 
  private:

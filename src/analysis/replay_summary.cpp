@@ -1,5 +1,5 @@
-// replay's terminal summary: per recipe overall figures, best recipe per tensor role, worst layers, GEMM
-// errors, headroom.
+// replay's terminal summary: per recipe (or per policy, with recipe maps) overall figures, best per tensor
+// role, worst layers, GEMM errors, headroom.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -40,6 +40,32 @@ struct Mean {
 
 std::string opt(const std::optional<double>& v, const char* format) { return v ? fmt(format, *v) : "-"; }
 
+// The summary's columns: the recipes, or the policies (recipe maps) when the run had them.
+struct Columns {
+  bool policies = false;
+  const std::vector<std::string>* names = nullptr;
+  std::size_t width = 12;
+  template <class Entry>
+  const std::string& of(const Entry& e) const { return policies ? e.policy : e.recipe; }
+};
+
+// The SQNR of a column over some of its entries. Recipes: the mean of the entries' SQNR dB, exact
+// entries left out. Policies: −10·log10 of the mean rel_mse, an exact (BF16) entry counting 0, so that
+// policies keeping different tensors in BF16 are compared over the same tensors.
+struct SqnrOf {
+  bool policies = false;
+  Mean sqnr, rel_mse;
+  void add(const TensorEntry& e) {
+    sqnr.add(e.stats.error.sqnr_db());
+    rel_mse.add(e.stats.error.rel_mse());
+  }
+  std::optional<double> get() const {
+    if (!policies) return sqnr.get();
+    const auto m = rel_mse.get();
+    return m && *m > 0 ? std::optional<double>(-10.0 * std::log10(*m)) : std::nullopt;
+  }
+};
+
 }  // namespace
 
 std::string summary(const Result& r) {
@@ -53,21 +79,33 @@ std::string summary(const Result& r) {
   out << ") x " << layers.size() << " layer(s) x 3 tensors; recipes ";
   for (std::size_t i = 0; i < r.recipe_names.size(); ++i) out << (i ? ", " : "") << r.recipe_names[i];
   out << "; hold " << name_of(r.hold) << "; seed " << r.seed << "\n";
+  Columns columns{!r.policies.empty(), r.policies.empty() ? &r.recipe_names : &r.policies};
+  for (const auto& n : *columns.names) columns.width = std::max(columns.width, n.size() + 2);
+  const std::size_t w = columns.width;
 
-  // Per recipe.
-  out << "\nPer recipe (mean over tensor entries; SQNR in dB, higher is better)\n";
-  out << "  " << pad("recipe", 12) << pad("SQNR mean", 10, true) << pad("min", 8, true) << pad("underflow", 11, true)
+  if (columns.policies) {
+    out << "\nPer policy (a policy is one recipe map; the first rule matching a layer and step decides its recipe;\n"
+           "bf16: not quantized, rounded RNE to BF16, GEMM in float64). SQNR = -10 log10 of the mean rel_mse over\n"
+           "the policy's tensor entries, an exact BF16 tensor counting 0; BF16 = tensor entries kept in BF16\n";
+  } else {
+    out << "\nPer recipe (mean over tensor entries; SQNR in dB, higher is better)\n";
+  }
+  out << "  " << pad(columns.policies ? "policy" : "recipe", w);
+  if (columns.policies) out << pad("BF16", 9, true);
+  out << pad(columns.policies ? "SQNR" : "SQNR mean", 10, true) << pad("min", 8, true) << pad("underflow", 11, true)
       << pad("saturated", 11, true) << pad("scale sat", 11, true) << pad("scale unf", 11, true);
   if (!r.gemms.empty()) out << "   GEMM rel err fprop / dgrad / wgrad";
   out << "\n";
-  for (const std::string& name : r.recipe_names) {
-    Mean sqnr;
+  for (const std::string& name : *columns.names) {
+    SqnrOf sqnr{columns.policies};
     double min_sqnr = INFINITY;
-    std::uint64_t under = 0, nonzero = 0, sat = 0, elements = 0, ssat = 0, sunf = 0, blocks = 0;
+    std::uint64_t under = 0, nonzero = 0, sat = 0, elements = 0, ssat = 0, sunf = 0, blocks = 0, entries = 0, bf16 = 0;
     for (const auto& e : r.tensors) {
-      if (e.recipe != name) continue;
+      if (columns.of(e) != name) continue;
+      ++entries;
+      bf16 += e.recipe == "bf16";
       const auto s = e.stats.error.sqnr_db();
-      sqnr.add(s);
+      sqnr.add(e);
       if (s.value) min_sqnr = std::min(min_sqnr, *s.value);
       under += e.stats.error.underflow;
       nonzero += e.stats.error.nonzero;
@@ -77,7 +115,9 @@ std::string summary(const Result& r) {
       sunf += e.stats.counts.scale_underflow;
       blocks += e.stats.blocks.blocks;
     }
-    out << "  " << pad(name, 12) << pad(opt(sqnr.get(), "%.2f"), 10, true)
+    out << "  " << pad(name, w);
+    if (columns.policies) out << pad(std::to_string(bf16) + "/" + std::to_string(entries), 9, true);
+    out << pad(opt(sqnr.get(), "%.2f"), 10, true)
         << pad(std::isfinite(min_sqnr) ? fmt("%.2f", min_sqnr) : "-", 8, true)
         << pad(nonzero ? fmt("%.3g%%", 100.0 * under / nonzero) : "-", 11, true)
         << pad(elements ? fmt("%.3g%%", 100.0 * sat / elements) : "-", 11, true)
@@ -88,7 +128,7 @@ std::string summary(const Result& r) {
       for (const auto& [gemm_name, g, description] : names(Gemm{})) {
         Mean m;
         for (const auto& e : r.gemms) {
-          if (e.recipe == name && e.gemm == g) m.add(e.rel_fro_err);
+          if (columns.of(e) == name && e.gemm == g) m.add(e.rel_fro_err);
         }
         out << (g == Gemm::fprop ? "" : " / ") << opt(m.get(), "%.4f");
       }
@@ -96,41 +136,41 @@ std::string summary(const Result& r) {
     out << "\n";
   }
 
-  // Best recipe per tensor role.
-  out << "\nBest recipe per tensor role (mean SQNR dB)\n";
+  // Best recipe (policy) per tensor role.
+  out << (columns.policies ? "\nBest policy per tensor role (SQNR dB as above)\n" : "\nBest recipe per tensor role (mean SQNR dB)\n");
   out << "  " << pad("role", 18);
-  for (const auto& n : r.recipe_names) out << pad(n, 12, true);
+  for (const auto& n : *columns.names) out << pad(n, w, true);
   out << "   best\n";
   for (const Role role : {Role::activation, Role::weight, Role::grad_output}) {
     const char* tensor = role == Role::activation ? " (x)" : role == Role::weight ? " (w)" : " (dy)";
     out << "  " << pad(std::string(name_of(role)) + tensor, 18);
     std::vector<std::optional<double>> means;
     std::optional<double> best;
-    for (const auto& n : r.recipe_names) {
-      Mean m;
+    for (const auto& n : *columns.names) {
+      SqnrOf m{columns.policies};
       for (const auto& e : r.tensors) {
-        if (e.recipe == n && e.role == role) m.add(e.stats.error.sqnr_db());
+        if (columns.of(e) == n && e.role == role) m.add(e);
       }
       means.push_back(m.get());
-      out << pad(opt(m.get(), "%.2f"), 12, true);
+      out << pad(opt(m.get(), "%.2f"), w, true);
       if (m.get() && (!best || *m.get() > *best)) best = m.get();
     }
     // Recipes within 0.05 dB of the best are a tie.
     std::string best_names;
     for (std::size_t i = 0; i < means.size(); ++i) {
       if (best && means[i] && *means[i] >= *best - 0.05) {
-        best_names += (best_names.empty() ? "" : " = ") + r.recipe_names[i];
+        best_names += (best_names.empty() ? "" : " = ") + (*columns.names)[i];
       }
     }
     out << "   " << (best_names.empty() ? "-" : best_names) << "\n";
   }
 
   // Worst layers.
-  out << "\nWorst tensors per recipe (lowest SQNR dB)\n";
-  for (const auto& n : r.recipe_names) {
+  out << (columns.policies ? "\nWorst tensors per policy (lowest SQNR dB)\n" : "\nWorst tensors per recipe (lowest SQNR dB)\n");
+  for (const auto& n : *columns.names) {
     std::vector<const TensorEntry*> v;
     for (const auto& e : r.tensors) {
-      if (e.recipe == n && e.stats.error.sqnr_db().value) v.push_back(&e);
+      if (columns.of(e) == n && e.stats.error.sqnr_db().value) v.push_back(&e);
     }
     std::sort(v.begin(), v.end(), [](auto* a, auto* b) {
       return *a->stats.error.sqnr_db().value < *b->stats.error.sqnr_db().value;
@@ -139,7 +179,7 @@ std::string summary(const Result& r) {
     for (std::size_t i = 0; i < std::min<std::size_t>(3, v.size()); ++i) {
       const auto& e = *v[i];
       out << "    " << pad(fmt("%.2f dB", *e.stats.error.sqnr_db().value), 10, true) << "  step " << e.step << "  "
-          << e.layer << " " << e.tensor << "  (underflow "
+          << e.layer << " " << e.tensor << (columns.policies ? " " + e.recipe : "") << "  (underflow "
           << opt(e.stats.error.underflow_fraction().value, "%.3g") << ", block SQNR p01 "
           << opt(e.stats.blocks.block_sqnr_db_quantile(0.01).value, "%.0f") << " dB)\n";
     }

@@ -98,6 +98,7 @@ Columns<TensorEntry> tensor_columns() {
   c.emplace_back("scale_choice_loss", [](const E& e) { return Cell::num(e.stats.scale_choice_loss()); });
   c.emplace_back("rescalable_blocks",
                  [](const E& e) { return Cell::integ(static_cast<std::int64_t>(e.stats.blocks.rescalable_blocks)); });
+  c.emplace_back("policy", [](const E& e) { return Cell::str(e.policy); });  // recipe maps ("" without)
   return c;
 }
 
@@ -117,6 +118,7 @@ Columns<GemmEntry> gemm_columns() {
   c.emplace_back("ref_fro_norm", [](const E& e) { return Cell::num(e.ref_fro_norm); });
   hold_columns_into(c, [](const E& e) -> const Hold& { return e.hold_a; }, "a_");
   hold_columns_into(c, [](const E& e) -> const Hold& { return e.hold_b; }, "b_");
+  c.emplace_back("policy", [](const E& e) { return Cell::str(e.policy); });
   return c;
 }
 

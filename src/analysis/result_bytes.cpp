@@ -2,6 +2,7 @@
 
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/array.hpp>
+#include <cereal/types/map.hpp>
 #include <cereal/types/optional.hpp>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
@@ -64,8 +65,12 @@ void serialize(Archive& a, BlockAccumulator& b) {
   flat(a, b);
 }
 template <class Archive>
+void serialize(Archive& a, AmaxBinSums& b) {
+  flat(a, b);
+}
+template <class Archive>
 void serialize(Archive& a, TensorStats& s) {
-  a(s.error, s.blocks, s.counts);
+  a(s.error, s.blocks, s.counts, s.amax_bins.bins);
 }
 template <class Archive>
 void serialize(Archive& a, HeadroomCounts& h) {
@@ -82,7 +87,7 @@ template <class Archive>
 void serialize(Archive& a, TensorEntry& e) {
   a(e.step, e.layer, e.tensor, e.role, e.view, e.recipe, e.rows, e.cols, e.block_rows, e.block_cols,
     e.element_format, e.scale_format, e.rounding, e.tensor_scale, e.orig_dtype, e.stream, e.amax, e.hold,
-    e.global_encode_scale, e.global_decode_scale, e.stats, e.distribution, e.item);
+    e.global_encode_scale, e.global_decode_scale, e.stats, e.distribution, e.policy, e.item);
 }
 template <class Archive>
 void serialize(Archive& a, HeadroomEntry& e) {
@@ -92,12 +97,12 @@ void serialize(Archive& a, HeadroomEntry& e) {
 template <class Archive>
 void serialize(Archive& a, GemmEntry& e) {
   a(e.step, e.layer, e.gemm, e.recipe, e.datapath, e.m, e.n, e.k, e.rel_fro_err, e.max_abs_err, e.ref_fro_norm,
-    e.hold_a, e.hold_b, e.stream_a, e.stream_b, e.item);
+    e.hold_a, e.hold_b, e.stream_a, e.stream_b, e.policy, e.item);
 }
 template <class Archive>
 void serialize(Archive& a, Result& r) {
-  a(r.trace, r.recipe_names, r.recipe_sources, r.datapath, r.datapath_note, r.hold, r.seed, r.steps, r.tensors,
-    r.gemms, r.headroom, r.tensor_bytes, r.seconds, r.shares);
+  a(r.trace, r.recipe_names, r.recipe_sources, r.policies, r.datapath, r.datapath_note, r.hold, r.seed, r.steps,
+    r.tensors, r.gemms, r.headroom, r.tensor_bytes, r.seconds, r.shares);
 }
 }  // namespace replay
 
@@ -108,7 +113,7 @@ void serialize(Archive& a, Skipped& s) {
 }
 template <class Archive>
 void serialize(Archive& a, Result& r) {
-  a(r.tensors, r.configs, r.skipped, r.input, r.seed, r.rows, r.cols, r.seconds, r.shares);
+  a(r.tensors, r.configs, r.skipped, r.input, r.recipe_map, r.seed, r.rows, r.cols, r.seconds, r.shares);
 }
 }  // namespace sweep
 

@@ -234,7 +234,18 @@ Result run(const Options& o) {
   if (!synthetic) {
     result.input = o.trace.string();
     replay::Options ro;
-    for (const auto& p : points) ro.recipes.push_back(p.recipe);
+    for (const auto& p : points) {
+      if (!o.recipe_map) {
+        ro.recipes.push_back(p.recipe);
+        continue;
+      }
+      replay::RecipeMap m{p.name, o.recipe_map->rules};  // the grid point's policy, named by it
+      for (replay::MapRule& rule : m.rules) {
+        if (rule.grid) rule.recipe = p.recipe, rule.grid = false;
+      }
+      ro.recipe_maps.push_back(std::move(m));
+    }
+    if (o.recipe_map) result.recipe_map = o.recipe_map->name;
     ro.gemms = false;
     ro.steps = o.steps;
     ro.step_ranges = o.step_ranges;
@@ -344,6 +355,7 @@ void write_json(const Result& r, std::ostream& os) {
     j.field("rows", static_cast<std::uint64_t>(r.rows)).field("cols", static_cast<std::uint64_t>(r.cols));
   }
   j.key("trace").begin_object().field("path", r.input).end_object();
+  if (!r.recipe_map.empty()) j.field("recipe_map", r.recipe_map);
   j.key("configs").begin_array();
   for (const auto& c : r.configs) j.value(c);
   j.end_array();
@@ -378,7 +390,12 @@ std::string summary(const Result& r) {
   if (r.input == "synthetic") out << " (" << r.rows << " x " << r.cols << ", seed " << r.seed << ")";
   out << "\n" << r.configs.size() << " configuration(s)";
   if (!r.skipped.empty()) out << ", " << r.skipped.size() << " skipped (see JSON 'skipped')";
-  out << "; mean SQNR in dB" << (r.input == "synthetic" ? "" : " over the trace's tensors of each kind") << "\n\n";
+  out << "; mean SQNR in dB" << (r.input == "synthetic" ? "" : " over the trace's tensors of each kind");
+  // With a recipe map (entries then name their policy, the grid point): -10 log10 of the mean rel_mse, a
+  // BF16 entry counting its own (0 when exact), as replay's per-policy summary.
+  const bool policies = !r.recipe_map.empty();
+  if (policies) out << "\n(recipe map " << r.recipe_map << ": SQNR = -10 log10 of the mean rel_mse, BF16 entries included)";
+  out << "\n\n";
   std::size_t width = 14;
   for (const auto& c : r.configs) width = std::max(width, c.size() + 2);
   char buf[64];
@@ -397,17 +414,20 @@ std::string summary(const Result& r) {
       double sum = 0;
       int n = 0;
       for (const auto& e : r.tensors) {
-        if (e.recipe == c && input_of(e) == inputs[i]) {
-          const auto s = e.stats.error.sqnr_db();
+        if ((policies ? e.policy : e.recipe) == c && input_of(e) == inputs[i]) {
+          const auto s = policies ? e.stats.error.rel_mse() : e.stats.error.sqnr_db();
           if (s.value) {
             sum += *s.value;
             ++n;
           }
         }
       }
-      if (n) {
-        std::snprintf(buf, sizeof buf, "%*.2f", col[i], sum / n);
-        if (sum / n > best[i].first) best[i] = {sum / n, c};
+      std::optional<double> value;
+      if (n && !policies) value = sum / n;
+      if (n && policies && sum > 0) value = -10.0 * std::log10(sum / n);
+      if (value) {
+        std::snprintf(buf, sizeof buf, "%*.2f", col[i], *value);
+        if (*value > best[i].first) best[i] = {*value, c};
       } else {
         std::snprintf(buf, sizeof buf, "%*s", col[i], "-");
       }

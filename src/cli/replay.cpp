@@ -75,7 +75,12 @@ void setup_replay(CLI::App& app) {
       "error, underflow/saturation and per-block statistics; per GEMM the relative Frobenius error; periodic "
       "tensor scaling carried across steps (Proposition 1 headroom).");
   app.add_option("trace", o->trace, "TRACE.h5 (docs/trace-format.md, version 1)")->required();
-  app.add_option("--recipes", o->call.recipes, "comma-separated recipe presets")->capture_default_str();
+  auto* recipes = app.add_option("--recipes", o->call.recipes, "comma-separated recipe presets")->capture_default_str();
+  app.add_option("--recipe-map", o->call.recipe_map,
+                 "policies per layer and step instead of --recipes: maps separated by ';', each a list of "
+                 "PATTERN[@STEPS]=RECIPE|bf16 rules, the first that matches a layer (regex as --layers, * = every "
+                 "layer) and step (A, A-B or A-) wins, e.g. 'lm_head=bf16,*=nvfp4; *=nvfp4' (docs/replay.md)")
+      ->excludes(recipes);
   app.add_option("--datapath", o->call.datapath,
                  "GEMM datapath of the gemms entries: recipe = each recipe's default (fp4sim gemm "
                  "--list-datapaths), f64 = float64 product of the dequantized operands (fast), or a datapath:" +

@@ -78,6 +78,9 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--base", o->call.base, "recipe preset every other setting comes from")->capture_default_str();
   app.add_option("--steps", o->call.steps, "trace steps (default: all)");
   app.add_option("--layers", o->call.layers, "trace layers: regular expression");
+  app.add_option("--recipe-map", o->call.recipe_map,
+                 "trace only: one recipe map as replay's whose RECIPE may be grid (each grid point in turn), e.g. "
+                 "'lm_head=bf16,*=grid'; one policy per grid point");
   names_of<replay::HoldRule>(app.add_option("--hold", o->call.hold, "trace periodic scaling: what is held when a refresh step was not captured"))
       ->capture_default_str();
   app.add_option("--seed", o->call.seed, "seed of the synthetic data and of stochastic rounding")->capture_default_str();

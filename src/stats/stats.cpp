@@ -309,9 +309,14 @@ class ScaleChoiceModel {
   };
 
   // Rows [r0, r1) of a block of columns [c0, c1) of v (row length cols) with chosen scale code `code`.
+  // A block's squared error at the chosen code and at the best code of the window.
+  struct Terms {
+    double chosen = 0.0, best = 0.0;
+  };
+
   template <class Ref>
-  void add(const Ref* v, std::size_t cols, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1,
-           std::uint8_t code, Scratch& scratch, BlockAccumulator& out) const {
+  Terms add(const Ref* v, std::size_t cols, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1,
+            std::uint8_t code, Scratch& scratch, BlockAccumulator& out) const {
     const std::size_t n = c1 - c0;
     std::vector<double>& values = scratch.values;
     std::vector<double>& magnitudes = scratch.magnitudes;
@@ -369,6 +374,7 @@ class ScaleChoiceModel {
     out.rescalable_blocks += best < chosen;
     out.chosen_sq_err += chosen;
     out.best_sq_err += best;
+    return {chosen, best};
   }
 
  private:
@@ -445,11 +451,13 @@ void accumulate_rows(const QuantizedTensor& q, std::size_t sr_begin, std::size_t
           }
         }
         const std::uint8_t code = q.scales[(sr_begin + sr) * q.scale_cols + sc];
-        if (finite && !all_zero && model.applies()) {
-          if (have_reference) {
-            model.add(reference.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks);
-          } else {
-            model.add(x.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks);
+        if (finite && !all_zero) {
+          AmaxBinSums& bin = local.amax_bins.at(block_amax);
+          bin.add(block);
+          if (model.applies()) {
+            const auto terms = have_reference ? model.add(reference.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks)
+                                              : model.add(x.data(), cols, r0, r1, c0, c1, code, scratch, local.blocks);
+            bin.add_model(terms.chosen, terms.best);
           }
         }
         local.blocks.add_block(block_amax, code, scale_values[code], block.sum_sq_err, block.sum_sq_ref, all_zero,
@@ -693,6 +701,7 @@ void write_figures(JsonWriter& j, const TensorStats& s, float amax) {
   j.field("dead_zone_energy_fraction", er.dead_zone_energy_fraction());
   j.field("grid_noise", s.grid_noise()).field("scale_choice_loss", s.scale_choice_loss());
   j.field("rescalable_blocks", b.rescalable_blocks);
+  write_amax_deciles(j, s);
 }
 
 void write_block_figures(JsonWriter& j, const BlockAccumulator& b) {

@@ -519,14 +519,39 @@ def test_replay_is_the_clis_json(tmp_path):
                     assert text == value, column
 
 
+@needs_cli
+@needs_analyses
+def test_replay_recipe_map_is_the_clis(tmp_path):
+    maps = ["lm_head=bf16,*=nvfp4", "*=nvfp4"]
+    cli("replay", TRACE, "--recipe-map", "; ".join(maps), "--steps", "1", "--layers", "lm_head|layers.0.mlp.down",
+        "--no-gemms", "--json", tmp_path / "r.json", "-q")
+    theirs = json.load(open(tmp_path / "r.json"))
+    ours = fp4sim.replay(TRACE, recipe_map=maps, steps=1, layers="lm_head|layers.0.mlp.down", gemms=False)
+    theirs["trace"]["path"] = ours["trace"]["path"]
+    assert _without_run_time(ours) == _without_run_time(theirs)
+    assert ours["policies"] == maps and "Per policy" in str(ours)
+    taken = [(e["layer"], e["tensor"], e["policy"], e["recipe"]) for e in ours["tensors"]]
+    assert ("lm_head", "x", maps[0], "bf16") in taken and ("lm_head", "x", maps[1], "nvfp4") in taken
+    assert ("model.layers.0.mlp.down_proj", "x", maps[0], "nvfp4") in taken and len(taken) == 2 * 2 * 3
+    with pytest.raises(fp4sim.UsageError, match="recipes or recipe_map"):
+        fp4sim.replay(TRACE, "nvfp4", recipe_map="*=nvfp4")
+    with pytest.raises(fp4sim.UsageError, match="recipe_map.*no rule for layer"):
+        fp4sim.replay(TRACE, recipe_map="lm_head=bf16", gemms=False)
+
+
 @needs_analyses
 def test_replay_records_are_rows_of_scalars():
     r = fp4sim.replay(TRACE, "nvfp4", steps="1", layers="lm_head", gemms=False)
     assert r["gemms"] == [] and len(r["tensors"]) == 3
     for entry in r["tensors"]:
-        # What pandas.DataFrame(r["tensors"]) makes one row of: scalars, and the nested block statistics.
-        assert all(isinstance(v, (int, float, str, bool, type(None))) for k, v in entry.items() if k != "block_stats")
+        # What pandas.DataFrame(r["tensors"]) makes one row of: scalars, the nested block statistics, and the
+        # decomposition per block-amax decile (pandas.json_normalize(r["tensors"], "amax_deciles", [...])).
+        nested = ("block_stats", "amax_deciles")
+        assert all(isinstance(v, (int, float, str, bool, type(None))) for k, v in entry.items() if k not in nested)
         assert isinstance(entry["block_stats"], dict)
+        assert [d["decile"] for d in entry["amax_deciles"]] == list(range(10))
+        assert all(isinstance(v, (int, float, type(None))) for d in entry["amax_deciles"] for k, v in d.items()
+                   if not k.endswith("_note"))
     assert [e["tensor"] for e in r["tensors"]] == ["x", "w", "dy"]
 
 

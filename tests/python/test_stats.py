@@ -142,6 +142,51 @@ def reference_terms(x: np.ndarray, q) -> dict:
     out["scale_choice_loss"] = np.sum((chosen - best)[nonzero]) / ssr
     out["rescalable_blocks"] = int(np.sum(best[nonzero] < chosen[nonzero]))
     out["mean_abs_err"] = np.abs(e).sum() / counted.sum()
+    out["amax_deciles"] = reference_deciles(x, xhat, q.block, chosen, best)
+    return out
+
+
+def as_blocks(a: np.ndarray, block) -> np.ndarray:
+    br, bc = block
+    rows, cols = a.shape
+    return a.reshape(rows // br, br, cols // bc, bc).transpose(0, 2, 1, 3).reshape(rows // br, cols // bc, br * bc)
+
+
+def reference_deciles(x: np.ndarray, xhat: np.ndarray, block, chosen: np.ndarray, best: np.ndarray) -> list:
+    """The terms per block-amax decile (docs/replay.md), from the definitions: bins of the float32 bits of
+    the block amax >> 20, each bin in the decile of its median block, sums over nonzero blocks whose inputs
+    and outputs are all finite."""
+    xb, hb = as_blocks(x, block), as_blocks(xhat, block)
+    rb = xb.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        kept = np.all(np.isfinite(xb), -1) & np.all(np.isfinite(hb), -1) & np.any(xb != 0, -1)
+    amax = np.max(np.abs(np.where(kept[..., None], xb, 0)), -1).astype(np.float32)
+    bins = amax.view(np.uint32) >> 20
+    edges, counts = np.unique(bins[kept], return_counts=True)
+    below = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    decile_of_bin = np.minimum(9, (20 * below + 10 * counts) // (2 * counts.sum()))
+    decile = np.full(bins.shape, -1)
+    decile[kept] = decile_of_bin[np.searchsorted(edges, bins[kept])]
+    e = np.where(kept[..., None], hb - rb, 0.0)
+    r = np.where(kept[..., None], rb, 0.0)
+    energy = np.sum(r * r)
+    out = []
+    for d in range(10):
+        m = decile == d
+        ssr = np.sum(r[m] ** 2)
+        row = {"decile": d, "blocks": int(m.sum())}
+        if row["blocks"]:
+            in_d = edges[decile_of_bin == d]
+            row["block_amax_from"] = float(np.uint32(in_d.min() << 20).view(np.float32))
+            row["block_amax_to"] = float(np.uint32((in_d.max() + 1) << 20).view(np.float32))
+            dead = (r[m] != 0) & (hb[m] == 0)
+            row.update(energy_fraction=ssr / energy, rel_mse=np.sum(e[m] ** 2) / ssr, bias=e[m].sum() / e[m].size,
+                       shrinkage=np.sum(hb[m].astype(np.float64) * r[m]) / ssr - 1.0,
+                       underflow_fraction=dead.sum() / np.count_nonzero(r[m]),
+                       dead_zone_energy_fraction=np.sum(np.where(dead, r[m] ** 2, 0.0)) / ssr,
+                       grid_noise=np.sum(best[m]) / ssr, scale_choice_loss=np.sum((chosen - best)[m]) / ssr,
+                       rescalable_blocks=int(np.sum(best[m] < chosen[m])), mean_abs_err=np.abs(e[m]).mean())
+        out.append(row)
     return out
 
 
@@ -178,6 +223,24 @@ def test_decomposition_against_numpy(source, role, recipe):
         assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-15), key
     # Not vacuous: every input has blocks a neighbouring scale code would have served better
     assert got["grid_noise"] > 0 and got["scale_choice_loss"] > 0 and got["rescalable_blocks"] > 0
+    # The same terms per block-amax decile.
+    filled = 0
+    for g, w in zip(got["amax_deciles"], want["amax_deciles"], strict=True):
+        assert (g["decile"], g["blocks"]) == (w["decile"], w["blocks"])
+        if not w["blocks"]:
+            assert g["bias"] is None and g["energy_fraction"] == 0
+            continue
+        filled += 1
+        for key in ("block_amax_from", "block_amax_to", "rescalable_blocks", "underflow_fraction"):
+            assert g[key] == w[key], (g["decile"], key)
+        assert abs(g["bias"] - w["bias"]) <= 1e-12 * w["mean_abs_err"]
+        for key in ("energy_fraction", "rel_mse", "shrinkage", "dead_zone_energy_fraction", "grid_noise",
+                    "scale_choice_loss"):
+            assert g[key] == pytest.approx(w[key], rel=1e-9, abs=1e-15), (g["decile"], key)
+    assert filled >= 5
+    if source != "random:3":  # without NaN blocks the deciles hold every error: their rel_mse recombine
+        recombined = sum(d["energy_fraction"] * d["rel_mse"] for d in got["amax_deciles"] if d["blocks"])
+        assert recombined == pytest.approx(got["rel_mse"], rel=1e-9)
 
 
 def test_decomposition_figures_are_none_under_rht():

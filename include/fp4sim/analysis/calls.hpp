@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "fp4sim/analysis/replay.hpp"
@@ -12,6 +13,7 @@ namespace fp4sim::replay {
 
 struct Call {
   std::string recipes = "ue5m3,nvfp4,mxfp4";  // comma-separated presets
+  std::optional<std::string> recipe_map;      // recipe maps (parse_recipe_maps); given, they replace `recipes`
   std::string datapath = "recipe";            // recipe, f64, or a datapath name
   std::string steps;                          // "1,200,300-310" ("": every captured step)
   std::string layers;                         // ECMAScript regex searched in layer names
@@ -37,6 +39,7 @@ struct Call {
   std::string tensor_scales = "none,current", roundings = "rne", rhos = "1";
   std::string base = "ue5m3";
   std::string steps, layers, hold = "window";
+  std::optional<std::string> recipe_map;  // trace only: one map with `grid` rules (parse_recipe_maps)
   std::uint64_t seed = 0;
   double slab_mib = 256;  // stream trace tensors larger than this in row slabs
 

@@ -7,6 +7,8 @@
 // operands_for(recipe, gemm) and the product is compared with the float64 product of the unquantized
 // operands (a `gemms` entry). Periodic tensor scaling is carried across the captured steps with a
 // hold rule; `headroom` entries report Proposition 1's quantities (docs/semantics.md P2) per scale format.
+// With recipe maps (policies per layer and step) each map takes, per step and layer, the entries of the
+// recipe (or bf16: not quantized) its first matching rule names, labelled with the map.
 //
 // Memory follows max_slab_bytes everywhere: a tensor larger than it is streamed in row slabs (two
 // passes: amax, then quantization), so the per-tensor statistics hold one slab at a time; a GEMM entry
@@ -26,6 +28,8 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fp4sim/core/progress.hpp"
@@ -50,8 +54,29 @@ std::span<const NameRow<HoldRule>> names(HoldRule);
 using GemmEvaluator = std::function<std::vector<double>(const Recipe& recipe, Gemm gemm, const QuantizedTensor& a,
                                                          const QuantizedTensor& b, const std::string& datapath)>;
 
+// A recipe map (docs/replay.md "Recipe maps"): which recipe quantizes a layer at a step, first matching
+// rule first. A map is one policy of a run; the entries it takes are labelled with its `name`.
+struct MapRule {
+  std::string text;     // the rule as written: "lm_head@100-200=bf16"
+  std::string pattern;  // ECMAScript regex searched in the layer name, as Options::layers; "" = every layer
+  std::optional<std::pair<std::int64_t, std::int64_t>> steps;  // inclusive; none = every step
+  std::optional<Recipe> recipe;  // none: bf16, the layer's tensors rounded RNE to BF16 and not block-scaled
+  bool grid = false;             // sweep's `grid`: each grid point in turn (replay refuses it)
+};
+struct RecipeMap {
+  std::string name;  // the map's text
+  std::vector<MapRule> rules;
+};
+// "lm_head=bf16,.*=nvfp4; .*=nvfp4": maps separated by ';', rules by ',' (outside (), [] and {}), each
+// rule PATTERN[@A-B|@A|@A-]=RECIPE with RECIPE a preset or bf16 and PATTERN `*` for every layer.
+// RECIPE may also be `grid` where `grid` is true (sweep). UsageError naming {recipe_map} and the rule.
+std::vector<RecipeMap> parse_recipe_maps(std::string_view text, bool grid = false);
+
 struct Options {
-  std::vector<Recipe> recipes;                 // default: ue5m3, nvfp4, mxfp4
+  std::vector<Recipe> recipes;                 // default: ue5m3, nvfp4, mxfp4 (with recipe_maps: none)
+  // Policies per layer and step: every recipe they name (and bf16) is replayed and each map takes, per
+  // step and layer, the entries of its first matching rule (docs/replay.md "Recipe maps").
+  std::vector<RecipeMap> recipe_maps;
   // GEMM datapath of the `gemms` entries: "recipe" = each recipe's default (gemm.hpp: probe-matched for
   // ue5m3*, fp32-seq for nvfp4*/mxfp4), "f64" = the dequantized operands multiplied in float64 (fast, no
   // hardware model), or any datapath preset name.
@@ -91,7 +116,8 @@ struct TensorEntry {
   std::string layer, tensor;  // tensor: the dataset name ("x", "w", "dy")
   Role role = Role::activation;
   Gemm view = Gemm::fprop;    // the GEMM whose orientation rules quantized it (fprop or dgrad)
-  std::string recipe;
+  std::string recipe;         // a preset, or "bf16" (recipe maps)
+  std::string policy;         // the recipe map that took it ("" without maps)
   std::size_t rows = 0, cols = 0;
   int block_rows = 1, block_cols = 16;
   std::string element_format, scale_format, rounding, tensor_scale;
@@ -124,6 +150,7 @@ struct GemmEntry {
   std::string layer;
   Gemm gemm = Gemm::fprop;
   std::string recipe, datapath;
+  std::string policy;  // as TensorEntry::policy
   std::size_t m = 0, n = 0, k = 0;
   stats::Figure rel_fro_err;
   double max_abs_err = 0.0;
@@ -137,6 +164,7 @@ struct Result {
   trace::TraceInfo trace;
   std::vector<std::string> recipe_names;
   std::vector<std::string> recipe_sources;
+  std::vector<std::string> policies;  // the recipe maps' names, in order (none without maps)
   std::string datapath, datapath_note;
   HoldRule hold = HoldRule::window;
   std::uint64_t seed = 0;
@@ -182,8 +210,8 @@ void write_csv(const Result& r, Records records, std::ostream& os);
 void write_tensors_csv(const std::vector<TensorEntry>& entries, std::ostream& os);
 // HDF5: /tensors, /gemms, /headroom groups of column datasets (one row per entry) plus histograms.
 void write_h5(const Result& r, const std::filesystem::path& path);
-// The terminal summary: per recipe overall figures, best recipe per tensor role, worst layers,
-// GEMM errors, headroom.
+// The terminal summary, per policy where recipe maps were given, else per recipe: overall figures, the
+// best per tensor role, worst layers, GEMM errors, headroom.
 std::string summary(const Result& r);
 
 }  // namespace fp4sim::replay

@@ -66,6 +66,9 @@ struct Options {
   std::optional<std::vector<std::int64_t>> steps;
   std::vector<std::pair<std::int64_t, std::int64_t>> step_ranges;  // as replay::Options
   std::string layers;
+  // Trace only: a recipe map whose `grid` rules take each grid point in turn (one policy per grid point,
+  // named by it; docs/replay.md "Sweeps").
+  std::optional<replay::RecipeMap> recipe_map;
   replay::HoldRule hold = replay::HoldRule::window;
   std::uint64_t seed = 0;
   std::size_t max_slab_bytes = std::size_t{256} << 20;
@@ -86,6 +89,7 @@ struct Result {
   std::vector<std::string> configs;          // grid point names in order
   std::vector<Skipped> skipped;
   std::string input;                         // trace path or "synthetic"
+  std::string recipe_map;                    // the map's text, where one was given
   std::uint64_t seed = 0;
   std::size_t rows = 0, cols = 0;
   // Run metadata (as replay::Result's):

@@ -45,7 +45,10 @@ std::string render_keys(std::string_view keyed, Spell spell) {
     const std::size_t eq = mark.find('=');
     const std::string_view key = mark.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? std::string_view() : mark.substr(eq + 1);
-    const bool is_key = !key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string_view::npos &&
+    // A key is lower-case words joined by '_': it starts with a letter, so a regex count ("{2}", "{1,3}" in
+    // a --layers pattern or a recipe map quoted back) is text.
+    const bool is_key = !key.empty() && key.front() >= 'a' && key.front() <= 'z' &&
+                        key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string_view::npos &&
                         (eq == std::string_view::npos || value == "true" || value == "false");
     out += keyed.substr(i, open - i);
     if (!is_key) {  // a brace of other text ("{\"a\": {layout} ...}"): a mark may still follow it

@@ -15,6 +15,7 @@
 
 #include "fp4sim/core/format.hpp"
 #include "fp4sim/core/quantize.hpp"
+#include "fp4sim/stats/amax_deciles.hpp"
 
 namespace fp4sim::stats {
 
@@ -148,11 +149,13 @@ struct TensorStats {
   ErrorAccumulator error;
   BlockAccumulator blocks;
   QuantizeCounts counts;  // from the quantizer: saturated elements, scale_saturated/underflow blocks
+  AmaxBins amax_bins;     // the decomposition per block-amax decile
 
   void merge(const TensorStats& o) {
     error.merge(o.error);
     blocks.merge(o.blocks);
     counts.merge(o.counts);
+    amax_bins.merge(o.amax_bins);
   }
   Figure saturated_fraction() const;  // counts.saturated / elements
   Figure grid_noise() const;          // blocks.best_sq_err / error.sum_sq_ref
@@ -248,6 +251,8 @@ class JsonWriter {
 // the one place they are derived for replay, sweep and fp4sim.stats: `elements` .. `rescalable_blocks`
 // (`amax`: the tensor's NaN-ignoring float32 amax, which replay also reads), and the members of `block_stats`.
 void write_figures(JsonWriter& j, const TensorStats& s, float amax);
+// `amax_deciles` (written last by write_figures): the decomposition's terms per block-amax decile.
+void write_amax_deciles(JsonWriter& j, const TensorStats& s);
 void write_block_figures(JsonWriter& j, const BlockAccumulator& b);
 
 }  // namespace fp4sim::stats
