@@ -18,6 +18,7 @@ set -euo pipefail
 # Debian packages, and what needs each.
 debian_packages=(
   g++ make cmake ninja-build pkg-config git  # the build (CMake >= 3.25, Ninja)
+  ccache                                     # tools/test.sh: the pip install test reuses the release build's objects
   libboost-dev                               # Boost.Multiprecision, header only: the exact datapath
   libhdf5-dev hdf5-tools                     # HDF5 C API (traces, quantize output); h5dump for debugging
   libcli11-dev                               # command line

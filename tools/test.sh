@@ -90,7 +90,12 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 stage="configure + build (release)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# Under ccache (Debian package, tools/setup.sh), with its cache in the build tree: the `pip install .` test
+# (python/CMakeLists.txt) compiles the library again with the same commands and takes its objects from
+# there. No CCACHE_BASEDIR: pip's build tree lies elsewhere, and only absolute paths match from both.
+export CCACHE_DIR=$build/ccache
+unset CCACHE_BASEDIR
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build "$build" -j "$jobs"
 stage_done "$stage"
 
