@@ -75,9 +75,16 @@ ninja_file="$out/build.ninja"
 # The compiler's diagnostics are shown; ninja's progress lines are not.
 ninja -C "$out" -j "$(nproc)" | sed '/^\[[0-9]*\/[0-9]*\] /d'
 
+# All programs at once (most are single-threaded under qemu, so one at a time left a core idle), each
+# waited for and reported in the list's order.
+declare -A pids=()
+for test in "${tests[@]}"; do
+  OMP_NUM_THREADS=2 qemu-aarch64 -L "$sysroot" "$out/bin/$test" --gtest_brief=1 --gtest_filter="${filters[$test]:-*}" >"$out/$test.log" 2>&1 &
+  pids[$test]=$!
+done
 failed=()
 for test in "${tests[@]}"; do
-  if OMP_NUM_THREADS=2 qemu-aarch64 -L "$sysroot" "$out/bin/$test" --gtest_brief=1 --gtest_filter="${filters[$test]:-*}" >"$out/$test.log" 2>&1; then
+  if wait "${pids[$test]}"; then
     echo "aarch64_check: $test: $(grep -E '^\[  (PASSED|SKIPPED) ' "$out/$test.log" | tr '\n' ' ')"
   else
     cat "$out/$test.log"
