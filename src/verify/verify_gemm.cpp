@@ -181,6 +181,36 @@ std::uint64_t count_exact(std::span<const float> golden, std::span<const float> 
   return n;
 }
 
+// Outputs that tie are found by a digest of their bits, and each digest match is confirmed bit for bit
+// against the group's first member, computed again: holding every configuration's output would take
+// about 40 times the output's memory.
+std::uint64_t bits_digest(std::span<const float> c) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64-bit
+  for (float v : c) {
+    const std::uint32_t w = std::bit_cast<std::uint32_t>(v);
+    for (int byte = 0; byte < 4; ++byte) h = (h ^ ((w >> (8 * byte)) & 0xFFu)) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+struct TieGroup {
+  std::uint64_t digest;
+  GemmOptions first;                  // the first member's run, computed again to confirm a digest match
+  std::vector<std::size_t> members;   // candidate indices, in table order
+};
+
+void place_in_ties(std::vector<TieGroup>& groups, std::size_t candidate, const GemmOptions& o, std::span<const float> c,
+                   const QuantizedTensor& qa, const QuantizedTensor& qb) {
+  const std::uint64_t digest = bits_digest(c);
+  for (TieGroup& g : groups) {
+    if (g.digest == digest && count_exact(gemm(qa, qb, g.first), c) == c.size()) {
+      g.members.push_back(candidate);
+      return;
+    }
+  }
+  groups.push_back({digest, o, {candidate}});
+}
+
 std::string bin_label(int key) {
   const int b = std::abs(key) - 1;  // |d| in (2^(b-1), 2^b]
   const std::int64_t hi = std::int64_t{1} << b;
@@ -219,6 +249,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
     std::uint64_t best = 0;
     bool have = false, best_is_own = false;
     const std::vector<Config> configs = auto_configs(recipe, bf16_representable);
+    std::vector<TieGroup> groups;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const Config& cfg = configs[i];
       if (request.progress) request.progress(i, configs.size(), cfg.label);
@@ -228,6 +259,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
         const GemmOptions o = resolve_gemm(recipe, qa, qb, cfg.request);
         std::vector<float> c = gemm(qa, qb, o);
         cand.exact_matches = count_exact(c, theirs);
+        place_in_ties(groups, rep.candidates.size(), o, c, qa, qb);
         // The best count wins; among equals, the recipe's own datapath.
         const bool own = cfg.request.datapath == recipe.default_datapath && !cfg.request.bf16_output &&
                          cfg.request.snap && (!cfg.request.inner || cfg.request.inner == o.datapath->inner);
@@ -243,6 +275,14 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
         cand.error = e.what();
       }
       rep.candidates.push_back(std::move(cand));
+    }
+    for (const TieGroup& g : groups) {
+      if (g.members.size() < 2) continue;
+      rep.ties.emplace_back();
+      for (std::size_t member : g.members) {
+        rep.candidates[member].tie_group = rep.ties.size() - 1;
+        rep.ties.back().push_back(rep.candidates[member].name);
+      }
     }
     std::stable_sort(rep.candidates.begin(), rep.candidates.end(), [](const GemmCandidate& x, const GemmCandidate& y) {
       if (x.error.empty() != y.error.empty()) return x.error.empty();
