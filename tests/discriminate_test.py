@@ -5,7 +5,8 @@ through the built binary.
   against sm90-tf32, G = 16 against G = 8, MXFP4): the written C files of the two rows differ bit for
   bit (counted here with numpy, against the manifest's counts), and each row's C handed to `verify gemm
   --datapath auto` as the user's output is explained by that row and not by the other.
-* The directory passes tools/check_vectors.py --self-check (the conformance vectors' conventions).
+* The directory passes tools/check_vectors.py --self-check (the conformance vectors' conventions), and
+  the same seed writes the same bytes.
 * One name, a name twice, an unknown name: exit 2; rows no input of the recipe tells apart: exit 3; no
   directory is left behind either way.
 * On random inputs `verify gemm --datapath auto` reports as ties exactly the groups of configurations
@@ -73,6 +74,11 @@ def test_each_row_is_named_by_verify_auto(tmp_path, recipe, first, second):
     check = subprocess.run([sys.executable, str(CHECKER), str(out), "--self-check", "-q"], capture_output=True,
                            text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
+    again = tmp_path / "again"
+    assert run("vectors", "--recipe", recipe, "--discriminate", f"{first},{second}", "--cases", 2, "--out",
+               again).returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in again.iterdir())
+    assert all((out / p.name).read_bytes() == p.read_bytes() for p in again.iterdir()), "same seed, other bytes"
 
 
 @pytest.mark.parametrize("names,code,says", [

@@ -181,9 +181,9 @@ std::uint64_t count_exact(std::span<const float> golden, std::span<const float> 
   return n;
 }
 
-// Outputs that tie are found by a digest of their bits, and each digest match is confirmed bit for bit
-// against the group's first member, computed again: holding every configuration's output would take
-// about 40 times the output's memory.
+// Outputs that tie are found by a digest of their bits, and each digest match is confirmed bit for bit:
+// outputs that both equal the user's equal each other; otherwise against the group's first member,
+// computed again (holding every configuration's output would take about 40 times the output's memory).
 std::uint64_t bits_digest(std::span<const float> c) {
   std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64-bit
   for (float v : c) {
@@ -195,20 +195,22 @@ std::uint64_t bits_digest(std::span<const float> c) {
 
 struct TieGroup {
   std::uint64_t digest;
+  bool equals_theirs;                 // the outputs are the user's, bit for bit
   GemmOptions first;                  // the first member's run, computed again to confirm a digest match
   std::vector<std::size_t> members;   // candidate indices, in table order
 };
 
 void place_in_ties(std::vector<TieGroup>& groups, std::size_t candidate, const GemmOptions& o, std::span<const float> c,
-                   const QuantizedTensor& qa, const QuantizedTensor& qb) {
+                   bool equals_theirs, const QuantizedTensor& qa, const QuantizedTensor& qb) {
   const std::uint64_t digest = bits_digest(c);
   for (TieGroup& g : groups) {
-    if (g.digest == digest && count_exact(gemm(qa, qb, g.first), c) == c.size()) {
+    if (g.digest != digest || g.equals_theirs != equals_theirs) continue;
+    if (equals_theirs || count_exact(gemm(qa, qb, g.first), c) == c.size()) {
       g.members.push_back(candidate);
       return;
     }
   }
-  groups.push_back({digest, o, {candidate}});
+  groups.push_back({digest, equals_theirs, o, {candidate}});
 }
 
 std::string bin_label(int key) {
@@ -259,7 +261,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
         const GemmOptions o = resolve_gemm(recipe, qa, qb, cfg.request);
         std::vector<float> c = gemm(qa, qb, o);
         cand.exact_matches = count_exact(c, theirs);
-        place_in_ties(groups, rep.candidates.size(), o, c, qa, qb);
+        place_in_ties(groups, rep.candidates.size(), o, c, cand.exact_matches == rep.outputs, qa, qb);
         // The best count wins; among equals, the recipe's own datapath.
         const bool own = cfg.request.datapath == recipe.default_datapath && !cfg.request.bf16_output &&
                          cfg.request.snap && (!cfg.request.inner || cfg.request.inner == o.datapath->inner);
