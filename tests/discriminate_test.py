@@ -138,3 +138,6 @@ def test_ties_on_random_inputs(tmp_path):
     text = run("verify", "gemm", "--recipe", "nvfp4", "--a", a, "--b", b, "--c", theirs, "--datapath", "auto",
                "--worst", 0, "--no-progress").stdout
     assert "ties: these inputs cannot tell apart" in text and "  tie 1: " in text
+    verdict = next(line for line in text.splitlines() if line.startswith("auto: "))
+    tie = 1 + next(i for i, g in enumerate(report["ties"]) if "sm90-bf16" in g)
+    assert verdict.endswith(f"(tie {tie}: these inputs cannot tell them apart)"), verdict

@@ -23,7 +23,13 @@ std::string to_text(const GemmVerifyReport& rep) {
     } else {
       std::string all;
       for (const auto& e : rep.explained_by) all += (all.empty() ? "" : "; ") + e;
-      line("auto: your outputs equal, bit for bit, those of: " + all);
+      // Every configuration that gives the user's outputs gives the same outputs: one tie group.
+      std::string tie;
+      for (const auto& c : rep.candidates) {
+        if (c.name == rep.explained_by.front() && c.tie_group) tie = std::to_string(*c.tie_group + 1);
+      }
+      line("auto: your outputs equal, bit for bit, those of: " + all +
+           (tie.empty() ? "" : " (tie " + tie + ": these inputs cannot tell them apart)"));
     }
     if (!rep.ties.empty()) {
       line("ties: these inputs cannot tell apart the members of each group (bit-identical outputs); "
