@@ -85,7 +85,8 @@ def test_each_row_is_named_by_verify_auto(tmp_path, recipe, first, second):
     ("sm90-bf16", 2, "two or more"),
     ("sm90-bf16,sm90-bf16", 2, "named twice"),
     ("sm90-bf16,sm91", 2, "unknown datapath 'sm91'"),
-    # They differ only in the sign of an underflowed zero, which NVFP4 operands cannot reach.
+    # They differ only in the sign of an underflowed zero and the alignment of a subnormal C (datapaths.md),
+    # which NVFP4 operands with C = 0 cannot reach.
     ("sm90-bf16,sm100-f16", 3, "no input found on which sm90-bf16, sm100-f16 all differ"),
 ])
 def test_refusals(tmp_path, names, code, says):
