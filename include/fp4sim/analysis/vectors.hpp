@@ -48,14 +48,15 @@ struct GemmOutput {
   std::vector<float> c;  // [M, N] row-major
 };
 
-// C = A·Bᵀ with A [M, K] and B [N, K] quantized along K by the recipe's specs for one GEMM
-// (operands_for), through the recipe's default datapath, `exact` and `fp32-seq`.
 // Discriminating cases: in how many outputs two of the named datapaths differ.
 struct RowDifference {
   std::string a, b;
   std::size_t outputs = 0;
 };
 
+// C = A·Bᵀ with A [M, K] and B [N, K] quantized along K by the recipe's specs for one GEMM
+// (operands_for), through the recipe's default datapath, `exact` and `fp32-seq` (discriminating cases:
+// through the named datapaths).
 struct GemmCase {
   std::string name;
   Gemm gemm = Gemm::fprop;
