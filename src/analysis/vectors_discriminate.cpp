@@ -64,7 +64,9 @@ Input spread_blocks(Context& c, std::size_t rows, const Shape& shape, bool negat
 
 std::size_t differing_outputs(const std::vector<float>& x, const std::vector<float>& y) {
   std::size_t n = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) n += std::bit_cast<std::uint32_t>(x[i]) != std::bit_cast<std::uint32_t>(y[i]);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    n += std::bit_cast<std::uint32_t>(x[i]) != std::bit_cast<std::uint32_t>(y[i]);
+  }
   return n;
 }
 
@@ -84,8 +86,8 @@ void detail::check_discriminate(const Recipe& recipe, const std::vector<const Da
     }
   }
   if (cases < 1 || cases > kMaxCases) {
-    throw UsageError("{cases}: with --discriminate, 1 to " + std::to_string(kMaxCases) + " (got " + std::to_string(cases) +
-                     ")");
+    throw UsageError("{cases}: with --discriminate, 1 to " + std::to_string(kMaxCases) + " (got " +
+                     std::to_string(cases) + ")");
   }
   if (recipe.element != formats::e2m1) throw UsageError("vectors: only E2M1 element formats are supported");
 }

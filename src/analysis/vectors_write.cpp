@@ -258,7 +258,8 @@ std::size_t write_set(const Recipe& r, std::uint64_t seed, const std::filesystem
       if (!g.differences.empty()) {
         j.key("differing_outputs").begin_array();
         for (const RowDifference& d : g.differences) {
-          j.begin_object().field("a", d.a).field("b", d.b).field("outputs", static_cast<std::uint64_t>(d.outputs)).end_object();
+          j.begin_object().field("a", d.a).field("b", d.b);
+          j.field("outputs", static_cast<std::uint64_t>(d.outputs)).end_object();
         }
         j.end_array();
       }

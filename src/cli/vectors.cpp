@@ -30,7 +30,8 @@ void run_discriminate(const VectorsOptions& o, const Recipe& recipe) {
   for (const Datapath* dp : rows) names += (names.empty() ? "" : ", ") + std::string(dp->name);
   std::printf("vectors: %zu GEMM cases for recipe %s (seed %llu) on which %s differ, in %s: manifest.json and %zu .npy "
               "files\n",
-              cases, recipe.name.c_str(), static_cast<unsigned long long>(o.seed), names.c_str(), o.out.c_str(), files - 1);
+              cases, recipe.name.c_str(), static_cast<unsigned long long>(o.seed), names.c_str(), o.out.c_str(),
+              files - 1);
 }
 
 void run_vectors(const VectorsOptions& o) {

@@ -44,8 +44,8 @@ std::string to_text(const GemmVerifyReport& rep) {
       if (c.error.empty()) {
         char pct[32];
         std::snprintf(pct, sizeof pct, "%.2f%%", rep.outputs ? 100.0 * static_cast<double>(c.exact_matches) / static_cast<double>(rep.outputs) : 100.0);
-        line("  " + c.name + ": " + std::to_string(c.exact_matches) + " of " + std::to_string(rep.outputs) + " exact (" + pct +
-             ")" + (c.tie_group ? ", tie " + std::to_string(*c.tie_group + 1) : std::string()));
+        line("  " + c.name + ": " + std::to_string(c.exact_matches) + " of " + std::to_string(rep.outputs) +
+             " exact (" + pct + ")" + (c.tie_group ? ", tie " + std::to_string(*c.tie_group + 1) : std::string()));
       } else {
         line("  " + c.name + ": cannot run these operands (" + c.error + ")");
       }
