@@ -135,6 +135,21 @@ void discriminate(const Recipe& recipe, const std::vector<const Datapath*>& rows
           g.differences.push_back({std::string(rows[i]->name), std::string(rows[j]->name), n});
         }
       }
+      // verify gemm --datapath auto also tries the other settings of each row (probe-matched's inner rows,
+      // its snap off) and, on a C of BF16 values, BF16 outputs: none of them may give another row's C.
+      for (std::size_t j = 0; j < rows.size() && fewest > 0; ++j) {
+        for (GemmRequest request : row_settings(*rows[j])) {
+          for (std::size_t i = 0; i < rows.size() && fewest > 0; ++i) {
+            if (i == j) continue;
+            request.bf16_output = bf16_values_only(g.outputs[i].c);
+            if (request.inner == nullptr && !request.bf16_output) continue;  // the row itself, compared above
+            try {
+              fewest = std::min(fewest, differing_outputs(g.outputs[i].c, gemm(recipe, g.a.q, g.b.q, request)));
+            } catch (const DataError&) {  // a setting that cannot run these operands names no output
+            }
+          }
+        }
+      }
       if (fewest == 0 || fewest <= best_fewest) continue;
       // Found: a few more draws may tell the rows apart in more outputs (more robust against a kernel
       // that also differs elsewhere); the one with the most in its closest pair is kept.

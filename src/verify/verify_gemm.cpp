@@ -142,22 +142,11 @@ struct Config {
 std::vector<Config> auto_configs(const Recipe& recipe, bool bf16_too) {
   std::vector<Config> out;
   for (const Datapath* dp : datapath_presets()) {
-    if (dp->kind == DatapathKind::probe_matched) {
-      for (const Datapath* inner : datapath_presets()) {
-        if (inner->kind != DatapathKind::tfdpa || !find_input(*inner, "bf16")) continue;
-        for (bool snap : {true, false}) {
-          GemmRequest request;
-          request.datapath = dp;
-          request.inner = inner;
-          request.snap = snap;
-          out.push_back({std::string(dp->name) + " (inner " + std::string(inner->name) + (snap ? ", snap" : ", no snap") + ")",
-                         request});
-        }
-      }
-    } else {
-      GemmRequest request;
-      request.datapath = dp;
-      out.push_back({std::string(dp->name), request});
+    for (const GemmRequest& request : row_settings(*dp)) {
+      out.push_back({std::string(dp->name) + (request.inner ? " (inner " + std::string(request.inner->name) +
+                                                                  (request.snap ? ", snap" : ", no snap") + ")"
+                                                            : std::string()),
+                     request});
     }
   }
   if (bf16_too) {
@@ -246,11 +235,9 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
   GemmOptions options;
   std::vector<float> golden;
   if (request.auto_datapath) {
-    bool bf16_representable = true;
-    for (float v : theirs) bf16_representable &= (std::bit_cast<std::uint32_t>(v) & 0xFFFFu) == 0 || std::isnan(v);
     std::uint64_t best = 0;
     bool have = false, best_is_own = false;
-    const std::vector<Config> configs = auto_configs(recipe, bf16_representable);
+    const std::vector<Config> configs = auto_configs(recipe, bf16_values_only(theirs));
     std::vector<TieGroup> groups;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const Config& cfg = configs[i];
