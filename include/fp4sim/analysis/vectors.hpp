@@ -104,7 +104,8 @@ std::size_t write(const Recipe& recipe, std::uint64_t seed, std::size_t cases, c
 // rows part ways: blocks spread over many binades (alignment windows and truncation cut different
 // bits), sub-block pairs that cancel exactly (what sets the alignment exponent), rows far below the
 // tensor amax (output rounding, the 1/1024 snap). Each is kept only when running every row on it shows
-// every pair differing; `outputs` then holds each row's C. UsageError: fewer than two rows, a row named
+// every pair differing, and no other setting of a row (row_settings, BF16 outputs) giving another row's
+// C; `outputs` then holds each row's C. UsageError: fewer than two rows, a row named
 // twice, `cases` outside 1..1000; DataError: no such input found within the attempts of one case (rows
 // that tie on every input tried, or a row that cannot run the recipe's operands, with its reason).
 void discriminate(const Recipe& recipe, const std::vector<const Datapath*>& rows, std::uint64_t seed, std::size_t cases,
