@@ -1,6 +1,7 @@
 // `fp4sim vectors` (docs/cli.md): conformance vectors of a recipe written to a directory (fp4sim::vectors).
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "arguments.hpp"
 #include "cli.hpp"
@@ -23,7 +24,10 @@ struct VectorsOptions {
 // Discriminating GEMM inputs: 4 cases unless --cases says otherwise.
 void run_discriminate(const VectorsOptions& o, const Recipe& recipe) {
   std::vector<const Datapath*> rows;
-  for (const std::string& name : o.discriminate) rows.push_back(&datapath_argument(name, "--discriminate"));
+  for (std::string name : o.discriminate) {
+    std::erase(name, ' ');  // "a, b" as "a,b"
+    rows.push_back(&datapath_argument(name, "--discriminate"));
+  }
   const std::size_t cases = o.cases.value_or(4);
   const std::size_t files = vectors::write_discriminating(recipe, rows, o.seed, cases, o.out);
   std::string names;
