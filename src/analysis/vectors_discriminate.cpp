@@ -137,15 +137,22 @@ void discriminate(const Recipe& recipe, const std::vector<const Datapath*>& rows
       }
       // verify gemm --datapath auto also tries the other settings of each row (probe-matched's inner rows,
       // its snap off) and, on a C of BF16 values, BF16 outputs: none of them may give another row's C.
+      std::vector<bool> bf16_c(rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) bf16_c[i] = bf16_values_only(g.outputs[i].c);
       for (std::size_t j = 0; j < rows.size() && fewest > 0; ++j) {
-        for (GemmRequest request : row_settings(*rows[j])) {
-          for (std::size_t i = 0; i < rows.size() && fewest > 0; ++i) {
-            if (i == j) continue;
-            request.bf16_output = bf16_values_only(g.outputs[i].c);
-            if (request.inner == nullptr && !request.bf16_output) continue;  // the row itself, compared above
-            try {
-              fewest = std::min(fewest, differing_outputs(g.outputs[i].c, gemm(recipe, g.a.q, g.b.q, request)));
-            } catch (const DataError&) {  // a setting that cannot run these operands names no output
+        for (const GemmRequest& setting : row_settings(*rows[j])) {
+          for (bool bf16 : {false, true}) {
+            GemmRequest request = setting;
+            request.bf16_output = bf16;
+            std::vector<float> c;
+            for (std::size_t i = 0; i < rows.size() && fewest > 0; ++i) {
+              if (i == j || (bf16 && !bf16_c[i]) || (!bf16 && !setting.inner)) continue;  // !inner: compared above
+              try {
+                if (c.empty()) c = gemm(recipe, g.a.q, g.b.q, request);
+              } catch (const DataError&) {  // a setting that cannot run these operands gives no C
+                break;
+              }
+              fewest = std::min(fewest, differing_outputs(g.outputs[i].c, c));
             }
           }
         }
