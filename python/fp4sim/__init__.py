@@ -500,7 +500,9 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
                 target_a: Optional[float] = None, target_b: Optional[float] = None, seed: int = 0, rbits_a=None,
                 rbits_b=None, worst: int = 3, **overrides) -> VerifyReport:
     """Your GEMM output C [M, N] against a golden datapath (``fp4sim verify gemm``); ``datapath="auto"``
-    tries every preset and reports which explain your outputs bit for bit.
+    tries every preset and reports which explain your outputs bit for bit, and in ``r["ties"]`` the groups
+    of presets with bit-identical outputs, which these inputs cannot tell apart (``fp4sim vectors
+    --discriminate`` writes inputs that can).
 
     >>> a = np.random.default_rng(0).standard_normal((8, 64), dtype=np.float32)
     >>> c = fp4sim.gemm(a, a[:4], "nvfp4")

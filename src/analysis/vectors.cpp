@@ -118,15 +118,40 @@ Plans edge_plans(const Recipe& r) {
 
 std::size_t edge_count(const Plans& p) { return p.quantize.size() + p.gemm.size(); }
 
-std::string case_name(std::size_t index, const std::string& title) {
+std::vector<const Datapath*> gemm_datapaths(const Recipe& recipe) {
+  std::vector<const Datapath*> rows{recipe.default_datapath};
+  for (const Datapath* also : {&datapaths::exact, &datapaths::fp32_seq}) {
+    if (std::find(rows.begin(), rows.end(), also) == rows.end()) rows.push_back(also);
+  }
+  return rows;
+}
+
+// Random tensors for the cases after the edge cases: every role in turn, assorted shapes, and with a
+// tensor scale every third one quantized with a held amax 2^-6 .. 2^6 times its own.
+Input fill_tensor(Context& c, std::size_t ordinal) {
+  const std::size_t B = c.block();
+  const std::size_t rows = 1 + c.draw.below(static_cast<std::uint32_t>(2 * B));
+  const std::size_t whole_blocks = 1 + c.draw.below(4);
+  const std::size_t cols = B * whole_blocks + (ordinal % 2 ? c.draw.below(static_cast<std::uint32_t>(B)) : 0);
+  Input in(rows, cols);
+  const int lo = c.draw.between(-40, 10);
+  const int hi = lo + c.draw.between(1, 12);
+  for (float& v : in.x) v = c.draw.value(lo, hi);
+  if (c.tensor_scaled() && ordinal % 3 == 2) in.amax_ref = std::ldexp(current_amax(in.x), c.draw.between(-6, 6));
+  return in;
+}
+
+bool is_subnormal(float v) { return v != 0.0f && std::fpclassify(v) == FP_SUBNORMAL; }
+
+}  // namespace
+
+std::string detail::case_name(std::size_t index, const std::string& title) {
   char prefix[32];
   std::snprintf(prefix, sizeof prefix, "%02zu_", index);
   return prefix + title;
 }
 
-bool is_subnormal(float v) { return v != 0.0f && std::fpclassify(v) == FP_SUBNORMAL; }
-
-QuantizeCase quantize_case(const Recipe& recipe, std::string name, const OperandSpec& spec, Input in,
+QuantizeCase detail::quantize_case(const Recipe& recipe, std::string name, const OperandSpec& spec, Input in,
                            std::uint64_t seed, std::uint64_t stream) {
   QuantizeCase c;
   c.name = std::move(name);
@@ -198,31 +223,6 @@ QuantizeCase quantize_case(const Recipe& recipe, std::string name, const Operand
   });
   return c;
 }
-
-std::vector<const Datapath*> gemm_datapaths(const Recipe& recipe) {
-  std::vector<const Datapath*> rows{recipe.default_datapath};
-  for (const Datapath* also : {&datapaths::exact, &datapaths::fp32_seq}) {
-    if (std::find(rows.begin(), rows.end(), also) == rows.end()) rows.push_back(also);
-  }
-  return rows;
-}
-
-// Random tensors for the cases after the edge cases: every role in turn, assorted shapes, and with a
-// tensor scale every third one quantized with a held amax 2^-6 .. 2^6 times its own.
-Input fill_tensor(Context& c, std::size_t ordinal) {
-  const std::size_t B = c.block();
-  const std::size_t rows = 1 + c.draw.below(static_cast<std::uint32_t>(2 * B));
-  const std::size_t whole_blocks = 1 + c.draw.below(4);
-  const std::size_t cols = B * whole_blocks + (ordinal % 2 ? c.draw.below(static_cast<std::uint32_t>(B)) : 0);
-  Input in(rows, cols);
-  const int lo = c.draw.between(-40, 10);
-  const int hi = lo + c.draw.between(1, 12);
-  for (float& v : in.x) v = c.draw.value(lo, hi);
-  if (c.tensor_scaled() && ordinal % 3 == 2) in.amax_ref = std::ldexp(current_amax(in.x), c.draw.between(-6, 6));
-  return in;
-}
-
-}  // namespace
 
 const std::vector<std::string>& edge_category_names() {
   // clang-format off

@@ -117,5 +117,17 @@ Input bf16_tensor(Context& c, std::size_t rows, std::size_t cols);
 
 // The number of cases asked for: at least the edge cases, at most what a disk holds.
 void check_cases(const Recipe& recipe, std::size_t cases);
+// The rows and number of cases of `vectors --discriminate` (UsageError: fewer than two rows, one named
+// twice, cases outside 1..1000, a recipe whose elements are not E2M1).
+void check_discriminate(const Recipe& recipe, const std::vector<const Datapath*>& rows, std::size_t cases);
+
+// "07_title": a case's name, its index first so that the files sort in case order.
+std::string case_name(std::size_t index, const std::string& title);
+
+// The input quantized under `spec` with everything the golden model makes of it: codes, scales,
+// dequantized values, the RHT'd tensor, the edge categories reached. Stochastic rounding draws from
+// Philox (seed, stream) unless the input brings its own bits.
+QuantizeCase quantize_case(const Recipe& recipe, std::string name, const OperandSpec& spec, Input in,
+                           std::uint64_t seed, std::uint64_t stream);
 
 }  // namespace fp4sim::vectors::detail

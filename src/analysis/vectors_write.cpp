@@ -173,10 +173,11 @@ class OneThread {
   int threads_;
 };
 
-}  // namespace
-
-std::size_t write(const Recipe& r, std::uint64_t seed, std::size_t cases, const std::filesystem::path& path) {
-  detail::check_cases(r, cases);
+// The manifest and the files of the cases `generate_cases` hands over, all or nothing; `discriminated`
+// names the rows of a discriminating set (empty for the conformance vectors).
+std::size_t write_set(const Recipe& r, std::uint64_t seed, const std::filesystem::path& path,
+                      const std::vector<const Datapath*>& discriminated,
+                      const std::function<void(const std::function<void(Case&&)>&)>& generate_cases) {
   const OneThread one_thread;
   OutputDirectory dir(path);  // a non-empty directory is refused here, before any case is made
   Writer w(dir);
@@ -209,12 +210,17 @@ std::size_t write(const Recipe& r, std::uint64_t seed, std::size_t cases, const 
   j.key("conventions").begin_object();
   for (const auto& [key, text] : kConventions) j.field(key, text);
   j.end_object();
+  if (!discriminated.empty()) {
+    j.key("discriminate").begin_array();
+    for (const Datapath* dp : discriminated) j.value(dp->name);
+    j.end_array();
+  }
   j.key("categories").begin_array();
   for (const auto& category : edge_category_names()) j.value(category);
   j.end_array();
   j.key("cases").begin_array();
   // Each case is written as it is made and then dropped: the memory held does not grow with --cases.
-  generate(r, seed, cases, [&](Case&& c) {
+  generate_cases([&](Case&& c) {
     j.begin_object();
     j.field("name", c.name());
     if (c.quantize) {
@@ -249,6 +255,14 @@ std::size_t write(const Recipe& r, std::uint64_t seed, std::size_t cases, const 
       }
       j.end_object();
       j.end_object();
+      if (!g.differences.empty()) {
+        j.key("differing_outputs").begin_array();
+        for (const RowDifference& d : g.differences) {
+          j.begin_object().field("a", d.a).field("b", d.b);
+          j.field("outputs", static_cast<std::uint64_t>(d.outputs)).end_object();
+        }
+        j.end_array();
+      }
     }
     j.end_object();
   });
@@ -258,6 +272,20 @@ std::size_t write(const Recipe& r, std::uint64_t seed, std::size_t cases, const 
   manifest.commit();
   dir.commit();
   return w.files() + 1;
+}
+
+}  // namespace
+
+std::size_t write(const Recipe& r, std::uint64_t seed, std::size_t cases, const std::filesystem::path& path) {
+  detail::check_cases(r, cases);
+  return write_set(r, seed, path, {}, [&](const std::function<void(Case&&)>& sink) { generate(r, seed, cases, sink); });
+}
+
+std::size_t write_discriminating(const Recipe& r, const std::vector<const Datapath*>& rows, std::uint64_t seed,
+                                 std::size_t cases, const std::filesystem::path& path) {
+  detail::check_discriminate(r, rows, cases);
+  return write_set(r, seed, path, rows,
+                   [&](const std::function<void(Case&&)>& sink) { discriminate(r, rows, seed, cases, sink); });
 }
 
 }  // namespace fp4sim::vectors

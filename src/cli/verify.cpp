@@ -131,7 +131,7 @@ void setup_verify_gemm(CLI::App& app) {
   add_gemm_options(app, g, o->rbits_a, o->rbits_b);
   app.get_option("--datapath")
       ->description("golden datapath (default: the recipe's), or auto: try every preset and report which explains "
-                    "yours:" + datapath_help());
+                    "yours, and which ones these inputs cannot tell apart (ties):" + datapath_help());
   // what-ifs and the slow loop are `fp4sim gemm`'s: verify judges against the golden datapaths as they are
   app.remove_option(app.get_option("--frac-bits"));
   app.remove_option(app.get_option("--reference"));

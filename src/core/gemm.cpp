@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cmath>
 
 #include <omp.h>
 
@@ -191,6 +192,24 @@ GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const Q
   o.alpha = gemm_alpha(alpha_rule_for(*o.datapath, recipe), a.tensor_amax, a.target, b.tensor_amax, b.target,
                        element_max);
   return o;
+}
+
+std::vector<GemmRequest> row_settings(const Datapath& row) {
+  std::vector<GemmRequest> out;
+  if (row.kind != DatapathKind::probe_matched) {
+    out.push_back({.datapath = &row});
+    return out;
+  }
+  for (const Datapath* inner : datapath_presets()) {
+    if (inner->kind != DatapathKind::tfdpa || !find_input(*inner, "bf16")) continue;
+    for (bool snap : {true, false}) out.push_back({.datapath = &row, .inner = inner, .snap = snap});
+  }
+  return out;
+}
+
+bool bf16_values_only(std::span<const float> c) {
+  return std::all_of(c.begin(), c.end(),
+                     [](float v) { return (std::bit_cast<std::uint32_t>(v) & 0xFFFFu) == 0 || std::isnan(v); });
 }
 
 std::vector<float> gemm(const Recipe& recipe, const QuantizedTensor& a, const QuantizedTensor& b,

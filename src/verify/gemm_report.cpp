@@ -23,13 +23,29 @@ std::string to_text(const GemmVerifyReport& rep) {
     } else {
       std::string all;
       for (const auto& e : rep.explained_by) all += (all.empty() ? "" : "; ") + e;
-      line("auto: your outputs equal, bit for bit, those of: " + all);
+      // Every configuration that gives the user's outputs gives the same outputs: one tie group.
+      std::string tie;
+      for (const auto& c : rep.candidates) {
+        if (c.name == rep.explained_by.front() && c.tie_group) tie = std::to_string(*c.tie_group + 1);
+      }
+      line("auto: your outputs equal, bit for bit, those of: " + all +
+           (tie.empty() ? "" : " (tie " + tie + ": these inputs cannot tell them apart)"));
+    }
+    if (!rep.ties.empty()) {
+      line("ties: these inputs cannot tell apart the members of each group (bit-identical outputs); "
+           "fp4sim vectors --discriminate writes inputs that can:");
+      for (std::size_t g = 0; g < rep.ties.size(); ++g) {
+        std::string members;
+        for (const auto& name : rep.ties[g]) members += (members.empty() ? "" : "; ") + name;
+        line("  tie " + std::to_string(g + 1) + ": " + members);
+      }
     }
     for (const auto& c : rep.candidates) {
       if (c.error.empty()) {
         char pct[32];
         std::snprintf(pct, sizeof pct, "%.2f%%", rep.outputs ? 100.0 * static_cast<double>(c.exact_matches) / static_cast<double>(rep.outputs) : 100.0);
-        line("  " + c.name + ": " + std::to_string(c.exact_matches) + " of " + std::to_string(rep.outputs) + " exact (" + pct + ")");
+        line("  " + c.name + ": " + std::to_string(c.exact_matches) + " of " + std::to_string(rep.outputs) +
+             " exact (" + pct + ")" + (c.tie_group ? ", tie " + std::to_string(*c.tie_group + 1) : std::string()));
       } else {
         line("  " + c.name + ": cannot run these operands (" + c.error + ")");
       }
@@ -85,11 +101,18 @@ std::string to_json(const GemmVerifyReport& rep) {
   }
   out += "},\n  \"explained_by\": [";
   for (std::size_t i = 0; i < rep.explained_by.size(); ++i) out += (i ? ", " : "") + json::string(rep.explained_by[i]);
+  out += "],\n  \"ties\": [";
+  for (std::size_t g = 0; g < rep.ties.size(); ++g) {
+    out += g ? ", [" : "[";
+    for (std::size_t i = 0; i < rep.ties[g].size(); ++i) out += (i ? ", " : "") + json::string(rep.ties[g][i]);
+    out += "]";
+  }
   out += "],\n  \"candidates\": [";
   for (std::size_t i = 0; i < rep.candidates.size(); ++i) {
     const auto& c = rep.candidates[i];
     out += std::string(i ? "," : "") + "\n    {\"name\": " + json::string(c.name) +
            ", \"exact_matches\": " + std::to_string(c.exact_matches) +
+           (c.tie_group ? ", \"tie_group\": " + std::to_string(*c.tie_group) : std::string()) +
            (c.error.empty() ? std::string() : ", \"error\": " + json::string(c.error)) + "}";
   }
   out += rep.candidates.empty() ? "],\n  \"worst\": " : "\n  ],\n  \"worst\": ";

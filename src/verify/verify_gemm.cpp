@@ -142,22 +142,11 @@ struct Config {
 std::vector<Config> auto_configs(const Recipe& recipe, bool bf16_too) {
   std::vector<Config> out;
   for (const Datapath* dp : datapath_presets()) {
-    if (dp->kind == DatapathKind::probe_matched) {
-      for (const Datapath* inner : datapath_presets()) {
-        if (inner->kind != DatapathKind::tfdpa || !find_input(*inner, "bf16")) continue;
-        for (bool snap : {true, false}) {
-          GemmRequest request;
-          request.datapath = dp;
-          request.inner = inner;
-          request.snap = snap;
-          out.push_back({std::string(dp->name) + " (inner " + std::string(inner->name) + (snap ? ", snap" : ", no snap") + ")",
-                         request});
-        }
-      }
-    } else {
-      GemmRequest request;
-      request.datapath = dp;
-      out.push_back({std::string(dp->name), request});
+    for (const GemmRequest& request : row_settings(*dp)) {
+      out.push_back({std::string(dp->name) + (request.inner ? " (inner " + std::string(request.inner->name) +
+                                                                  (request.snap ? ", snap" : ", no snap") + ")"
+                                                            : std::string()),
+                     request});
     }
   }
   if (bf16_too) {
@@ -179,6 +168,38 @@ std::uint64_t count_exact(std::span<const float> golden, std::span<const float> 
     n += std::bit_cast<std::uint32_t>(golden[i]) == std::bit_cast<std::uint32_t>(theirs[i]);
   }
   return n;
+}
+
+// Outputs that tie are found by a digest of their bits, and each digest match is confirmed bit for bit:
+// outputs that both equal the user's equal each other; otherwise against the group's first member,
+// computed again (holding every configuration's output would take about 40 times the output's memory).
+std::uint64_t bits_digest(std::span<const float> c) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64-bit
+  for (float v : c) {
+    const std::uint32_t w = std::bit_cast<std::uint32_t>(v);
+    for (int byte = 0; byte < 4; ++byte) h = (h ^ ((w >> (8 * byte)) & 0xFFu)) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+struct TieGroup {
+  std::uint64_t digest;
+  bool equals_theirs;                 // the outputs are the user's, bit for bit
+  GemmOptions first;                  // the first member's run, computed again to confirm a digest match
+  std::vector<std::size_t> members;   // candidate indices, in table order
+};
+
+void place_in_ties(std::vector<TieGroup>& groups, std::size_t candidate, const GemmOptions& o, std::span<const float> c,
+                   bool equals_theirs, const QuantizedTensor& qa, const QuantizedTensor& qb) {
+  const std::uint64_t digest = bits_digest(c);
+  for (TieGroup& g : groups) {
+    if (g.digest != digest || g.equals_theirs != equals_theirs) continue;
+    if (equals_theirs || count_exact(gemm(qa, qb, g.first), c) == c.size()) {
+      g.members.push_back(candidate);
+      return;
+    }
+  }
+  groups.push_back({digest, equals_theirs, o, {candidate}});
 }
 
 std::string bin_label(int key) {
@@ -214,11 +235,10 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
   GemmOptions options;
   std::vector<float> golden;
   if (request.auto_datapath) {
-    bool bf16_representable = true;
-    for (float v : theirs) bf16_representable &= (std::bit_cast<std::uint32_t>(v) & 0xFFFFu) == 0 || std::isnan(v);
     std::uint64_t best = 0;
     bool have = false, best_is_own = false;
-    const std::vector<Config> configs = auto_configs(recipe, bf16_representable);
+    const std::vector<Config> configs = auto_configs(recipe, bf16_values_only(theirs));
+    std::vector<TieGroup> groups;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const Config& cfg = configs[i];
       if (request.progress) request.progress(i, configs.size(), cfg.label);
@@ -228,6 +248,7 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
         const GemmOptions o = resolve_gemm(recipe, qa, qb, cfg.request);
         std::vector<float> c = gemm(qa, qb, o);
         cand.exact_matches = count_exact(c, theirs);
+        place_in_ties(groups, rep.candidates.size(), o, c, cand.exact_matches == rep.outputs, qa, qb);
         // The best count wins; among equals, the recipe's own datapath.
         const bool own = cfg.request.datapath == recipe.default_datapath && !cfg.request.bf16_output &&
                          cfg.request.snap && (!cfg.request.inner || cfg.request.inner == o.datapath->inner);
@@ -243,6 +264,14 @@ GemmVerifyReport verify_gemm(const Recipe& recipe, const VerifyGemmRequest& requ
         cand.error = e.what();
       }
       rep.candidates.push_back(std::move(cand));
+    }
+    for (const TieGroup& g : groups) {
+      if (g.members.size() < 2) continue;
+      rep.ties.emplace_back();
+      for (std::size_t member : g.members) {
+        rep.candidates[member].tie_group = rep.ties.size() - 1;
+        rep.ties.back().push_back(rep.candidates[member].name);
+      }
     }
     std::stable_sort(rep.candidates.begin(), rep.candidates.end(), [](const GemmCandidate& x, const GemmCandidate& y) {
       if (x.error.empty() != y.error.empty()) return x.error.empty();

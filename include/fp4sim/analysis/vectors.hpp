@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/recipe.hpp"
 
@@ -47,13 +48,21 @@ struct GemmOutput {
   std::vector<float> c;  // [M, N] row-major
 };
 
+// Discriminating cases: in how many outputs two of the named datapaths differ.
+struct RowDifference {
+  std::string a, b;
+  std::size_t outputs = 0;
+};
+
 // C = A·Bᵀ with A [M, K] and B [N, K] quantized along K by the recipe's specs for one GEMM
-// (operands_for), through the recipe's default datapath, `exact` and `fp32-seq`.
+// (operands_for), through the recipe's default datapath, `exact` and `fp32-seq` (discriminating cases:
+// through the named datapaths).
 struct GemmCase {
   std::string name;
   Gemm gemm = Gemm::fprop;
   QuantizeCase a, b;
   std::vector<GemmOutput> outputs;
+  std::vector<RowDifference> differences;  // discriminating cases only: every pair of rows, each > 0
 };
 
 struct Case {
@@ -88,5 +97,21 @@ void generate(const Recipe& recipe, std::uint64_t seed, std::size_t cases, const
 // all (OutputDirectory). `dir` must not exist or be an empty directory (UsageError otherwise, before any
 // case is made). Returns the number of files written.
 std::size_t write(const Recipe& recipe, std::uint64_t seed, std::size_t cases, const std::filesystem::path& dir);
+
+// Discriminating inputs (`fp4sim vectors --discriminate`): `cases` fprop GEMMs, A [16, 128] and
+// B [16, 128], on which every two of `rows` give different bits in at least one output, so that a
+// kernel's output names the row it follows (`verify gemm --datapath auto`). Inputs are drawn where the
+// rows part ways: blocks spread over many binades (alignment windows and truncation cut different
+// bits), sub-block pairs that cancel exactly (what sets the alignment exponent), rows far below the
+// tensor amax (output rounding, the 1/1024 snap). Each is kept only when running every row on it shows
+// every pair differing, and no other setting of a row (row_settings, BF16 outputs) giving another row's
+// C; `outputs` then holds each row's C. UsageError: fewer than two rows, a row named
+// twice, `cases` outside 1..1000; DataError: no such input found within the attempts of one case (rows
+// that tie on every input tried, or a row that cannot run the recipe's operands, with its reason).
+void discriminate(const Recipe& recipe, const std::vector<const Datapath*>& rows, std::uint64_t seed, std::size_t cases,
+                  const std::function<void(Case&&)>& sink);
+// As write(), the cases of discriminate(); the manifest names the rows under "discriminate".
+std::size_t write_discriminating(const Recipe& recipe, const std::vector<const Datapath*>& rows, std::uint64_t seed,
+                                 std::size_t cases, const std::filesystem::path& dir);
 
 }  // namespace fp4sim::vectors

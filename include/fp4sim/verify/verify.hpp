@@ -144,6 +144,7 @@ struct GemmCandidate {
   std::string name;  // "sm90-bf16", "probe-matched (inner sm90-bf16, snap)", ...
   std::uint64_t exact_matches = 0;
   std::string error;  // why the row cannot run these operands (then exact_matches is 0)
+  std::optional<std::size_t> tie_group;  // index into GemmVerifyReport::ties when it ties with others
 };
 
 struct GemmVerifyReport {
@@ -160,6 +161,10 @@ struct GemmVerifyReport {
   bool auto_mode = false;
   std::vector<GemmCandidate> candidates;  // auto: every configuration tried, best first
   std::vector<std::string> explained_by;  // auto: the configurations that match bit for bit
+  // auto: groups of two or more configurations whose outputs are bit-identical on these inputs (every
+  // output, not only yours): these inputs cannot tell the members of a group apart. In the order of
+  // each group's first member in the table; `fp4sim vectors --discriminate` writes inputs that can.
+  std::vector<std::vector<std::string>> ties;
 
   bool bit_exact() const { return mismatches == 0; }
 };
