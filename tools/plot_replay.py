@@ -84,6 +84,11 @@ def recipes_of(data):
     return names
 
 
+def quantized_recipes(data):
+    """The recipes with block scales (a recipe map's bf16 has none: its tensors are not block-quantized)."""
+    return [r for r in recipes_of(data) if any(t["recipe"] == r and t.get("blocks") for t in data["tensors"])]
+
+
 def recipe_styles(recipes):
     return {r: {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)]}
             for i, r in enumerate(recipes)}
@@ -315,11 +320,12 @@ def left_out_note(left, values, fmt):
 
 
 def plot_scale_codes(data, out):
-    recipes = [r for r in recipes_of(data) if any(t["recipe"] == r and t.get("blocks") for t in data["tensors"])]
+    recipes = quantized_recipes(data)
     if not recipes:
         return
     values_of = data.get("scale_code_values") or {}
-    fig, axes = plt.subplots(1, len(recipes), figsize=(5.6 * len(recipes), 5.6), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(recipes), figsize=(max(11.2, 5.6 * len(recipes)), 5.6), squeeze=False,
+                             sharey=True)
     top = 1.0
     for ax, r in zip(axes[0], recipes):
         entries = [t for t in data["tensors"] if t["recipe"] == r]
@@ -388,7 +394,9 @@ def plot_scale_codes(data, out):
 
 
 def plot_heatmaps(data, out):
-    recipes = recipes_of(data)
+    recipes = quantized_recipes(data)
+    if not recipes:
+        return
     steps = sorted({t["step"] for t in data["tensors"]})
     layers = sorted({t["layer"] for t in data["tensors"]}, key=layer_key)
     roles = [r for r in ROLE_ORDER if any(t["tensor"] == r for t in data["tensors"])]
@@ -424,7 +432,7 @@ def plot_heatmaps(data, out):
     drawn = [q for q in grids if q[3] > 0]
     zero_everywhere = [q[0] for q in grids if q[3] <= 0]
     cell_w, cell_h = 0.5, 0.3
-    fig = plt.figure(figsize=(len(recipes) * len(columns) * cell_w + 3.2,
+    fig = plt.figure(figsize=(max(12.0, len(recipes) * len(columns) * cell_w + 3.2),
                               len(drawn) * (len(layers) * cell_h + 1.4) + 1.2), layout="constrained")
     grid = fig.add_gridspec(len(drawn), len(recipes) + 1, width_ratios=[1.0] * len(recipes) + [0.06])
     cmap = plt.get_cmap("magma_r").copy()
@@ -460,6 +468,9 @@ def plot_heatmaps(data, out):
     note = ""
     if zero_everywhere:
         note = "\nnot drawn, zero in every tensor and recipe: " + "; ".join(zero_everywhere)
+    unquantized = [r for r in recipes_of(data) if r not in recipes]
+    if unquantized:
+        note += "\nnot drawn, not block-quantized: %s" % ", ".join(unquantized)
     if any(q[0].startswith("scale saturated by rounding") for q in drawn):
         note += ("\nsaturated by FP32 rounding only (cells count blocks): the four FP32 roundings of the ideal scale "
                  "can put the blocks holding the\ntensor's amax up to 2^-22 above the scale max; its largest "
@@ -588,9 +599,11 @@ def block_sqnr_fractions(data, recipe, tensor):
 
 
 def plot_block_sqnr(data, out, baseline):
-    recipes = recipes_of(data)
-    style = recipe_styles(recipes)
-    others = [r for r in recipes if r != baseline]
+    recipes = quantized_recipes(data)
+    if not recipes:
+        return
+    style = recipe_styles(recipes_of(data))
+    others = [r for r in recipes if r != baseline] if baseline in recipes else []
     rows = 2 if others else 1
     fig, axes = plt.subplots(rows, 3, figsize=(16, 8.2 if others else 5.0), sharex="col", sharey="row",
                              squeeze=False, gridspec_kw={"height_ratios": [3, 2][:rows]})
@@ -635,7 +648,9 @@ def plot_block_sqnr(data, out, baseline):
         axes[1][0].set_ylabel("difference from %s\n(percentage points)" % baseline)
     fig.suptitle("Per-block SQNR (all steps and layers; the x axis spans the bins holding at least %.1f%% of some "
                  "recipe's blocks)\nflushed block: every element dequantizes to 0 (block SQNR exactly 0 dB); counted "
-                 "in the percentages, shown as the legend's share" % (100 * shown))
+                 "in the percentages, shown as the legend's share%s" % (
+                     100 * shown, "".join("; %s: not block-quantized, not drawn" % r for r in recipes_of(data)
+                                          if r not in recipes)))
     fig.tight_layout()
     save(fig, out, "block_sqnr.png")
 
