@@ -97,7 +97,7 @@ std::string summary(const Result& r) {
       << pad("saturated", 11, true) << pad("scale sat", 11, true) << pad("scale unf", 11, true);
   if (!r.gemms.empty()) out << "   GEMM rel err fprop / dgrad / wgrad";
   out << "\n";
-  std::vector<std::string> rounding_notes;  // "recipe: N of its M" saturated scales, by rounding
+  std::vector<std::string> rounding_notes;  // "recipe N of M" saturated scales, by rounding
   for (const std::string& name : *columns.names) {
     SqnrOf sqnr{columns.policies};
     double min_sqnr = INFINITY;
@@ -138,13 +138,13 @@ std::string summary(const Result& r) {
       }
     }
     out << "\n";
-    if (ssat_rounding) rounding_notes.push_back(name + ": " + std::to_string(ssat_rounding) + " of its " + std::to_string(ssat));
+    if (ssat_rounding) rounding_notes.push_back(name + " " + std::to_string(ssat_rounding) + " of " + std::to_string(ssat));
   }
   out << "  underflow: nonzero inputs flushed to 0; saturated: elements clipped at the element max (% of elements);\n"
          "  scale sat / scale unf: blocks whose ideal scale exceeded the scale format's max / was nonzero and rounded\n"
          "  to 0 (% of blocks); GEMM rel err: ||C^ - C||F / ||C||F against the float64 product\n";
   if (!rounding_notes.empty()) {
-    out << "  scale sat by FP32 rounding alone (ideal scale within 2^-22 above the max: not clipping): ";
+    out << "  of scale sat, by FP32 rounding alone (ideal scale within 2^-22 above the max, not clipping): ";
     for (std::size_t i = 0; i < rounding_notes.size(); ++i) out << (i ? "; " : "") << rounding_notes[i];
     out << "\n";
   }
