@@ -435,8 +435,7 @@ def plot_heatmaps(data, out):
     fig = plt.figure(figsize=(max(12.0, len(recipes) * len(columns) * cell_w + 3.2),
                               len(drawn) * (len(layers) * cell_h + 1.4) + 1.2), layout="constrained")
     grid = fig.add_gridspec(len(drawn), len(recipes) + 1, width_ratios=[1.0] * len(recipes) + [0.06])
-    cmap = plt.get_cmap("magma_r").copy()
-    cmap.set_bad("white")
+    cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
     for qi, (short, label, by_recipe, vmax) in enumerate(drawn):
         for ri, r in enumerate(recipes):
             ax = fig.add_subplot(grid[qi, ri])
