@@ -12,18 +12,24 @@ when it was replayed, else the first recipe), where gaps too small for the absol
 Writes:
   sqnr_per_layer.png        SQNR (dB) per layer, step and recipe, one row per tensor (x, w, dy); right:
                             each recipe minus the baseline
-  scale_codes.png           histograms of the block scales (log2 of the decoded scale code) per recipe and
-                            tensor role, between the scale format's smallest and largest scale
+  scale_codes.png           histograms of the block scales measured from data (log2 of the decoded scale
+                            code) per recipe and tensor role, on an axis spanning them and the format's
+                            limits when near; each panel lists what it leaves out: zero blocks, underflowed
+                            scales and where the recipe put them (X at 2^0: repaired to 1.0), NaN/Inf blocks
   underflow_saturation.png  per layer (rows) and tensor and step (columns), per recipe: the nonzero inputs
-                            that dequantize to 0, the blocks whose scale saturated, the blocks whose scale
-                            underflowed (a quantity that is zero everywhere is named instead of drawn)
+                            that dequantize to 0, the blocks whose scale clipped, those saturated by FP32
+                            rounding only (within 2^-22 above the max: not clipping; a count), the blocks
+                            whose scale underflowed (a quantity that is zero everywhere is named instead of
+                            drawn; a recipe map's bf16, without blocks, too)
   headroom_rho.png          periodic scaling: rho = current amax / held amax per tensor and step against
-                            each scale format's U/T (left out, with the reason, when rho = 1 throughout),
-                            and the blocks that saturate or underflow per scale format and step
+                            each scale format's U/T (in its place, when rho = 1 throughout, why there is no
+                            rho), and the blocks that saturate (by FP32 rounding only: hatched) or underflow
+                            per scale format and step
   gemm_error.png            relative Frobenius error per GEMM (fprop, dgrad, wgrad), layer, step and recipe;
                             right: each recipe's error relative to the baseline's
-  block_sqnr.png            distribution of the per-block SQNR per recipe and role; below: each recipe minus
-                            the baseline
+  block_sqnr.png            distribution of the per-block SQNR per recipe and role, flushed blocks (every
+                            element to 0: exactly 0 dB) left out of the bins and given in the legend; below:
+                            each recipe minus the baseline
 A sweep JSON (no steps/layers) gets sqnr_sweep.png instead.
 """
 import argparse

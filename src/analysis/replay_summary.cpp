@@ -138,7 +138,9 @@ std::string summary(const Result& r) {
       }
     }
     out << "\n";
-    if (ssat_rounding) rounding_notes.push_back(name + " " + std::to_string(ssat_rounding) + " of " + std::to_string(ssat));
+    if (ssat_rounding) {
+      rounding_notes.push_back(name + " " + std::to_string(ssat_rounding) + " of " + std::to_string(ssat));
+    }
   }
   out << "  underflow: nonzero inputs flushed to 0; saturated: elements clipped at the element max (% of elements);\n"
          "  scale sat / scale unf: blocks whose ideal scale exceeded the scale format's max / was nonzero and rounded\n"
@@ -214,7 +216,9 @@ std::string summary(const Result& r) {
       out << "; others use their own amax (rho = 1): try {hold} previous to stress staleness";
     }
     out << "\n";
-    if (worst && std::all_of(r.headroom.begin(), r.headroom.end(), [](const HeadroomEntry& h) { return h.hold.rho.value == 1.0; })) {
+    const bool rho_one = std::all_of(r.headroom.begin(), r.headroom.end(),
+                                     [](const HeadroomEntry& h) { return h.hold.rho.value == 1.0; });
+    if (worst && rho_one) {
       out << "  rho = 1 for every tensor: each holds the amax of its own step, so no scale is stale here\n";
     } else if (worst) {
       out << "  largest rho " << fmt("%.3g", *worst->hold.rho.value) << " at step " << worst->step << " "
@@ -239,8 +243,10 @@ std::string summary(const Result& r) {
           << pad(std::to_string(sat_rounding), 15, true)
           << pad(std::to_string(unf) + fmt(" (%.2g%%)", blocks ? 100.0 * unf / blocks : 0.0), 18, true) << "\n";
     }
-    out << "  U = the scale format's largest scale: no block saturates while rho <= U/T (Proposition 1); tensors sat.:\n"
-           "  tensors with a saturated block; by rounding: ideal scale within 2^-22 above U (FP32 rounding, not clipping);\n"
+    out << "  U = the scale format's largest scale: no block saturates while rho <= U/T (Proposition 1); "
+           "tensors sat.:\n"
+           "  tensors with a saturated block; by rounding: ideal scale within 2^-22 above U (FP32 rounding, not "
+           "clipping);\n"
            "  blocks underflow: nonzero ideal scale rounded to 0 (% of all blocks of all tensors)\n";
   }
   out << "\n"
