@@ -171,8 +171,8 @@ def test_a_recipe_map_bf16_is_named_not_drawn_as_blocks(replays, plot_replay, mo
 
 def test_the_summary_defines_its_terms(replays):
     _, window = replays["window"]
-    for term in ("underflow: nonzero inputs flushed to 0", "saturated: elements clipped",
-                 "scale sat / scale unf: blocks whose ideal scale", "GEMM rel err:", "U = the scale format's largest",
+    for term in ("underflow: nonzero inputs flushed to 0", "saturated: elements scaled above the element max",
+                 "scale sat / scale unf: blocks whose ideal", "GEMM rel err:", "U = the scale format's largest",
                  "tensors sat.:", "by rounding: ideal scale within 2^-22 above U", "blocks underflow:",
                  "of scale sat, by FP32 rounding alone"):
         assert term in window, term

@@ -142,9 +142,10 @@ std::string summary(const Result& r) {
       rounding_notes.push_back(name + " " + std::to_string(ssat_rounding) + " of " + std::to_string(ssat));
     }
   }
-  out << "  underflow: nonzero inputs flushed to 0; saturated: elements clipped at the element max (% of elements);\n"
-         "  scale sat / scale unf: blocks whose ideal scale exceeded the scale format's max / was nonzero and rounded\n"
-         "  to 0 (% of blocks); GEMM rel err: ||C^ - C||F / ||C||F against the float64 product\n";
+  out << "  underflow: nonzero inputs flushed to 0; saturated: elements scaled above the element max (% of elements;\n"
+         "  clipped, or flushed where the block's scale underflowed to 0); scale sat / scale unf: blocks whose ideal\n"
+         "  scale exceeded the scale format's max / was nonzero and rounded to 0 (% of blocks); GEMM rel err:\n"
+         "  ||C^ - C||F / ||C||F against the float64 product\n";
   if (!rounding_notes.empty()) {
     out << "  of scale sat, by FP32 rounding alone (ideal scale within 2^-22 above the max, not clipping): ";
     for (std::size_t i = 0; i < rounding_notes.size(); ++i) out << (i ? "; " : "") << rounding_notes[i];
