@@ -30,7 +30,8 @@ Writes:
   block_sqnr.png            distribution of the per-block SQNR per recipe and role, flushed blocks (every
                             element to 0: exactly 0 dB) left out of the bins and given in the legend; below:
                             each recipe minus the baseline
-A sweep JSON (no steps/layers) gets sqnr_sweep.png instead.
+A sweep JSON (no steps/layers) gets sqnr_sweep.png instead (SQNR per configuration and input; saturated and
+underflowed block scales, saturation by FP32 rounding only hatched).
 """
 import argparse
 import json
@@ -675,7 +676,7 @@ def plot_sweep(data, out):
         order.sort(key=lambda k: ROLE_ORDER.index(k.split()[-1]) if k.split()[-1] in ROLE_ORDER else 9)
     configs = data.get("configs") or sorted({t["recipe"] for t in entries})
     ys = np.arange(len(configs))
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, 0.42 * len(configs) + 2.6), sharey=True,
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, 0.42 * len(configs) + 3.2), sharey=True,
                                   gridspec_kw={"width_ratios": [3, 2]})
     for gi, key in enumerate(order):
         means = [np.mean(groups[key][c]) if groups[key].get(c) else np.nan for c in configs]
@@ -687,27 +688,32 @@ def plot_sweep(data, out):
     ax.set_yticks(ys)
     ax.set_yticklabels(configs, fontsize=9)
     ax.set_ylim(len(configs) - 0.5, -0.5)
-    ax.set_ylabel("element / scale format / block / tensor scale / rounding")
+    ax.set_ylabel("element / scale format / block /\ntensor scale / rounding")
     widen(ax.get_xlim, ax.set_xlim, 6.0)
     ax.set_xlabel("SQNR (dB, higher is better)%s" % ("" if synthetic else "; mean over the trace's tensors"))
     ax.grid(axis="x", alpha=0.35)
     ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(5, len(order)), frameon=False)
     # Saturation and underflow of the block scales per configuration (all inputs together).
-    sat = defaultdict(lambda: [0, 0, 0])
+    sat = defaultdict(lambda: [0, 0, 0, 0])
     for t in entries:
         s = sat[t["recipe"]]
         s[0] += t["scale_saturated"]
         s[1] += t["scale_underflow"]
         s[2] += t["blocks"]
+        s[3] += t.get("scale_saturated_rounding", 0)
     for k, (idx, what) in enumerate(((0, "saturated"), (1, "underflowed to 0"))):
         vals = [100.0 * sat[c][idx] / max(1, sat[c][2]) for c in configs]
         bars = ax2.barh(ys + (k - 0.5) * 0.38, vals, height=0.36, color=PALETTE[5 if idx == 0 else 4],
                         label="blocks whose scale %s" % what)
         ax2.bar_label(bars, labels=["%.2g" % v if v > 0 else "0" for v in vals], fontsize=7, padding=2)
+        rounding = [100.0 * sat[c][3] / max(1, sat[c][2]) for c in configs]
+        if idx == 0 and any(rounding):
+            ax2.barh(ys - 0.5 * 0.38, rounding, height=0.36, color="white", alpha=0.55, hatch="///", edgecolor="black",
+                     lw=0.0, label="of those, by FP32 rounding only (within 2^-22 above the max: not clipping)")
     ax2.set_xlim(0, max(1e-9, ax2.get_xlim()[1]) * 1.18)
     ax2.set_xlabel("blocks (% of all blocks of the configuration)")
     ax2.grid(axis="x", alpha=0.35)
-    ax2.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False)
+    ax2.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=1, frameon=False)
     fig.suptitle("Sweep over %s" % ("synthetic distributions (%s x %s)" % (data.get("rows"), data.get("cols"))
                                     if synthetic else os.path.basename(data.get("input", "?"))), y=0.995)
     fig.tight_layout()
