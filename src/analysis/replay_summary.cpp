@@ -180,6 +180,7 @@ std::string summary(const Result& r) {
     }
     out << "   " << (best_names.empty() ? "-" : best_names) << "\n";
   }
+  out << "  best: the highest; names joined by = lie within 0.05 dB of it (a tie)\n";
 
   // Worst layers.
   out << (columns.policies ? "\nWorst tensors per policy (lowest SQNR dB)\n" : "\nWorst tensors per recipe (lowest SQNR dB)\n");
@@ -200,6 +201,8 @@ std::string summary(const Result& r) {
           << opt(e.stats.blocks.block_sqnr_db_quantile(0.01).value, "%.0f") << " dB)\n";
     }
   }
+  out << "  underflow: share of the nonzero inputs flushed to 0; block SQNR p01: the 1st percentile of the\n"
+         "  per-block SQNR (1 dB bins)\n";
 
   // Proposition 1.
   if (!r.headroom.empty()) {
