@@ -180,7 +180,7 @@ std::string summary(const Result& r) {
     }
     out << "   " << (best_names.empty() ? "-" : best_names) << "\n";
   }
-  out << "  best: the highest; names joined by = lie within 0.05 dB of it (a tie)\n";
+  out << "  best: the highest; several names when they lie within 0.05 dB of it (a tie)\n";
 
   // Worst layers.
   out << (columns.policies ? "\nWorst tensors per policy (lowest SQNR dB)\n" : "\nWorst tensors per recipe (lowest SQNR dB)\n");
