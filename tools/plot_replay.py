@@ -393,10 +393,10 @@ def plot_scale_codes(data, out):
     axes[0][0].set_ylim(0.7, top * 30.0)
     axes[0][0].set_ylabel("blocks (all steps and layers)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.93), frameon=False)
-    fig.suptitle("Where the measured block scales sit in their scale format's range (grey: beyond the format's "
+    fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.905), frameon=False)
+    fig.suptitle("Where the measured block scales sit in their scale format's range\n(grey: beyond the format's "
                  "range; \u2715: blocks set to 1.0, not measured)")
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
     save(fig, out, "scale_codes.png")
 
 
