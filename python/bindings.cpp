@@ -585,7 +585,9 @@ NB_MODULE(_fp4sim, m) {
         d["blocks"] = q.counts.blocks;
         d["zero_blocks"] = q.counts.zero_blocks;
         d["scale_saturated"] = q.counts.scale_saturated;
+        d["scale_saturated_rounding"] = q.counts.scale_saturated_rounding;
         d["scale_underflow"] = q.counts.scale_underflow;
+        d["scale_repaired"] = q.counts.scale_repaired;
         d["saturated"] = q.counts.saturated;
         return d;
       });

@@ -12,19 +12,26 @@ when it was replayed, else the first recipe), where gaps too small for the absol
 Writes:
   sqnr_per_layer.png        SQNR (dB) per layer, step and recipe, one row per tensor (x, w, dy); right:
                             each recipe minus the baseline
-  scale_codes.png           histograms of the block scales (log2 of the decoded scale code) per recipe and
-                            tensor role, between the scale format's smallest and largest scale
+  scale_codes.png           histograms of the block scales measured from data (log2 of the decoded scale
+                            code) per recipe and tensor role, on an axis spanning them and the format's
+                            limits when near; each panel lists what it leaves out: zero blocks, underflowed
+                            scales and where the recipe put them (X at 2^0: repaired to 1.0), NaN/Inf blocks
   underflow_saturation.png  per layer (rows) and tensor and step (columns), per recipe: the nonzero inputs
-                            that dequantize to 0, the blocks whose scale saturated, the blocks whose scale
-                            underflowed (a quantity that is zero everywhere is named instead of drawn)
+                            that dequantize to 0, the blocks whose scale clipped, those saturated by FP32
+                            rounding only (within 2^-22 above the max: not clipping; a count), the blocks
+                            whose scale underflowed (a quantity that is zero everywhere is named instead of
+                            drawn; a recipe map's bf16, without blocks, too)
   headroom_rho.png          periodic scaling: rho = current amax / held amax per tensor and step against
-                            each scale format's U/T (left out, with the reason, when rho = 1 throughout),
-                            and the blocks that saturate or underflow per scale format and step
+                            each scale format's U/T (in its place, when rho = 1 throughout, why there is no
+                            rho), and the blocks that saturate (by FP32 rounding only: hatched) or underflow
+                            per scale format and step
   gemm_error.png            relative Frobenius error per GEMM (fprop, dgrad, wgrad), layer, step and recipe;
                             right: each recipe's error relative to the baseline's
-  block_sqnr.png            distribution of the per-block SQNR per recipe and role; below: each recipe minus
-                            the baseline
-A sweep JSON (no steps/layers) gets sqnr_sweep.png instead.
+  block_sqnr.png            distribution of the per-block SQNR per recipe and role, flushed blocks (every
+                            element to 0: exactly 0 dB) left out of the bins and given in the legend; below:
+                            each recipe minus the baseline
+A sweep JSON (no steps/layers) gets sqnr_sweep.png instead (SQNR per configuration and input; saturated and
+underflowed block scales, saturation by FP32 rounding only hatched).
 """
 import argparse
 import json
@@ -82,6 +89,11 @@ def recipes_of(data):
         if t["recipe"] not in names:
             names.append(t["recipe"])
     return names
+
+
+def quantized_recipes(data):
+    """The recipes with block scales (a recipe map's bf16 has none: its tensors are not block-quantized)."""
+    return [r for r in recipes_of(data) if any(t["recipe"] == r and t.get("blocks") for t in data["tensors"])]
 
 
 def recipe_styles(recipes):
@@ -262,10 +274,65 @@ def plot_gemms(data, out, baseline):
         legend_extra=lambda r: " (datapath %s)" % datapath.get(r, "?"))
 
 
+def scale_code_counts(entries, values):
+    """Blocks per scale code, summed over entries, of the blocks whose scale was measured from their data,
+    and the blocks left out: zero blocks (all +-0), underflowed scales (nonzero ideal scale rounded to 0),
+    the repaired ones among both (set to 1.0 by a recipe with zero_scale one) and nonfinite blocks.
+    A recipe that repairs repairs every zero scale (zero blocks' and underflowed ones' alike): they sit at
+    the code of 1.0. Unrepaired, they sit at the zero code, or at the smallest scale in a format without
+    one (E8M0: a power-of-two rule gives an all-zero block the smallest scale)."""
+    counts = defaultdict(int)
+    left = {"zero": 0, "underflow": 0, "repaired": 0, "nonfinite": 0}
+    one_code = next((c for c, v in enumerate(values) if v == 1.0), None)
+    zero_code = 0 if values and values[0] == 0 else None
+    smallest = next((c for c, v in enumerate(values) if v > 0), None)
+    for t in entries:
+        per = defaultdict(int)
+        for code, n in t["block_stats"]["scale_codes"].items():
+            per[int(code)] += n
+        repaired = t.get("scale_repaired", 0)
+        unrepaired = t["zero_blocks"] + t["scale_underflow"] - repaired
+        if repaired and one_code is not None:
+            per[one_code] -= repaired
+        at = zero_code if zero_code is not None else smallest
+        if unrepaired and at is not None:
+            per[at] -= unrepaired
+        for code, n in per.items():
+            counts[code] += n
+        left["zero"] += t["zero_blocks"]
+        left["underflow"] += t["scale_underflow"]
+        left["repaired"] += repaired
+        left["nonfinite"] += t["block_stats"].get("nonfinite_blocks", 0)
+    return {c: n for c, n in counts.items() if n > 0}, left
+
+
+def left_out_note(left, values, fmt):
+    """Lines saying which blocks the histogram leaves out and where their scales went."""
+    lines = []
+    if left["zero"]:
+        lines.append("%d zero blocks (all \u00b10)" % left["zero"])
+    if left["underflow"]:
+        lines.append("%d underflowed (ideal scale \u2192 0)" % left["underflow"])
+    if left["zero"] or left["underflow"]:
+        if left["repaired"]:
+            lines.append("  \u2192 %d repaired to scale 1.0 (\u2715 at 2^0)" % left["repaired"])
+        elif values and values[0] == 0:
+            lines.append("  \u2192 kept at scale 0 (no log2)")
+        else:
+            smallest = next(v for v in values if v > 0)
+            lines.append("  \u2192 at the smallest %s scale 2^%d" % (fmt, round(math.log2(smallest))))
+    if left["nonfinite"]:
+        lines.append("%d blocks holding NaN/Inf" % left["nonfinite"])
+    return ["not drawn (scale not measured from data):"] + lines if lines else ["every block's scale measured"]
+
+
 def plot_scale_codes(data, out):
-    recipes = recipes_of(data)
+    recipes = quantized_recipes(data)
+    if not recipes:
+        return
     values_of = data.get("scale_code_values") or {}
-    fig, axes = plt.subplots(1, len(recipes), figsize=(5.6 * len(recipes), 5.2), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(recipes), figsize=(max(11.2, 5.6 * len(recipes)), 5.6), squeeze=False,
+                             sharey=True)
     top = 1.0
     for ax, r in zip(axes[0], recipes):
         entries = [t for t in data["tensors"] if t["recipe"] == r]
@@ -277,51 +344,66 @@ def plot_scale_codes(data, out):
             continue
         positive = [v for v in values if v > 0]
         lo, hi = math.log2(min(positive)), math.log2(max(positive))
-        unplotted = []
+        drawn_lo, drawn_hi = hi, lo
+        left_total = {"zero": 0, "underflow": 0, "repaired": 0, "nonfinite": 0}
         for tensor in ROLE_ORDER:
-            counts = defaultdict(int)
-            for t in entries:
-                if t["tensor"] == tensor:
-                    for code, n in t["block_stats"]["scale_codes"].items():
-                        counts[int(code)] += n
-            # Codes past the finite ones (NaN) and code 0 (a zero scale) have no log2.
-            no_log = sum(n for c, n in counts.items() if c >= len(values) or values[c] <= 0)
-            if no_log:
-                unplotted.append("%d %s" % (no_log, tensor))
+            counts, left = scale_code_counts([t for t in entries if t["tensor"] == tensor], values)
+            for k in left_total:
+                left_total[k] += left[k]
             used = [c for c in counts if c < len(values) and values[c] > 0]
             if not used:
                 continue
             # Every code between the smallest and largest used one, zero-filled, so that the steps are a
             # histogram over the scale axis.
             codes = [c for c in range(min(used), max(used) + 1) if values[c] > 0]
-            ax.step([math.log2(values[c]) for c in codes], [max(counts.get(c, 0), 0.5) for c in codes], where="mid",
-                    lw=1.4, label=ROLE_TITLE[tensor], **ROLE_STYLE[tensor])
+            xs = [math.log2(values[c]) for c in codes]
+            drawn_lo, drawn_hi = min(drawn_lo, xs[0]), max(drawn_hi, xs[-1])
+            ax.step(xs, [max(counts.get(c, 0), 0.5) for c in codes], where="mid", lw=1.4, label=ROLE_TITLE[tensor],
+                    **ROLE_STYLE[tensor])
             top = max([top] + list(counts.values()))
-        pad = 0.04 * (hi - lo) + 0.5
-        ax.set_xlim(lo - pad, hi + pad)
-        ax.axvspan(lo - pad, lo, color="#dddddd", zorder=0)
-        ax.axvspan(hi, hi + pad, color="#dddddd", zorder=0)
+            if left["repaired"]:
+                ax.plot([0.0], [left["repaired"]], ls="none", marker="X", ms=9, mec="white", mew=0.6,
+                        color=ROLE_STYLE[tensor]["color"], zorder=4)
+        if drawn_lo > drawn_hi:
+            drawn_lo, drawn_hi = lo, hi
+        if left_total["repaired"]:
+            drawn_lo, drawn_hi = min(drawn_lo, 0.0), max(drawn_hi, 0.0)
+        # The axis spans the drawn scales (and the format's limits when they are near): a format spanning
+        # 2^-127..2^127 would squeeze the data into spikes.
+        pad = 0.06 * (drawn_hi - drawn_lo) + 1.0
+        x0 = lo - pad if drawn_lo - lo < 8 else drawn_lo - pad
+        x1 = hi + pad if hi - drawn_hi < 8 else drawn_hi + pad
+        ax.set_xlim(x0, x1)
         for edge, what, ha in ((lo, "smallest %s scale\n2^%.3g" % (fmt, lo), "left"),
                                (hi, "largest %s scale\n%.6g = 2^%.3g" % (fmt, max(positive), hi), "right")):
-            ax.axvline(edge, color="black", ls=":", lw=1.2)
-            ax.text(edge, 0.98, what, transform=ax.get_xaxis_transform(), ha=ha, va="top", fontsize=8,
-                    bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
+            if x0 <= edge <= x1:
+                ax.axvspan(*((x0, edge) if ha == "left" else (edge, x1)), color="#dddddd", zorder=0)
+                ax.axvline(edge, color="black", ls=":", lw=1.2)
+                ax.text(edge, 0.98, what, transform=ax.get_xaxis_transform(), ha=ha, va="top", fontsize=8,
+                        bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
+            else:
+                ax.text(1.0 if ha == "right" else 0.0, 0.98, ("%s \u2192" if ha == "right" else "\u2190 %s") %
+                        what.replace("\n", " "), transform=ax.transAxes, ha=ha, va="top", fontsize=8, color="#555555")
+        ax.text(0.02, 0.86, "\n".join(left_out_note(left_total, values, fmt)), transform=ax.transAxes, ha="left",
+                va="top", fontsize=8, bbox=dict(boxstyle="round,pad=0.3", fc="#f7f7f7", ec="#bbbbbb", alpha=0.95))
         ax.set_yscale("log")
         ax.set_xlabel("log2 of the block scale (decoded %s code)" % fmt)
-        ax.set_title("%s: %s block scales\n%s" % (r, fmt, "zero scales (not drawn): %s blocks" % ", ".join(unplotted)
-                                                    if unplotted else "no zero scales"), fontsize=10)
+        ax.set_title("%s: %s block scales measured from data" % (r, fmt), fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylim(0.7, top * 3.0)
+    axes[0][0].set_ylim(0.7, top * 30.0)
     axes[0][0].set_ylabel("blocks (all steps and layers)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.93), frameon=False)
-    fig.suptitle("Where the block scales sit in their scale format's range (grey: beyond the format's range)")
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.905), frameon=False)
+    fig.suptitle("Where the measured block scales sit in their scale format's range\n(grey: beyond the format's "
+                 "range; \u2715: blocks set to 1.0, not measured)")
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
     save(fig, out, "scale_codes.png")
 
 
 def plot_heatmaps(data, out):
-    recipes = recipes_of(data)
+    recipes = quantized_recipes(data)
+    if not recipes:
+        return
     steps = sorted({t["step"] for t in data["tensors"]})
     layers = sorted({t["layer"] for t in data["tensors"]}, key=layer_key)
     roles = [r for r in ROLE_ORDER if any(t["tensor"] == r for t in data["tensors"])]
@@ -331,8 +413,12 @@ def plot_heatmaps(data, out):
     quantities = [  # (panel title, colour bar label, value of one entry)
         ("inputs flushed to 0", "nonzero inputs that dequantize to 0 (%)",
          lambda e: 100.0 * e["underflow_fraction"] if finite(e.get("underflow_fraction")) else None),
-        ("blocks whose scale saturated", "blocks whose scale saturated (% of the tensor's blocks)",
-         lambda e: 100.0 * e["scale_saturated"] / e["blocks"] if e.get("blocks") else None),
+        ("blocks whose scale clipped", "blocks whose scale saturated beyond FP32 rounding (% of the tensor's "
+         "blocks)", lambda e: 100.0 * (e["scale_saturated"] - e.get("scale_saturated_rounding", 0)) / e["blocks"]
+         if e.get("blocks") else None),
+        ("scale saturated by rounding only (blocks)", "blocks whose ideal scale was within 2^-22 above the\n"
+         "max (FP32 rounding at the amax's block, not clipping; count)",
+         lambda e: e.get("scale_saturated_rounding", 0) if e.get("blocks") else None),
         ("blocks whose scale underflowed", "blocks whose scale underflowed to 0 (% of the tensor's blocks)",
          lambda e: 100.0 * e["scale_underflow"] / e["blocks"] if e.get("blocks") else None),
     ]
@@ -353,11 +439,10 @@ def plot_heatmaps(data, out):
     drawn = [q for q in grids if q[3] > 0]
     zero_everywhere = [q[0] for q in grids if q[3] <= 0]
     cell_w, cell_h = 0.5, 0.3
-    fig = plt.figure(figsize=(len(recipes) * len(columns) * cell_w + 3.2,
+    fig = plt.figure(figsize=(max(12.0, len(recipes) * len(columns) * cell_w + 3.2),
                               len(drawn) * (len(layers) * cell_h + 1.4) + 1.2), layout="constrained")
     grid = fig.add_gridspec(len(drawn), len(recipes) + 1, width_ratios=[1.0] * len(recipes) + [0.06])
-    cmap = plt.get_cmap("magma_r").copy()
-    cmap.set_bad("white")
+    cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
     for qi, (short, label, by_recipe, vmax) in enumerate(drawn):
         for ri, r in enumerate(recipes):
             ax = fig.add_subplot(grid[qi, ri])
@@ -389,7 +474,15 @@ def plot_heatmaps(data, out):
     note = ""
     if zero_everywhere:
         note = "\nnot drawn, zero in every tensor and recipe: " + "; ".join(zero_everywhere)
-    fig.suptitle("Underflow and scale saturation per layer, tensor and step (cells in %%; white: none)%s" % note)
+    unquantized = [r for r in recipes_of(data) if r not in recipes]
+    if unquantized:
+        note += "\nnot drawn, not block-quantized: %s" % ", ".join(unquantized)
+    if any(q[0].startswith("scale saturated by rounding") for q in drawn):
+        note += ("\nsaturated by FP32 rounding only (cells count blocks): the four FP32 roundings of the ideal scale "
+                 "can put the blocks holding the\ntensor's amax up to 2^-22 above the scale max; its largest "
+                 "element still rounds to the element max, so nothing is clipped")
+    fig.suptitle("Underflow and scale saturation per layer, tensor and step (cells in %% unless said; white: none)%s"
+                 % note)
     save(fig, out, "underflow_saturation.png")
 
 
@@ -426,6 +519,20 @@ def plot_rho(ax, head, steps, colours):
     ax.set_title("rho per tensor: a scale format saturates above its U/T line", fontsize=10)
 
 
+def why_no_rho(ax, head, exact, hold):
+    """In the rho panel's place: why there is no rho to draw."""
+    ax.axis("off")
+    own = len(head) - exact
+    why = ("%d of them hold the amax of their own step\n(their refresh step was not captured),\n%d are refresh "
+           "steps themselves." % (own, exact)) if hold == "window" else "Every held amax equals the current one."
+    text = ("No rho figure: rho = current amax / held amax\nis 1 for all %d tensors under --hold %s.\n\n%s\n\n"
+            "No scale is stale, so there is nothing to\ncompare with U/T. Replay with --hold previous\nto hold "
+            "the previous captured step's amax." % (len(head), hold, why))
+    ax.text(0.5, 0.55, text, transform=ax.transAxes, ha="center", va="center", fontsize=10.5,
+            bbox=dict(boxstyle="round,pad=0.8", fc="#f4f4f4", ec="#bbbbbb"))
+    ax.set_title("rho per tensor", fontsize=10)
+
+
 def plot_headroom(data, out):
     head = data.get("headroom") or []
     if not head:
@@ -436,21 +543,17 @@ def plot_headroom(data, out):
     colours = {name: FORMAT_COLOURS[i % len(FORMAT_COLOURS)] for i, name in enumerate(formats)}
     rho_varies = any(finite(h.get("rho")) and h["rho"] != 1 for h in head)
     exact = sum(1 for h in head if h.get("held_exact"))
-    ncols = 3 if rho_varies else 2
-    fig, axes = plt.subplots(1, ncols, figsize=(5.8 * ncols, 6.4), squeeze=False)
+    fig, axes = plt.subplots(1, 3, figsize=(17.4, 6.4), squeeze=False)
     axes = list(axes[0])
-    subtitle = ""
     if rho_varies:
         plot_rho(axes.pop(0), head, steps, colours)
     else:
-        subtitle = ("\nrho = 1 for all %d tensors, so no rho panel: %d hold an amax of their own step (its refresh "
-                    "step was not captured), %d are refresh steps themselves.\nReplay with --hold previous to hold "
-                    "the previous captured step's amax and see stale scales." % (len(head), len(head) - exact, exact))
+        why_no_rho(axes.pop(0), head, exact, data.get("hold", "?"))
     blocks = {s: sum(h["formats"][formats[0]]["blocks"] for h in head if h["step"] == s) for s in steps}
     width = 0.8 / max(1, len(formats))
     for ax, key, what in ((axes[0], "saturated_blocks", "saturate with the held amax\n(ideal scale above U before "
-                                                          "rounding; at rho = 1 the amax's block\ncan land one FP32 "
-                                                          "ulp above U: one block per tensor)"),
+                                                          "rounding; hatched: by FP32 rounding\nonly, within 2^-22 "
+                                                          "above U at the amax's block: not clipping)"),
                           (axes[1], "underflow_blocks", "underflow to 0 with the held amax")):
         top = 0
         for fi, name in enumerate(formats):
@@ -458,17 +561,25 @@ def plot_headroom(data, out):
             xs = np.arange(len(steps)) + (fi - (len(formats) - 1) / 2) * width
             bars = ax.bar(xs, counts, width=width * 0.92, color=colours[name],
                           label="%s (U/T = %.3g)" % (name, head[0]["formats"][name]["max_scale"] / target))
-            ax.bar_label(bars, labels=["%d" % c for c in counts], fontsize=8, padding=2)
+            if key == "saturated_blocks":
+                rounding = [sum(h["formats"][name].get("saturated_rounding_blocks", 0) for h in head
+                                if h["step"] == s) for s in steps]
+                ax.bar(xs, rounding, width=width * 0.92, color="white", alpha=0.55, hatch="///", edgecolor="black",
+                       lw=0.0)
+                labels = ["%d\n(%d by\nrounding)" % (c, k) if k else "%d" % c for c, k in zip(counts, rounding)]
+            else:
+                labels = ["%d" % c for c in counts]
+            ax.bar_label(bars, labels=labels, fontsize=8, padding=2)
             top = max([top] + counts)
-        ax.set_ylim(0, max(1, top) * 1.12)
+        ax.set_ylim(0, max(1, top) * (1.3 if key == "saturated_blocks" else 1.12))
         ax.set_xticks(range(len(steps)))
         ax.set_xticklabels(["%d\n(%d blocks)" % (s, blocks[s]) for s in steps])
         ax.set_xlabel("step (blocks of all layers and tensors)")
         ax.set_ylabel("blocks")
         ax.set_title("blocks whose scale would %s" % what, fontsize=10)
         ax.grid(alpha=0.3, axis="y")
-    title = "Periodic tensor scaling (D = %d, T = %g, hold %s; held amax exact for %d of %d tensors)%s" % (
-        head[0]["period"], target, data.get("hold", "?"), exact, len(head), subtitle)
+    title = "Periodic tensor scaling (D = %d, T = %g, hold %s; held amax exact for %d of %d tensors)" % (
+        head[0]["period"], target, data.get("hold", "?"), exact, len(head))
     fig.suptitle(title, fontsize=11, y=0.995)
     legend_y = 0.985 - 0.042 * (title.count("\n") + 1)
     handles, labels = axes[0].get_legend_handles_labels()
@@ -479,26 +590,35 @@ def plot_headroom(data, out):
 
 
 def block_sqnr_fractions(data, recipe, tensor):
+    """Per 1 dB bin, the fraction of the inexact blocks in it, flushed blocks (every element to 0: exactly
+    0 dB) left out of their bin; and the fraction of flushed blocks."""
     hist = defaultdict(int)
+    flushed = 0
     for t in data["tensors"]:
         if t["recipe"] == recipe and t["tensor"] == tensor:
             for db, n in t["block_stats"]["block_sqnr_db_hist"].items():
                 hist[int(db)] += n
+            flushed += t["block_stats"].get("flushed_blocks", 0)
     total = sum(hist.values())
-    return {db: n / total for db, n in hist.items()} if total else {}
+    hist[0] -= flushed
+    return ({db: n / total for db, n in hist.items() if n} if total else {}), (flushed / total if total else 0.0)
 
 
 def plot_block_sqnr(data, out, baseline):
-    recipes = recipes_of(data)
-    style = recipe_styles(recipes)
-    others = [r for r in recipes if r != baseline]
+    recipes = quantized_recipes(data)
+    if not recipes:
+        return
+    style = recipe_styles(recipes_of(data))
+    others = [r for r in recipes if r != baseline] if baseline in recipes else []
     rows = 2 if others else 1
     fig, axes = plt.subplots(rows, 3, figsize=(16, 8.2 if others else 5.0), sharex="col", sharey="row",
                              squeeze=False, gridspec_kw={"height_ratios": [3, 2][:rows]})
     shown = 0.001  # the x axis covers the bins that hold at least this fraction of some recipe's blocks
     for col, tensor in enumerate(ROLE_ORDER):
         ax = axes[0][col]
-        fractions = {r: block_sqnr_fractions(data, r, tensor) for r in recipes}
+        both = {r: block_sqnr_fractions(data, r, tensor) for r in recipes}
+        fractions = {r: f for r, (f, _) in both.items()}
+        flushed = {r: share for r, (_, share) in both.items()}
         bins = sorted({db for f in fractions.values() for db, v in f.items() if v >= shown})
         if not bins:
             continue
@@ -508,7 +628,9 @@ def plot_block_sqnr(data, out, baseline):
             # The baseline wide and pale underneath, so that a recipe equal to it shows as a line inside it.
             ax.stairs(ys, edges, color=style[r]["color"], lw=4.0 if others and r == baseline else 1.5,
                       alpha=0.45 if others and r == baseline else 1.0, zorder=1 if r == baseline else 3,
-                      label=r + (" (baseline)" if others and r == baseline else ""))
+                      label=r + (" (baseline)" if others and r == baseline else "") +
+                      ("\n  + %.2g%% flushed whole to 0 (0 dB, not drawn)" % (100 * flushed[r])
+                       if any(flushed.values()) else ""))
         ax.set_xlim(edges[0], edges[-1])
         ax.set_title("tensor %s" % ROLE_TITLE[tensor])
         ax.legend(fontsize=8)
@@ -531,7 +653,10 @@ def plot_block_sqnr(data, out, baseline):
         widen(axes[1][0].get_ylim, axes[1][0].set_ylim, 2.0, around_zero=True)
         axes[1][0].set_ylabel("difference from %s\n(percentage points)" % baseline)
     fig.suptitle("Per-block SQNR (all steps and layers; the x axis spans the bins holding at least %.1f%% of some "
-                 "recipe's blocks)" % (100 * shown))
+                 "recipe's blocks)\nflushed block: every element dequantizes to 0 (block SQNR exactly 0 dB); counted "
+                 "in the percentages, shown as the legend's share%s" % (
+                     100 * shown, "".join("; %s: not block-quantized, not drawn" % r for r in recipes_of(data)
+                                          if r not in recipes)))
     fig.tight_layout()
     save(fig, out, "block_sqnr.png")
 
@@ -551,7 +676,7 @@ def plot_sweep(data, out):
         order.sort(key=lambda k: ROLE_ORDER.index(k.split()[-1]) if k.split()[-1] in ROLE_ORDER else 9)
     configs = data.get("configs") or sorted({t["recipe"] for t in entries})
     ys = np.arange(len(configs))
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, 0.42 * len(configs) + 2.6), sharey=True,
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, 0.42 * len(configs) + 3.2), sharey=True,
                                   gridspec_kw={"width_ratios": [3, 2]})
     for gi, key in enumerate(order):
         means = [np.mean(groups[key][c]) if groups[key].get(c) else np.nan for c in configs]
@@ -563,27 +688,32 @@ def plot_sweep(data, out):
     ax.set_yticks(ys)
     ax.set_yticklabels(configs, fontsize=9)
     ax.set_ylim(len(configs) - 0.5, -0.5)
-    ax.set_ylabel("element / scale format / block / tensor scale / rounding")
+    ax.set_ylabel("element / scale format / block /\ntensor scale / rounding")
     widen(ax.get_xlim, ax.set_xlim, 6.0)
     ax.set_xlabel("SQNR (dB, higher is better)%s" % ("" if synthetic else "; mean over the trace's tensors"))
     ax.grid(axis="x", alpha=0.35)
     ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(5, len(order)), frameon=False)
     # Saturation and underflow of the block scales per configuration (all inputs together).
-    sat = defaultdict(lambda: [0, 0, 0])
+    sat = defaultdict(lambda: [0, 0, 0, 0])
     for t in entries:
         s = sat[t["recipe"]]
         s[0] += t["scale_saturated"]
         s[1] += t["scale_underflow"]
         s[2] += t["blocks"]
+        s[3] += t.get("scale_saturated_rounding", 0)
     for k, (idx, what) in enumerate(((0, "saturated"), (1, "underflowed to 0"))):
         vals = [100.0 * sat[c][idx] / max(1, sat[c][2]) for c in configs]
         bars = ax2.barh(ys + (k - 0.5) * 0.38, vals, height=0.36, color=PALETTE[5 if idx == 0 else 4],
                         label="blocks whose scale %s" % what)
         ax2.bar_label(bars, labels=["%.2g" % v if v > 0 else "0" for v in vals], fontsize=7, padding=2)
+        rounding = [100.0 * sat[c][3] / max(1, sat[c][2]) for c in configs]
+        if idx == 0 and any(rounding):
+            ax2.barh(ys - 0.5 * 0.38, rounding, height=0.36, color="white", alpha=0.55, hatch="///", edgecolor="black",
+                     lw=0.0, label="of those, by FP32 rounding only (within 2^-22 above the max: not clipping)")
     ax2.set_xlim(0, max(1e-9, ax2.get_xlim()[1]) * 1.18)
     ax2.set_xlabel("blocks (% of all blocks of the configuration)")
     ax2.grid(axis="x", alpha=0.35)
-    ax2.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False)
+    ax2.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=1, frameon=False)
     fig.suptitle("Sweep over %s" % ("synthetic distributions (%s x %s)" % (data.get("rows"), data.get("cols"))
                                     if synthetic else os.path.basename(data.get("input", "?"))), y=0.995)
     fig.tight_layout()

@@ -26,6 +26,10 @@ mkdir -p "$out"
 
 # The main job: replay the shipped training trace through the three recipe families and print the
 # summary; the JSON, the CSV tables (replay_trace_a_tensors.csv, _gemms.csv, _headroom.csv) and the
-# plots land in out/.
-"$fp4sim" replay traces/trace_a.h5 --recipes ue5m3,nvfp4,mxfp4 \
+# plots land in out/. --hold previous: trace A did not capture the refresh steps of steps 200 and 2000,
+# so the default hold gives every tensor its own amax (rho = 1, nothing for headroom_rho.png to show);
+# holding the previous captured step's amax shows stale scales against each format's U/T (ue5m3's
+# periodic scaling uses that hold too; the other recipes scale by the current amax or none). It costs
+# no measurable time (8.6 CPU-s for replay and plots either way).
+"$fp4sim" replay traces/trace_a.h5 --recipes ue5m3,nvfp4,mxfp4 --hold previous \
   --json "$out/replay_trace_a.json" --csv "$out/replay_trace_a.csv" --plots "$out/plots"

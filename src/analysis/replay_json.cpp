@@ -140,7 +140,8 @@ void write_json(const Result& r, std::ostream& os) {
       } else {
         j.field("guaranteed_unsaturated", stats::Figure::none(h.hold.rho.note));
       }
-      j.field("blocks", f.blocks).field("saturated_blocks", f.saturated).field("underflow_blocks", f.underflow);
+      j.field("blocks", f.blocks).field("saturated_blocks", f.saturated);
+      j.field("saturated_rounding_blocks", f.saturated_rounding).field("underflow_blocks", f.underflow);
       j.end_object();
     }
     j.end_object();

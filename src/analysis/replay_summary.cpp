@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "fp4sim/analysis/replay.hpp"
 #include "fp4sim/core/names.hpp"
@@ -96,10 +97,12 @@ std::string summary(const Result& r) {
       << pad("saturated", 11, true) << pad("scale sat", 11, true) << pad("scale unf", 11, true);
   if (!r.gemms.empty()) out << "   GEMM rel err fprop / dgrad / wgrad";
   out << "\n";
+  std::vector<std::string> rounding_notes;  // "recipe N of M" saturated scales, by rounding
   for (const std::string& name : *columns.names) {
     SqnrOf sqnr{columns.policies};
     double min_sqnr = INFINITY;
     std::uint64_t under = 0, nonzero = 0, sat = 0, elements = 0, ssat = 0, sunf = 0, blocks = 0, entries = 0, bf16 = 0;
+    std::uint64_t ssat_rounding = 0;
     for (const auto& e : r.tensors) {
       if (columns.of(e) != name) continue;
       ++entries;
@@ -112,6 +115,7 @@ std::string summary(const Result& r) {
       sat += e.stats.counts.saturated;
       elements += e.stats.error.elements;
       ssat += e.stats.counts.scale_saturated;
+      ssat_rounding += e.stats.counts.scale_saturated_rounding;
       sunf += e.stats.counts.scale_underflow;
       blocks += e.stats.blocks.blocks;
     }
@@ -133,6 +137,18 @@ std::string summary(const Result& r) {
         out << (g == Gemm::fprop ? "" : " / ") << opt(m.get(), "%.4f");
       }
     }
+    out << "\n";
+    if (ssat_rounding) {
+      rounding_notes.push_back(name + " " + std::to_string(ssat_rounding) + " of " + std::to_string(ssat));
+    }
+  }
+  out << "  underflow: nonzero inputs flushed to 0; saturated: elements scaled above the element max (% of elements;\n"
+         "  clipped, or flushed where the block's scale underflowed to 0); scale sat / scale unf: blocks whose ideal\n"
+         "  scale exceeded the scale format's max / was nonzero and rounded to 0 (% of blocks); GEMM rel err:\n"
+         "  ||C^ - C||F / ||C||F against the float64 product\n";
+  if (!rounding_notes.empty()) {
+    out << "  of scale sat, by FP32 rounding alone (ideal scale within 2^-22 above the max, not clipping): ";
+    for (std::size_t i = 0; i < rounding_notes.size(); ++i) out << (i ? "; " : "") << rounding_notes[i];
     out << "\n";
   }
 
@@ -164,6 +180,7 @@ std::string summary(const Result& r) {
     }
     out << "   " << (best_names.empty() ? "-" : best_names) << "\n";
   }
+  out << "  best: the highest; several names when they lie within 0.05 dB of it (a tie)\n";
 
   // Worst layers.
   out << (columns.policies ? "\nWorst tensors per policy (lowest SQNR dB)\n" : "\nWorst tensors per recipe (lowest SQNR dB)\n");
@@ -184,6 +201,8 @@ std::string summary(const Result& r) {
           << opt(e.stats.blocks.block_sqnr_db_quantile(0.01).value, "%.0f") << " dB)\n";
     }
   }
+  out << "  underflow: share of the nonzero inputs flushed to 0; block SQNR p01: the 1st percentile of the\n"
+         "  per-block SQNR (1 dB bins)\n";
 
   // Proposition 1.
   if (!r.headroom.empty()) {
@@ -201,26 +220,38 @@ std::string summary(const Result& r) {
       out << "; others use their own amax (rho = 1): try {hold} previous to stress staleness";
     }
     out << "\n";
-    if (worst) {
+    const bool rho_one = std::all_of(r.headroom.begin(), r.headroom.end(),
+                                     [](const HeadroomEntry& h) { return h.hold.rho.value == 1.0; });
+    if (worst && rho_one) {
+      out << "  rho = 1 for every tensor: each holds the amax of its own step, so no scale is stale here\n";
+    } else if (worst) {
       out << "  largest rho " << fmt("%.3g", *worst->hold.rho.value) << " at step " << worst->step << " "
           << worst->layer << " " << worst->tensor << " (held from step " << worst->hold.held_from_step.value_or(0)
           << ")\n";
     }
     out << "  " << pad("scale format", 14) << pad("U/T", 8, true) << pad("tensors sat.", 14, true)
-        << pad("blocks saturated", 18, true) << pad("blocks underflow", 18, true) << "\n";
+        << pad("blocks saturated", 18, true) << pad("by rounding", 15, true) << pad("blocks underflow", 18, true)
+        << "\n";
     for (std::size_t f = 0; f < h0.formats.size(); ++f) {
-      std::uint64_t blocks = 0, sat = 0, unf = 0, tensors = 0;
+      std::uint64_t blocks = 0, sat = 0, sat_rounding = 0, unf = 0, tensors = 0;
       for (const auto& h : r.headroom) {
         blocks += h.formats[f].blocks;
         sat += h.formats[f].saturated;
+        sat_rounding += h.formats[f].saturated_rounding;
         unf += h.formats[f].underflow;
         tensors += h.formats[f].saturated > 0;
       }
       out << "  " << pad(h0.formats[f].scale_name, 14) << pad(fmt("%.3g", h0.formats[f].max_scale / h0.target), 8, true)
           << pad(std::to_string(tensors) + "/" + std::to_string(r.headroom.size()), 14, true)
           << pad(std::to_string(sat) + fmt(" (%.2g%%)", blocks ? 100.0 * sat / blocks : 0.0), 18, true)
+          << pad(std::to_string(sat_rounding), 15, true)
           << pad(std::to_string(unf) + fmt(" (%.2g%%)", blocks ? 100.0 * unf / blocks : 0.0), 18, true) << "\n";
     }
+    out << "  U = the scale format's largest scale: no block saturates while rho <= U/T (Proposition 1); "
+           "tensors sat.:\n"
+           "  tensors with a saturated block; by rounding: ideal scale within 2^-22 above U (FP32 rounding, not "
+           "clipping);\n"
+           "  blocks underflow: nonzero ideal scale rounded to 0 (% of all blocks of all tensors)\n";
   }
   out << "\n"
       << fmt("%.2f", r.tensor_bytes / 1e6) << " MB of float32 tensor data per recipe in " << fmt("%.2f", r.seconds)

@@ -74,7 +74,7 @@ void serialize(Archive& a, TensorStats& s) {
 }
 template <class Archive>
 void serialize(Archive& a, HeadroomCounts& h) {
-  a(h.scale, h.scale_name, h.max_scale, h.blocks, h.saturated, h.underflow);
+  a(h.scale, h.scale_name, h.max_scale, h.blocks, h.saturated, h.saturated_rounding, h.underflow);
 }
 }  // namespace stats
 

@@ -26,7 +26,9 @@ void QuantizeCounts::merge(const QuantizeCounts& o) {
   blocks += o.blocks;
   zero_blocks += o.zero_blocks;
   scale_saturated += o.scale_saturated;
+  scale_saturated_rounding += o.scale_saturated_rounding;
   scale_underflow += o.scale_underflow;
+  scale_repaired += o.scale_repaired;
   saturated += o.saturated;
 }
 
@@ -258,7 +260,9 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
         ++counts.blocks;
         counts.zero_blocks += block == 0.0f && !nonfinite;
         counts.scale_saturated += scale.saturated;
+        counts.scale_saturated_rounding += scale.saturated_rounding;
         counts.scale_underflow += scale.underflow;
+        counts.scale_repaired += scale.repaired;
         for (std::size_t r = r0; r < r1; ++r) {
           const float* v = x.data() + r * cols + c0;
           std::size_t nan = 0, inf = 0, nonzero = 0;

@@ -85,6 +85,7 @@ ScaleChooser::Candidates ScaleChooser::four_over_six(float block_amax, ScaleTrac
 BlockScale ScaleChooser::two_level_from_ideal(float ideal, ScaleTrace* trace) const {
   BlockScale b;
   b.saturated = ideal > scale_max_;
+  b.saturated_rounding = saturated_by_rounding(ideal, scale_max_);
   b.code = static_cast<std::uint8_t>(to_scale_(std::bit_cast<std::uint32_t>(ideal)));
   b.value = decode_to_float(recipe_.scale, b.code);
   b.underflow = ideal > 0.0f && b.value == 0.0f;
@@ -95,6 +96,7 @@ BlockScale ScaleChooser::two_level_from_ideal(float ideal, ScaleTrace* trace) co
   if (b.value == 0.0f && recipe_.zero_scale == ZeroScale::one) {
     b.code = one_code_;
     b.value = 1.0f;
+    b.repaired = true;
     if (trace) trace->repaired = true;
   }
   set_element_scaling(b);

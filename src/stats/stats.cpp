@@ -8,6 +8,7 @@
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/json.hpp"
 #include "fp4sim/core/primitives.hpp"
+#include "fp4sim/core/scale_chooser.hpp"
 #include "fp4sim/core/fp32.hpp"
 
 namespace fp4sim::stats {
@@ -104,7 +105,7 @@ double BlockAccumulator::scale_log2(std::uint8_t code, float value) {
 }
 
 void BlockAccumulator::add_block(float block_amax, std::uint8_t scale_code, float scale_value, double sum_sq_err,
-                                 double sum_sq_ref, bool all_zero, bool nonfinite) {
+                                 double sum_sq_ref, bool all_zero, bool nonfinite, bool flushed) {
   ++blocks;
   ++scale_codes[scale_code];
   if (nonfinite) {
@@ -129,6 +130,7 @@ void BlockAccumulator::add_block(float block_amax, std::uint8_t scale_code, floa
     ++exact_blocks;
     return;
   }
+  flushed_blocks += flushed;
   const double rel = sum_sq_err / sum_sq_ref;
   worst_rel_mse = std::max(worst_rel_mse, rel);
   const double db = -10.0 * std::log10(rel);
@@ -141,6 +143,7 @@ void BlockAccumulator::merge(const BlockAccumulator& o) {
   zero_blocks += o.zero_blocks;
   nonfinite_blocks += o.nonfinite_blocks;
   exact_blocks += o.exact_blocks;
+  flushed_blocks += o.flushed_blocks;
   for (std::size_t i = 0; i < scale_codes.size(); ++i) scale_codes[i] += o.scale_codes[i];
   for (std::size_t i = 0; i < amax_log2.size(); ++i) amax_log2[i] += o.amax_log2[i];
   amax_inf += o.amax_inf;
@@ -461,7 +464,7 @@ void accumulate_rows(const QuantizedTensor& q, std::size_t sr_begin, std::size_t
           }
         }
         local.blocks.add_block(block_amax, code, scale_values[code], block.sum_sq_err, block.sum_sq_ref, all_zero,
-                               nonfinite_input);
+                               nonfinite_input, block.underflow == block.nonzero);
         local.error.merge(block);
       }
     }
@@ -522,7 +525,7 @@ void accumulate_headroom(std::span<const float> x, std::size_t rows, std::size_t
   const std::size_t br = static_cast<std::size_t>(block_rows), bc = static_cast<std::size_t>(block_cols);
   const std::size_t scale_rows = (rows + br - 1) / br, scale_cols = (cols + bc - 1) / bc;
   const std::size_t nf = out.size();
-  std::vector<std::uint64_t> sat(nf, 0), under(nf, 0);
+  std::vector<std::uint64_t> sat(nf, 0), sat_rounding(nf, 0), under(nf, 0);
   std::uint64_t blocks = 0;
   for (std::size_t sr = 0; sr < scale_rows; ++sr) {
     for (std::size_t sc = 0; sc < scale_cols; ++sc) {
@@ -542,6 +545,7 @@ void accumulate_headroom(std::span<const float> x, std::size_t rows, std::size_t
       const float ideal = fp32::min(fp32::mul_rn(amax, multiplier), std::numeric_limits<float>::max());
       for (std::size_t f = 0; f < nf; ++f) {
         sat[f] += ideal > maxima[f];
+        sat_rounding[f] += saturated_by_rounding(ideal, maxima[f]);
         if (ideal > 0.0f) {
           if (zero_below[f] >= 0.0f) {
             under[f] += ideal <= zero_below[f];
@@ -555,6 +559,7 @@ void accumulate_headroom(std::span<const float> x, std::size_t rows, std::size_t
   for (std::size_t f = 0; f < nf; ++f) {
     out[f].blocks += blocks;
     out[f].saturated += sat[f];
+    out[f].saturated_rounding += sat_rounding[f];
     out[f].underflow += under[f];
   }
 }
@@ -688,7 +693,8 @@ void write_figures(JsonWriter& j, const TensorStats& s, float amax) {
   j.field("underflow_fraction", er.underflow_fraction()).field("underflow", er.underflow);
   j.field("saturated_fraction", s.saturated_fraction()).field("saturated", c.saturated);
   j.field("blocks", b.blocks).field("zero_blocks", b.zero_blocks);
-  j.field("scale_saturated", c.scale_saturated).field("scale_underflow", c.scale_underflow);
+  j.field("scale_saturated", c.scale_saturated).field("scale_saturated_rounding", c.scale_saturated_rounding);
+  j.field("scale_underflow", c.scale_underflow).field("scale_repaired", c.scale_repaired);
   j.field("nan", er.nan).field("inf", er.inf).field("nonfinite_outputs", er.nonfinite_out);
   j.number_field("amax", amax);
   if (er.nonzero) {
@@ -706,6 +712,7 @@ void write_figures(JsonWriter& j, const TensorStats& s, float amax) {
 
 void write_block_figures(JsonWriter& j, const BlockAccumulator& b) {
   j.field("nonfinite_blocks", b.nonfinite_blocks).field("exact_blocks", b.exact_blocks);
+  j.field("flushed_blocks", b.flushed_blocks);
   if (b.block_amax_max > 0) {
     j.number_field("block_amax_min_nonzero", b.block_amax_min_nonzero);
     j.number_field("block_amax_max", b.block_amax_max);

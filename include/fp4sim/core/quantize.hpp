@@ -22,7 +22,9 @@ struct QuantizeCounts {
   std::uint64_t blocks = 0;
   std::uint64_t zero_blocks = 0;
   std::uint64_t scale_saturated = 0;  // ideal scale above the scale format's max before rounding
+  std::uint64_t scale_saturated_rounding = 0;  // of those, within FP32 rounding of it (saturated_by_rounding)
   std::uint64_t scale_underflow = 0;  // ideal scale nonzero, rounded to 0 (before any repair)
+  std::uint64_t scale_repaired = 0;   // zero scales (zero blocks and underflows) replaced by 1.0
   std::uint64_t saturated = 0;        // elements whose scaled value exceeded the element max
 
   void merge(const QuantizeCounts& other);

@@ -14,6 +14,15 @@
 
 namespace fp4sim {
 
+// Whether an ideal scale above a scale format's max lies within 2^-22 of it: the relative error that the
+// four FP32 roundings of u = RN(a * RN(RN(RN(6T) / g) * RN(1/6))) can add (4 x 2^-24), so the block
+// holding the reference amax g can land there under current scaling (up to 3 ulps above 448 on trace A's
+// tensors: 2 seen). Saturation by rounding, not clipping: the block's largest element still rounds to the
+// element max.
+inline bool saturated_by_rounding(float ideal, float scale_max) {
+  return ideal > scale_max && static_cast<double>(ideal) <= static_cast<double>(scale_max) * (1.0 + 0x1p-22);
+}
+
 struct BlockScale {
   std::uint8_t code = 0;
   float value = 0.0f;       // decoded scale (after any zero repair)
@@ -21,7 +30,9 @@ struct BlockScale {
   float divisor = 0.0f;     // ElementScaling::division: RN(s * Gd), what each element is divided by
                             // instead (0: multiply, as for a zero scale and every other rule)
   bool saturated = false;
+  bool saturated_rounding = false;  // of saturated: by FP32 rounding alone (saturated_by_rounding)
   bool underflow = false;
+  bool repaired = false;           // a zero scale replaced by 1.0 (ZeroScale::one)
 };
 
 // The intermediate values of one choice, as the rule computed them.

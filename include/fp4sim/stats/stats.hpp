@@ -107,6 +107,7 @@ struct BlockAccumulator {
   std::uint64_t zero_blocks = 0;       // every element +-0
   std::uint64_t nonfinite_blocks = 0;  // holding NaN or Inf
   std::uint64_t exact_blocks = 0;      // nonzero, finite, reconstructed without error
+  std::uint64_t flushed_blocks = 0;    // nonzero, finite, every element flushed to 0: block SQNR exactly 0 dB
   std::array<std::uint64_t, 256> scale_codes{};     // count of blocks per scale code
   std::array<std::uint64_t, kAmaxBins> amax_log2{};  // nonzero finite block amax by floor(log2)
   std::uint64_t amax_inf = 0;
@@ -124,9 +125,10 @@ struct BlockAccumulator {
   std::uint64_t rescalable_blocks = 0;
   double chosen_sq_err = 0.0, best_sq_err = 0.0;
 
-  // One block: its NaN-ignoring amax, its scale code and decoded scale value, its error sums.
+  // One block: its NaN-ignoring amax, its scale code and decoded scale value, its error sums, and whether
+  // every nonzero element of it was flushed to 0.
   void add_block(float block_amax, std::uint8_t scale_code, float scale_value, double sum_sq_err, double sum_sq_ref,
-                 bool all_zero, bool nonfinite);
+                 bool all_zero, bool nonfinite, bool flushed);
   void merge(const BlockAccumulator& o);
 
   Figure scale_log2_mean() const;
@@ -191,11 +193,13 @@ struct HeadroomCounts {
   double max_scale = 0.0;      // U
   std::uint64_t blocks = 0;
   std::uint64_t saturated = 0;  // u > U before rounding
+  std::uint64_t saturated_rounding = 0;  // of those, within FP32 rounding of U (saturated_by_rounding)
   std::uint64_t underflow = 0;  // u > 0 rounds to 0 (RNE)
 
   void merge(const HeadroomCounts& o) {
     blocks += o.blocks;
     saturated += o.saturated;
+    saturated_rounding += o.saturated_rounding;
     underflow += o.underflow;
   }
 };
