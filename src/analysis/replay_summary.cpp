@@ -99,7 +99,7 @@ std::string summary(const Result& r) {
   out << "\n";
   std::vector<std::string> rounding_notes;  // "recipe N of M" saturated scales, by rounding
   for (const std::string& name : *columns.names) {
-    SqnrOf sqnr{columns.policies};
+    SqnrOf sqnr{columns.policies, {}, {}};
     double min_sqnr = INFINITY;
     std::uint64_t under = 0, nonzero = 0, sat = 0, elements = 0, ssat = 0, sunf = 0, blocks = 0, entries = 0, bf16 = 0;
     std::uint64_t ssat_rounding = 0;
@@ -163,7 +163,7 @@ std::string summary(const Result& r) {
     std::vector<std::optional<double>> means;
     std::optional<double> best;
     for (const auto& n : *columns.names) {
-      SqnrOf m{columns.policies};
+      SqnrOf m{columns.policies, {}, {}};
       for (const auto& e : r.tensors) {
         if (columns.of(e) == n && e.role == role) m.add(e);
       }

@@ -196,13 +196,19 @@ GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const Q
 
 std::vector<GemmRequest> row_settings(const Datapath& row) {
   std::vector<GemmRequest> out;
+  GemmRequest setting;
+  setting.datapath = &row;
   if (row.kind != DatapathKind::probe_matched) {
-    out.push_back({.datapath = &row});
+    out.push_back(setting);
     return out;
   }
   for (const Datapath* inner : datapath_presets()) {
     if (inner->kind != DatapathKind::tfdpa || !find_input(*inner, "bf16")) continue;
-    for (bool snap : {true, false}) out.push_back({.datapath = &row, .inner = inner, .snap = snap});
+    setting.inner = inner;
+    for (bool snap : {true, false}) {
+      setting.snap = snap;
+      out.push_back(setting);
+    }
   }
   return out;
 }
