@@ -309,7 +309,9 @@ TEST(RecipeMapCli, ShippedTraceWithBf16LastLayersReportsPerPolicy) {
 
 TEST(RecipeMapCli, AllNvfp4MapGivesTheFiguresOfRecipesNvfp4ByteForByte) {
   const fs::path a = scratch("map.json"), b = scratch("recipes.json");
-  const std::string common = "replay " + kTraceA.string() + " --steps 1 -q --no-progress --json ";
+  // Four of the ten layers (all ten took 22 s of the sanitized stage): the rule is the same for each.
+  const std::string common =
+      "replay " + kTraceA.string() + " --steps 1 --layers 'lm_head|layers\\.3\\.' -q --no-progress --json ";
   ASSERT_EQ(run_cli(common + a.string() + " --recipe-map '*=nvfp4'").status, 0);
   ASSERT_EQ(run_cli(common + b.string() + " --recipes nvfp4").status, 0);
   const std::regex seconds("\"seconds\":[^,]*,");
@@ -318,7 +320,7 @@ TEST(RecipeMapCli, AllNvfp4MapGivesTheFiguresOfRecipesNvfp4ByteForByte) {
   const std::string label = ",\"policy\":\"*=nvfp4\"";
   std::size_t labels = 0;
   for (std::size_t p; (p = with_map.find(label)) != std::string::npos; ++labels) with_map.erase(p, label.size());
-  EXPECT_EQ(labels, 60u);  // 30 tensors and 30 GEMMs
+  EXPECT_EQ(labels, 24u);  // 12 tensors and 12 GEMMs
   const std::string list = ",\"policies\":[\"*=nvfp4\"]";
   ASSERT_NE(with_map.find(list), std::string::npos);
   with_map.erase(with_map.find(list), list.size());

@@ -110,9 +110,11 @@ stage="ctest${FP4SIM_CTEST_ARGS:+ $FP4SIM_CTEST_ARGS}${FP4SIM_CTEST_ARGS:-, all 
 failed_tests_log=$build/Testing/Temporary/LastTestsFailed.log
 rm -f "$failed_tests_log"
 # shellcheck disable=SC2086  # word splitting of the optional extra arguments is intended
-# Twice as many tests as cores at once: several tests mostly wait (on subprocesses, on mpirun's stop
-# sequence), and the exhaustive sweeps count as two each (PROCESSORS, tests/CMakeLists.txt).
-ctest --test-dir "$build" --output-on-failure -j $((2 * jobs)) ${FP4SIM_CTEST_ARGS:-}
+# Three times as many tests as cores at once: several tests mostly wait (the five mpi_test.py groups spend
+# 20 to 80 s each in mpirun's stop sequence for under 3 CPU-s; with twice as many, three of them held three
+# of the four places at the start), and the exhaustive sweeps count as two each (PROCESSORS,
+# tests/CMakeLists.txt).
+ctest --test-dir "$build" --output-on-failure -j $((3 * jobs)) ${FP4SIM_CTEST_ARGS:-}
 stage_done "$stage"
 
 # The sanitizer build is clang's, as libFuzzer needs (tools/fuzz.sh), and leaves out the CUDA kernels
