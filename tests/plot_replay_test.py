@@ -174,7 +174,7 @@ def test_the_summary_defines_its_terms(replays):
     for term in ("underflow: nonzero inputs flushed to 0", "saturated: elements scaled above the element max",
                  "scale sat / scale unf: blocks whose ideal", "GEMM rel err:", "U = the scale format's largest",
                  "tensors sat.:", "by rounding: ideal scale within 2^-22 above U", "blocks underflow:",
-                 "of scale sat, by FP32 rounding alone", "best: the highest", "block SQNR p01: the 1st percentile"):
+                 "scale sat by FP32 rounding alone", "best: the highest", "block SQNR p01: the 1st percentile"):
         assert term in window, term
     assert "rho = 1 for every tensor" in window and "largest rho" not in window
     _, previous = replays["previous"]

@@ -147,7 +147,7 @@ std::string summary(const Result& r) {
          "  scale exceeded the scale format's max / was nonzero and rounded to 0 (% of blocks); GEMM rel err:\n"
          "  ||C^ - C||F / ||C||F against the float64 product\n";
   if (!rounding_notes.empty()) {
-    out << "  of scale sat, by FP32 rounding alone (ideal scale within 2^-22 above the max, not clipping): ";
+    out << "  scale sat by FP32 rounding alone (ideal scale within 2^-22 above the max, not clipping), blocks: ";
     for (std::size_t i = 0; i < rounding_notes.size(); ++i) out << (i ? "; " : "") << rounding_notes[i];
     out << "\n";
   }
