@@ -55,6 +55,7 @@ struct QuantArgs {
   std::uint32_t zero_to_one;
   std::uint64_t seed, stream;
   std::int32_t sr_bits;
+  ScaleRule pow2_rule;  // ScaleKind::pow2: the same for every thread (no divergence)
   const float* device_scalars;  // non-null: block_multiplier and gd are read from here (DeviceScalar order)
 };
 
@@ -62,6 +63,48 @@ struct QuantArgs {
 __device__ __forceinline__ float pow2f(int e) {
   if (e >= -126) return __uint_as_float(static_cast<std::uint32_t>(e + 127) << 23);
   return __uint_as_float(1u << (e + 149));
+}
+
+// The E8M0 block-scale code of a finite block of E2M1 elements (emax 2, max 6) with amax >= 0, by each
+// power-of-two rule as ScaleChooser::pow2 (src/core/scale_chooser.cpp) defines it; 0xFF: torchao EVEN's
+// NaN block. Unbiased exponents are clamped to E8M0's [-127, 127]; amax 0 gives 2^-127.
+__device__ __forceinline__ std::uint32_t e8m0_scale_code(ScaleRule rule, float amax) {
+  const std::uint32_t bits = __float_as_uint(amax);
+  const int field = static_cast<int>(bits >> 23);
+  const std::uint32_t mantissa = bits & 0x7FFFFFu;
+  int shared = -129;
+  if (amax > 0.0f) {
+    switch (rule) {
+      case ScaleRule::pow2_floor: shared = field - 127 - 2; break;  // a subnormal amax reads as -127
+      case ScaleRule::pow2_ceil_exponent: shared = field - 127 + (mantissa != 0u) - 2; break;
+      case ScaleRule::pow2_ceil: {
+        // floor(log2 amax) - 2, one more when amax > 6 * 2^that (compared in binary64, as the CPU does).
+        const int floor_log2 = field != 0 ? field - 127 : 31 - __clz(static_cast<int>(mantissa)) - 149;
+        shared = floor_log2 - 2;
+        if (static_cast<double>(amax) > scalbn(6.0, shared)) ++shared;
+        break;
+      }
+      case ScaleRule::pow2_even: {
+        // half an ulp of E2M1's 1-bit mantissa added to the bits; a carry into the top exponent is +Inf
+        const std::uint32_t rounded = (bits + (1u << 21)) & 0x7F800000u;
+        if (rounded == 0x7F800000u) return 0xFFu;
+        shared = static_cast<int>(rounded >> 23) - 127 - 2;
+        break;
+      }
+      case ScaleRule::pow2_rceil: {
+        // RN(amax * RN(1/6)) rounded up to a power of two, saturating at 2^127: from the bits, up by one
+        // binade when any mantissa bit is set; binary32 subnormals round up to 2^-127 or 2^-126.
+        constexpr float kInverseMax = 1.0f / 6.0f;  // binary32 RN, as fp32::div_rn(1, 6)
+        const std::uint32_t d = __float_as_uint(__fmul_rn(amax, kInverseMax));
+        const int d_field = static_cast<int>(d >> 23);
+        const std::uint32_t code = d_field != 0 ? d_field + ((d & 0x7FFFFFu) != 0u) : ((d & 0x7FFFFFu) > 0x400000u);
+        return code > 254u ? 254u : code;
+      }
+      case ScaleRule::two_level: break;
+    }
+  }
+  shared = shared < -127 ? -127 : (shared > 127 ? 127 : shared);
+  return static_cast<std::uint32_t>(shared + 127);
 }
 
 // Value of a two-level scale code (unsigned, mantissa bits M, bias; code < max+1, no specials reached).
@@ -293,17 +336,10 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
     }
     mult = fminf(__frcp_rn(__fmul_rn(s, gd)), FLT_MAX);
   } else {
-    if (nonfinite) {
-      // NaN or Inf in the block: scale NaN (0xFF); the elements are encoded unscaled (docs/semantics.md M5).
-      scale_code = 0xFFu;
-      mult = 1.0f;
-    } else {
-      // OCP floor: 2^(field - 127 - emax(E2M1) = 2), clamped to E8M0's [-127, 127]; amax 0 -> 2^-127.
-      int e = amax > 0.0f ? static_cast<int>(__float_as_uint(amax) >> 23) - 127 - 2 : -129;
-      e = e < -127 ? -127 : (e > 127 ? 127 : e);
-      scale_code = static_cast<std::uint32_t>(e + 127);
-      mult = pow2f(-e);
-    }
+    scale_code = nonfinite ? 0xFFu : e8m0_scale_code(a.pow2_rule, amax);
+    // NaN or Inf in the block (or torchao EVEN's rounded amax overflowing): scale NaN (0xFF), the
+    // elements encoded unscaled (docs/semantics.md M5).
+    mult = scale_code == 0xFFu ? 1.0f : pow2f(127 - static_cast<int>(scale_code));
   }
   if (lane_in_group == 0) a.scales[sr * a.scale_cols + cb] = static_cast<std::uint8_t>(scale_code);
 
@@ -477,7 +513,7 @@ cudaError_t dispatch_rht(bool rht, const QuantArgs& args, cudaStream_t s) {
 
 template <int BC, int BR, ElementRound R>
 cudaError_t dispatch_scale(const QuantizePlan& p, const QuantArgs& args, cudaStream_t s) {
-  if (p.scale_kind == ScaleKind::pow2_floor) return dispatch_rht<BC, BR, R, ScaleKind::pow2_floor>(p.rht, args, s);
+  if (p.scale_kind == ScaleKind::pow2) return dispatch_rht<BC, BR, R, ScaleKind::pow2>(p.rht, args, s);
   return dispatch_rht<BC, BR, R, ScaleKind::two_level>(p.rht, args, s);
 }
 
@@ -559,6 +595,7 @@ static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars
                     .seed = p.seed,
                     .stream = p.stream,
                     .sr_bits = p.sr_bits,
+                    .pow2_rule = p.pow2_rule,
                     .device_scalars = d_scalars};
   if (a.threads == 0) return Status::success;
   auto s = static_cast<cudaStream_t>(stream);

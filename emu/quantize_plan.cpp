@@ -85,8 +85,9 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     // Code of 1.0: field = bias, mantissa 0.
     p.one_code = static_cast<std::uint32_t>(sf.bias) << sf.mantissa_bits;
     p.tensor_scaled = recipe.tensor_scale != TensorScalePolicy::none;
-  } else if (recipe.scale_rule == ScaleRule::pow2_floor && recipe.scale == formats::e8m0) {
-    p.scale_kind = ScaleKind::pow2_floor;
+  } else if (recipe.scale == formats::e8m0) {  // validate(): every other rule is a power-of-two one
+    p.scale_kind = ScaleKind::pow2;
+    p.pow2_rule = recipe.scale_rule;
     p.tensor_scaled = false;
   } else {
     return Status::unsupported_options;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +125,49 @@ TEST(Device, QuantizeEveryPresetAndSpec) {
         }
       }
     }
+  }
+}
+
+// Every power-of-two scale rule (OCP floor, ceil, torchao's CEIL, EVEN and RCEIL) on blocks whose amax sits
+// where the rules part: zero, binary32 subnormals (at and around 2^-127 * 6, where RCEIL's RN(amax / 6)
+// crosses E8M0's smallest scale), 4, 5, 6 and 6 + 1 ulp times powers of two, half an E2M1 ulp below a
+// binade (EVEN rounds up), the top of binary32 (EVEN's rounded amax overflows: the NaN block; RCEIL and
+// ceil saturate), one block per row of 32, each with the amax at a different position and sign.
+TEST(Device, PowerOfTwoScaleRulesAtTheirEdges) {
+  if (!gpu::device_available()) GTEST_SKIP() << "no CUDA device that can run sm_90 kernels";
+  std::vector<float> amaxes{0.0f, 0x1p-149f, 0x1p-140f, 0x1.8p-130f, 0x1p-127f, 0x1.000002p-127f, 0x1.7ffffep-127f,
+                            0x1.8p-125f, 0x1.800002p-125f, 0x1.7ffffep-125f, 0x1p-126f, FLT_MIN, 5.0f, 6.0f,
+                            0x1.800002p+2f, 0x1.7ffffep+2f, 4.0f, 0x1.000002p+2f, 0x1.bffffep-1f, 0x1.cp-1f,
+                            0x1.c00002p+0f, 0x1.bffffep+127f, 0x1.cp+127f, FLT_MAX, 0x1.8p+127f, 0x1.800002p+126f,
+                            0x1p+127f, 0x1.8p+125f};
+  for (int e = -140; e <= 127; e += 9) {
+    for (float m : {1.0f, 1.25f, 1.5f, 0x1.000002p0f, 0x1.7ffffep0f, 0x1.fffffep0f}) amaxes.push_back(std::ldexp(m, e));
+  }
+  const std::size_t rows = amaxes.size(), cols = 64;
+  std::vector<float> x(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float fraction = static_cast<float>((c * 7 + r) % 13) / 13.0f;  // below the amax
+      x[r * cols + c] = (c % 3 ? 1.0f : -1.0f) * amaxes[r] * fraction;
+    }
+    x[r * cols + (r % 32)] = (r % 2 ? -1.0f : 1.0f) * amaxes[r];             // first block's amax
+    x[r * cols + 32 + (r * 5) % 32] = amaxes[(r + 1) % rows];               // second block's
+  }
+  for (ScaleRule rule : {ScaleRule::pow2_floor, ScaleRule::pow2_ceil, ScaleRule::pow2_ceil_exponent,
+                         ScaleRule::pow2_even, ScaleRule::pow2_rceil}) {
+    Recipe recipe = *find_recipe("mxfp4");
+    recipe.scale_rule = rule;
+    ASSERT_TRUE(cpu_only_settings(recipe).empty());
+    QuantizeRequest req;
+    req.spec = operands_for(recipe, Gemm::fprop).a;
+    const QuantizedTensor golden = quantize(recipe, req, x, rows, cols);
+    QuantizedTensor got;
+    ASSERT_EQ(gpu::quantize(recipe, req, x, rows, cols, got), gpu::Status::success);
+    for (std::size_t i = 0; i < golden.scales.size(); ++i) {
+      EXPECT_EQ(got.scales[i], golden.scales[i]) << "rule " << static_cast<int>(rule) << " block " << i << " amax "
+                                                 << std::hexfloat << amaxes[i / 2];
+    }
+    EXPECT_EQ(got.codes, golden.codes) << "rule " << static_cast<int>(rule);
   }
 }
 

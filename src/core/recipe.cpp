@@ -270,8 +270,6 @@ bool valid_target(float target) { return std::isnormal(target) && target > 0.0f;
 
 std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   std::vector<std::string_view> keys;
-  const bool pow2 = r.scale_rule != ScaleRule::two_level;
-  if (pow2 && r.scale_rule != ScaleRule::pow2_floor) keys.push_back("scale_rule");  // the kernels: floor only
   if (r.element_scaling != ElementScaling::reciprocal) keys.push_back("element_scaling");
   if (r.block_choice != BlockScaleChoice::single) keys.push_back("block_choice");
   if (r.four_over_six_error != FourOverSixErrorDomain::input) keys.push_back("four_over_six_error");

@@ -29,8 +29,9 @@ namespace fp4sim::gpu {
 
 // Which element rounding a quantize kernel instantiates.
 enum class ElementRound : std::uint8_t { rne, sr_fast, sr_fast_f32, sr_fastest };
-// Which scale rule (the power-of-two rules other than OCP's floor are not implemented on the GPU).
-enum class ScaleKind : std::uint8_t { two_level, pow2_floor };
+// Which kind of block scale a quantize kernel instantiates: two-level (UE4M3/UE5M3 and a tensor scale), or a
+// power of two (E8M0) by one of the recipe's power-of-two scale rules (QuantizePlan::pow2_rule).
+enum class ScaleKind : std::uint8_t { two_level, pow2 };
 
 // Everything a quantize launch needs, resolved on the host from (recipe, request, shape).
 struct QuantizePlan {
@@ -39,6 +40,7 @@ struct QuantizePlan {
   std::size_t code_cols = 0, scale_rows = 0, scale_cols = 0;
   ElementRound rounding = ElementRound::rne;
   ScaleKind scale_kind = ScaleKind::two_level;
+  ScaleRule pow2_rule = ScaleRule::pow2_floor;  // pow2: floor, ceil, ceil-exponent, even or rceil
   bool rht = false;
   bool tensor_scaled = false;
   bool zero_scale_to_one = true;
@@ -51,7 +53,8 @@ struct QuantizePlan {
 };
 
 // Resolves a plan; unsupported_* when the GPU has no kernel for the recipe (element format other than
-// e2m1, scale rules ceil/even/rceil, RHT with 2-D tiles or a block that is not 16 or 32).
+// e2m1, a power-of-two rule with a scale format other than e8m0, RHT with 2-D tiles or a block that is not
+// 16 or 32, or a setting cpu_only_settings names).
 Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows, std::size_t cols,
                  QuantizePlan& plan);
 
