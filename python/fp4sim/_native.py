@@ -49,7 +49,7 @@ def _refused(value: Any, declared: str) -> Optional[str]:
             value.encode()
         except UnicodeEncodeError:
             return "not text UTF-8 can encode (a lone surrogate)"
-    if base == "bool" and not isinstance(value, (bool, np.bool_)):
+    if base == "bool" and not isinstance(value, bool):
         return "expected a bool (True or False), got " + type(value).__name__
     if base == "int" and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)):
         return "expected an integer, got " + type(value).__name__
@@ -64,9 +64,13 @@ class _Function:
     def __init__(self, function):
         self.function = function
         self.overloads = [_parameters(s[0]) for s in function.__nb_signature__]
+        # NumPy's bools are bools, as the argument tables take them; nanobind's bool parameters refuse them
+        self.bools = [i for i, (_, declared) in enumerate(self.overloads[0]) if declared.split(" |")[0] == "bool"]
         functools.update_wrapper(self, function)
 
     def __call__(self, *args):
+        if any(i < len(args) and isinstance(args[i], np.bool_) for i in self.bools):
+            args = tuple(bool(a) if i in self.bools and isinstance(a, np.bool_) else a for i, a in enumerate(args))
         try:
             return self.function(*args)
         except TypeError as e:

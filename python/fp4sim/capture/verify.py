@@ -106,8 +106,15 @@ class _Files:
     def save(self, array: np.ndarray, what: str) -> str:
         self.count += 1
         path = os.path.join(self.outdir, "%05d_%s.npy" % (self.count, what))
-        np.save(path, np.ascontiguousarray(array))
+        try:
+            np.save(path, np.ascontiguousarray(array))
+        except OSError as e:
+            raise _OutputError(str(e)) from None
         return path
+
+
+class _OutputError(Exception):
+    """The output folder refused a file: told apart from the OSErrors h5py raises on a corrupted trace."""
 
 
 def _quantize_command(fp4sim: str, og, files: _Files) -> Optional[List[str]]:
@@ -163,22 +170,28 @@ def verify_commands(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[Ver
     except OSError as e:
         raise _fp4sim.DataError("%s: cannot read the trace (%s)" % (trace, e)) from None
     with f:
-        groups: List[Tuple[str, h5py.Group]] = []
-        f.visititems(lambda name, obj: groups.append((name, obj))
-                     if isinstance(obj, h5py.Group) and name.rsplit("/", 1)[-1] == "fp4" else None)
-        for name, fp4 in groups:
-            where = name[: -len("/fp4")]
-            for key in sorted(fp4):
-                try:
-                    if "." in key:
-                        argv = _quantize_command(fp4sim, fp4[key], files)
-                    else:
-                        argv = _gemm_command(fp4sim, fp4, key, files)
-                except (KeyError, ValueError, TypeError) as e:
-                    # a missing attribute or dataset, an unknown operand name, a value of the wrong kind
-                    raise _fp4sim.DataError("%s: %s/%s: %s" % (trace, name, key, e)) from None
-                if argv is not None:
-                    commands.append(VerifyCommand("%s %s" % (where, key), argv))
+        try:
+            groups: List[Tuple[str, h5py.Group]] = []
+            f.visititems(lambda name, obj: groups.append((name, obj))
+                         if isinstance(obj, h5py.Group) and name.rsplit("/", 1)[-1] == "fp4" else None)
+            for name, fp4 in groups:
+                where = name[: -len("/fp4")]
+                for key in sorted(fp4):
+                    try:
+                        if "." in key:
+                            argv = _quantize_command(fp4sim, fp4[key], files)
+                        else:
+                            argv = _gemm_command(fp4sim, fp4, key, files)
+                    except (KeyError, ValueError, TypeError) as e:
+                        # a missing attribute or dataset, an unknown operand name, a value of the wrong kind
+                        raise _fp4sim.DataError("%s: %s/%s: %s" % (trace, name, key, e)) from None
+                    if argv is not None:
+                        commands.append(VerifyCommand("%s %s" % (where, key), argv))
+        except _fp4sim.DataError:
+            raise
+        except (RuntimeError, OSError, KeyError, ValueError, TypeError) as e:  # what h5py raises on corrupted
+            # HDF5 metadata or chunks, walking the file or opening an object (KeyError) or reading it
+            raise _fp4sim.DataError("%s: cannot read the trace (%s)" % (trace, e)) from None
     return commands
 
 
@@ -212,7 +225,7 @@ def main(argv=None) -> int:
             results = verify(a.trace, a.out or scratch, a.fp4sim)
     except _fp4sim.DataError as e:
         return _error(str(e), 3)
-    except OSError as e:  # --out not writable, the executable gone meanwhile
+    except (OSError, _OutputError) as e:  # --out not writable, the executable gone meanwhile
         return _error(str(e), 3)
     refused = [(c, r) for c, r in results if r.returncode not in (0, 4)]
     if refused:
