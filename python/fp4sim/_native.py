@@ -93,14 +93,20 @@ class _Function:
 
 
 class _Module:
-    """_fp4sim with each function wrapped (classes and exceptions as they are)."""
+    """_fp4sim with each function wrapped (classes and exceptions as they are), looked up on every call, so
+    that what replaces a function of _fp4sim (a test's monkeypatch) is what is called."""
+
+    def __init__(self):
+        self._wrapped = {}  # name: (the function of _fp4sim, its wrapper)
 
     def __getattr__(self, name):
         value = getattr(_fp4sim, name)
-        if type(value).__name__ == "nb_func":
-            value = _Function(value)
-        setattr(self, name, value)
-        return value
+        if type(value).__name__ != "nb_func":
+            return value
+        cached = self._wrapped.get(name)
+        if cached is None or cached[0] is not value:
+            cached = self._wrapped[name] = (value, _Function(value))
+        return cached[1]
 
 
 native = _Module()

@@ -22,8 +22,10 @@ or a check fp4sim refuses, is one line on stderr and exit 3 (2 for a bad command
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -201,6 +203,40 @@ def verify(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[Tuple[Verify
     return [(c, subprocess.run(c.argv, capture_output=True, text=True)) for c in verify_commands(trace, outdir, fp4sim)]
 
 
+# A trace's HDF5 metadata sizes the buffers HDF5 allocates: a corrupted length in a 19 kB trace had HDF5
+# allocate and clear 4 GB for one attribute (10 s) before it failed. While the command line reads a trace,
+# its address space is bounded by what the trace can hold: READ_BOUND_BYTES plus READ_BOUND_RATIO times the
+# file's size (room for gzip, which packs captured float tensors by about 10%, all-zero ones far more).
+READ_BOUND_BYTES = 1 << 30
+READ_BOUND_RATIO = 4
+
+
+@contextlib.contextmanager
+def _reading_memory_bounded(trace: str):
+    """The soft address-space limit lowered while reading `trace` (then restored: the checks run
+    unbounded); a refused allocation is a MemoryError or an HDF5 error, each a DataError."""
+    try:
+        size = os.stat(trace).st_size
+        with open("/proc/self/status") as f:
+            now = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
+    except (OSError, StopIteration, ValueError):  # no trace (verify_commands says so), no /proc
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    bound = now + READ_BOUND_BYTES + READ_BOUND_RATIO * size
+    if soft != resource.RLIM_INFINITY and soft <= bound:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (bound, hard))
+    try:
+        yield
+    except MemoryError:
+        raise _fp4sim.DataError("%s: cannot read the trace (it asks for more memory than a file of %d bytes "
+                                "can hold: corrupted)" % (trace, size)) from None
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def _stop_on(signum, frame):
     # unwinds like an exception: subprocess.run kills the running check, the scratch folder is removed
     raise SystemExit(128 + signum)
@@ -222,7 +258,9 @@ def main(argv=None) -> int:
         return _error("--fp4sim: %s is not an executable" % a.fp4sim, 2)
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            results = verify(a.trace, a.out or scratch, a.fp4sim)
+            with _reading_memory_bounded(a.trace):
+                commands = verify_commands(a.trace, a.out or scratch, a.fp4sim)
+            results = [(c, subprocess.run(c.argv, capture_output=True, text=True)) for c in commands]
     except _fp4sim.DataError as e:
         return _error(str(e), 3)
     except (OSError, _OutputError) as e:  # --out not writable, the executable gone meanwhile
