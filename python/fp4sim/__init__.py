@@ -17,8 +17,12 @@ every value is a binary32 value (as the CLI does); other layouts are copied to C
 
 Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
 that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages in Python's terms
-(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``); an array of a dtype
-a call does not take raises :class:`DTypeError`, both a ``TypeError`` and a ``DataError``.
+(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``), a value of the wrong
+kind too (``recipe: expected a string, got int``, ``cols: -4 is out of range``); an array of a dtype
+a call does not take, or an object NumPy cannot read as an array, raises :class:`DTypeError`, both a
+``TypeError`` and a ``DataError``. ``TypeError`` on its own: a call Python cannot bind (an unknown keyword
+of a function without recipe overrides), a trace that is not a path, a ``recipe_map`` that is not text
+or a list of texts, a ``format`` that is neither a name nor a dtype.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzzers (tests/fuzz/corpus/<harness>/, docs/fuzzing.md), small valid
 inputs that the fuzzer mutates: .npy files of every dtype the reader takes, traces cut from
-traces/trace_a.h5 in each storage layout, format names, and one argv per subcommand usage.
+traces/trace_a.h5 in each storage layout, format names, one argv per subcommand usage, and version-2
+traces with quantized operands for capture.verify (written with fp4sim.capture's writer and the module).
 
-Usage: python3 tests/fuzz/make_corpus.py     (rewrites the four corpus folders; deterministic)
+Usage: PYTHONPATH=build/python python3 tests/fuzz/make_corpus.py     (rewrites those five corpus folders;
+deterministic; py_args' seeds are inputs a fuzzing run kept, docs/fuzzing.md)
 """
 import pathlib
 import shutil
@@ -16,9 +18,12 @@ corpus = root / "tests" / "fuzz" / "corpus"
 
 
 def fresh(name):
+    """The seed folder emptied of what this script wrote; inputs a fuzzing run found (found_*) stay."""
     folder = corpus / name
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in folder.iterdir():
+        if not seed.name.startswith("found_"):
+            seed.unlink()
     return folder
 
 
