@@ -96,6 +96,7 @@ for name in "${names[@]}"; do
     # One OpenMP thread: the harnesses share the cores with each other and the C++ harnesses.
     options=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/")
     [ "$name" = capture_verify ] && options+=(-max_len=65536)  # the seed traces are 19 to 46 kB
+    [ -f "$root/tests/fuzz/$name.dict" ] && options+=(-dict="$root/tests/fuzz/$name.dict")
     OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$release/python FP4SIM_BINARY=$release/fp4sim \
       FUZZ_WORK=$build/fuzz "$python" "$root/tests/fuzz/${name}_fuzz.py" "${options[@]}" "$work" \
       "$root/tests/fuzz/corpus/$name" > "$build/fuzz/$name.log" 2>&1 &

@@ -1,6 +1,6 @@
 """Fuzzes the version-2 capture reader (docs/fuzzing.md): atheris (libFuzzer for Python) mutates small v2
 traces (tests/fuzz/corpus/capture_verify/, written by tests/fuzz/make_corpus.py with fp4sim.capture's
-writer) and runs ``python3 -m fp4sim.capture.verify TRACE --fp4sim FP4SIM`` on each, in this process
+writer) and runs ``python3 -m fp4sim.capture.verify TRACE --fp4sim FP4SIM --read-timeout 3`` on each, in this process
 (its main(), as the shell runs it, with the release-built fp4sim as the checker). Accepted: exit 0 or 4
 (checks run: bit-exact or mismatches), or exit 2/3 with exactly one line on stderr. A finding: any
 exception out of main() (a traceback), another exit status, more or fewer lines, a file left in the
@@ -89,7 +89,8 @@ def test_one_input(data):
         f.write(data)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = verify.main([trace, "--fp4sim", FP4SIM])
+        # 3 s: a trace reads in milliseconds; one HDF5 loops on is refused (exit 3) within libFuzzer's -timeout
+        code = verify.main([trace, "--fp4sim", FP4SIM, "--read-timeout", "3"])
     lines = err.getvalue().splitlines()
     if code in (2, 3):
         if len(lines) != 1 or not lines[0].startswith("python3 -m fp4sim.capture.verify: error: "):

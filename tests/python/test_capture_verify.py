@@ -199,3 +199,15 @@ def test_a_trace_whose_metadata_asks_for_gigabytes_is_refused_within_a_bound():
     one_line(r, 3, "cannot read the trace")
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child so far: this one
     assert peak_kib < 1 << 20, "%d MiB resident" % (peak_kib >> 10)
+
+
+def test_a_trace_hdf5_loops_on_is_refused_and_the_reader_stopped(tmp_path, monkeypatch):
+    # Found by the same fuzzer: one mutated integer of a seed trace, on which HDF5 loops forever in native
+    # code (SIGTERM could not stop the command line). The trace is read in a child killed after
+    # --read-timeout; the input loops on every run, so the limit is always what ends it.
+    exe = fp4sim_binary()
+    path = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "capture_verify", "found_hdf5_loop.h5")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = verify(path, "--fp4sim", exe, "--read-timeout", "1", env=dict(os.environ, TMPDIR=str(tmp_path)))
+    one_line(r, 3, "cannot read the trace", "did not finish in 1 s")
+    assert os.listdir(tmp_path) == [], "a scratch folder was left"

@@ -17,6 +17,9 @@ From a shell: ``python3 -m fp4sim.capture.verify trace.h5 [--fp4sim PATH] [--out
 per check and the report of each that failed; exit 0 when every check is bit-exact, 4 otherwise; a trace
 it cannot read or whose recorded values are not what fp4sim verify takes (unknown overrides among them),
 or a check fp4sim refuses, is one line on stderr and exit 3 (2 for a bad command line), with no file left.
+The trace is read in a child process, its address space bounded by what the file can hold, killed when it
+has not finished in ``--read-timeout`` seconds (default 60 plus 1 per 20 MB): HDF5 loops forever or
+allocates gigabytes on some corrupted files (docs/fuzzing.md).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import resource
 import shutil
@@ -31,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 from typing import List, NamedTuple, Optional, Tuple
 
 import h5py
@@ -237,6 +242,55 @@ def _reading_memory_bounded(trace: str):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def _read_in_child(pipe, trace: str, outdir: str, fp4sim: str) -> None:
+    try:
+        with _reading_memory_bounded(trace):
+            pipe.send(("ok", [(c.what, c.argv) for c in verify_commands(trace, outdir, fp4sim)]))
+    except _fp4sim.DataError as e:
+        pipe.send(("data", str(e)))
+    except (OSError, _OutputError) as e:
+        pipe.send(("output", str(e)))
+    except BaseException:  # noqa: BLE001 - a bug of this reader: its traceback, in the parent
+        pipe.send(("bug", traceback.format_exc()))
+
+
+def _commands_in_child(trace: str, outdir: str, fp4sim: str, seconds: Optional[float]) -> List[VerifyCommand]:
+    """verify_commands, run in a forked child that is killed when it has not finished in `seconds`: HDF5
+    loops forever on some corrupted files (docs/fuzzing.md: a fuzzed 19 kB trace held the command line,
+    SIGTERM included, in native code), and a read cannot be interrupted from Python."""
+    if seconds is None:
+        try:
+            seconds = 60 + os.stat(trace).st_size / 20e6
+        except OSError:
+            seconds = 60  # no trace: verify_commands says so
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_read_in_child, args=(send, trace, outdir, fp4sim), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(seconds):
+            raise _fp4sim.DataError("%s: cannot read the trace (reading did not finish in %g s: HDF5 loops on some "
+                                    "corrupted files; --read-timeout gives a larger limit)" % (trace, seconds))
+        try:
+            kind, value = receive.recv()
+        except EOFError:  # the child died without a word (killed, out of memory in native code)
+            raise _fp4sim.DataError("%s: cannot read the trace (the reader exited with %s)"
+                                    % (trace, child.exitcode)) from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        receive.close()
+    if kind == "data":
+        raise _fp4sim.DataError(value)
+    if kind == "output":
+        raise _OutputError(value)
+    if kind == "bug":
+        raise RuntimeError("reading the trace failed:\n" + value)
+    return [VerifyCommand(what, argv) for what, argv in value]
+
+
 def _stop_on(signum, frame):
     # unwinds like an exception: subprocess.run kills the running check, the scratch folder is removed
     raise SystemExit(128 + signum)
@@ -253,13 +307,14 @@ def main(argv=None) -> int:
     p.add_argument("trace")
     p.add_argument("--fp4sim", default=os.environ.get("FP4SIM_BINARY", "fp4sim"), help="the fp4sim executable")
     p.add_argument("--out", default=None, help="keep the .npy files and commands here (default: a temporary folder)")
+    p.add_argument("--read-timeout", type=float, default=None, metavar="SECONDS",
+                   help="give up reading the trace after this long (default: 60 s plus 1 s per 20 MB)")
     a = p.parse_args(argv)
     if shutil.which(a.fp4sim) is None:
         return _error("--fp4sim: %s is not an executable" % a.fp4sim, 2)
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            with _reading_memory_bounded(a.trace):
-                commands = verify_commands(a.trace, a.out or scratch, a.fp4sim)
+            commands = _commands_in_child(a.trace, a.out or scratch, a.fp4sim, a.read_timeout)
             results = [(c, subprocess.run(c.argv, capture_output=True, text=True)) for c in commands]
     except _fp4sim.DataError as e:
         return _error(str(e), 3)
