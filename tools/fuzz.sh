@@ -206,4 +206,6 @@ for i in "${!names[@]}"; do
     grep -E 'ERROR|SUMMARY|runtime error|Test unit written|==[0-9]+==' "$log" | head -n 20 | sed 's/^/  /' || true
   fi
 done
+# capture_verify's scratch folders (libFuzzer's exit skips the harness's own clean-up)
+rm -rf "$build"/fuzz/capture-verify.*
 exit $failed

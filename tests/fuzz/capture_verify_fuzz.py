@@ -42,7 +42,7 @@ JOINED_OPTIONS = {"--recipe", "--role", "--gemm", "--datapath"} | {"--" + key.re
 FLAG_OPTIONS = {"--no-progress", "--two-d", "--one-d", "--rht", "--no-rht"}
 NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf|nan)$", re.IGNORECASE)
 
-# FUZZ_WORK: a folder of tools/fuzz.sh's build tree; removed at exit either way
+# FUZZ_WORK: a folder of tools/fuzz.sh's build tree, which removes it afterwards (libFuzzer exits past atexit)
 scratch = tempfile.mkdtemp(prefix="capture-verify.", dir=os.environ.get("FUZZ_WORK"))
 atexit.register(shutil.rmtree, scratch, True)
 trace_dir = os.path.join(scratch, "trace")
