@@ -22,6 +22,18 @@ char numpy_kind(nb::handle value) {
   return nb::isinstance<nb::str>(kind) ? nb::cast<std::string>(kind)[0] : 0;
 }
 
+// The UTF-8 bytes of a Python str; a str UTF-8 cannot encode (a lone surrogate, "\udc80") is a UsageError
+// naming `what`, where nanobind's cast would throw a bare std::bad_cast.
+std::string utf8(const std::string& what, nb::handle text) {
+  Py_ssize_t size = 0;
+  const char* bytes = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (bytes == nullptr) {
+    PyErr_Clear();
+    throw UsageError(what + ": not text UTF-8 can encode (a lone surrogate)");
+  }
+  return std::string(bytes, static_cast<std::size_t>(size));
+}
+
 [[noreturn]] void wrong_type(std::string_view key, const char* wanted, nb::handle value) {
   throw UsageError("{" + std::string(key) + "}: expected " + wanted + ", got " + type_of(value));
 }
@@ -75,7 +87,7 @@ front::ArgValue keyword_value(const front::Argument<Call>& row, nb::handle value
       if (!nb::isinstance<nb::str>(value)) wrong_type(key, "a string", value);
       // "" is the call's "not given": an empty text must be refused, not read as the default
       if (nb::len(value) == 0) throw UsageError(key + "='': an empty value names nothing (None keeps the default)");
-      return nb::cast<std::string>(value);
+      return utf8("{" + key + "}", value);
   }
   throw std::logic_error("keyword_value: unknown argument type");
 }
@@ -116,7 +128,7 @@ RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
   o.recipe = recipe;
   const auto rows = front::recipe_arguments();
   for (auto [key, value] : d) {
-    const std::string k = nb::cast<std::string>(key);
+    const std::string k = utf8("a recipe override's name", key);
     if (k == "recipe" || !set_keyword(rows, o, k, value)) {
       throw UsageError("unknown recipe override '" + k + "' (known: " + known_keys(rows) + ")");
     }
@@ -128,7 +140,7 @@ GemmCall gemm_call_from(const std::string& recipe, const nb::dict& overrides, co
   GemmCall g;
   g.recipe = overrides_from(recipe, overrides);
   for (auto [key, value] : args) {
-    const std::string k = nb::cast<std::string>(key);
+    const std::string k = utf8("a GEMM option's name", key);
     if (!set_keyword(front::gemm_arguments(), g, k, value)) throw UsageError("unknown GEMM option '" + k + "'");
   }
   return g;

@@ -17,14 +17,19 @@ every value is a binary32 value (as the CLI does); other layouts are copied to C
 
 Errors raise :class:`UsageError` (a bad name or option: the CLI's exit 2) or :class:`DataError` (data
 that does not fit: exit 3), both ``ValueError`` subclasses, with the CLI's messages in Python's terms
-(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``); an array of a dtype
-a call does not take raises :class:`DTypeError`, both a ``TypeError`` and a ``DataError``.
+(the keyword, not the flag: ``rounding: expected rne, rna, ..., got 'nearest'``), a value of the wrong
+kind too (``recipe: expected a string, got int``, ``cols: -4 is out of range``); an array of a dtype
+a call does not take, or an object NumPy cannot read as an array, raises :class:`DTypeError`, both a
+``TypeError`` and a ``DataError``. ``TypeError`` on its own: a call Python cannot bind (an unknown keyword
+of a function without recipe overrides), a trace that is not a path, a ``recipe_map`` that is not text
+or a list of texts, a ``format`` that is neither a name nor a dtype.
 """
 
 from __future__ import annotations
 
 import json as _json
 import math as _math
+import numbers as _numbers
 import os as _os
 from typing import Any, Optional
 
@@ -32,6 +37,7 @@ import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from . import _dtypes, _fp4sim, _ml_dtypes_conventions
+from ._native import native as _native
 from ._fp4sim import DataError, UsageError
 
 __all__ = [
@@ -93,13 +99,31 @@ def _as_numpy_view(x: Any, what: str) -> _np.ndarray:
         except (TypeError, RuntimeError, BufferError) as e:
             reason = e
         try:  # NumPy has no bfloat16: a bfloat16 CPU tensor (PyTorch's) is viewed as ml_dtypes.bfloat16
-            bits = _fp4sim._bfloat16_bits(x, x)
+            bits = _native._bfloat16_bits(x, x)
         except (TypeError, RuntimeError, BufferError, ValueError):
             bits = None
         if bits is not None:
             return bits.view(_ml_dtypes.bfloat16)
         raise DataError(f"{what}: cannot view through DLPack ({reason}); give a CPU tensor (.detach().cpu())") from None
-    return _np.asarray(x)
+    try:
+        return _np.asarray(x)
+    except (TypeError, ValueError) as e:  # a ragged list, an element NumPy cannot convert
+        raise DTypeError(f"{what}: not an array NumPy can read ({e})") from None
+
+
+def _binary32_value(value: Any, what: str) -> float:
+    """A number rounded to the FP32 value a kernel holds; anything else a UsageError naming the keyword."""
+    if isinstance(value, (bool, _np.bool_)) or not isinstance(value, _numbers.Real):
+        raise UsageError(f"{what}: expected a number, got {type(value).__name__}")
+    try:
+        return float(_np.float32(float(value)))
+    except OverflowError:  # an int beyond a double; a double beyond FP32 rounds to infinity, as a cast does
+        raise UsageError(f"{what}: {value} is beyond the range of a double") from None
+
+
+def _rows_cols(a: _np.ndarray) -> _np.ndarray:
+    """A tensor of any rank as [prod(leading axes), last axis]: reshape(-1, last) cannot infer 0 rows."""
+    return a.reshape(_math.prod(a.shape[:-1]), a.shape[-1]) if a.ndim > 2 else a
 
 
 def _float32(x: Any, what: str, ndim: tuple = (1, 2)) -> _np.ndarray:
@@ -109,7 +133,7 @@ def _float32(x: Any, what: str, ndim: tuple = (1, 2)) -> _np.ndarray:
     if a.dtype == _np.float32:
         return _np.ascontiguousarray(a)  # no copy when already C-contiguous
     if a.dtype == _np.float64:
-        return _fp4sim._binary32(_np.ascontiguousarray(a), what)
+        return _native._binary32(_np.ascontiguousarray(a), what)
     raise DTypeError(f"{what}: expected float32, float16, bfloat16 or float64 values, got {a.dtype}")
 
 
@@ -320,20 +344,20 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     if a.dtype not in (_np.float32, _np.float64):
         raise DTypeError(f"x: expected floating-point values (float32, float64, float16 or bfloat16), got {a.dtype}")
     dtype = _dtypes.code_dtype(fmt)
-    if specials == "ml_dtypes":
+    if isinstance(specials, str) and specials == "ml_dtypes":  # an array would compare element-wise
         if dtype is None:
             raise ValueError(f"specials: 'ml_dtypes' needs a format ml_dtypes has ({', '.join(_dtypes.known_names())}), "
                              f"got {format!r}")
         rounding, saturate = _ml_dtypes_conventions.settings(fmt, rounding, saturate)
         no_code = _ml_dtypes_conventions.inputs_without_code(a, fmt)
         if no_code.any():
-            codes = _fp4sim.convert(_np.where(no_code, a.dtype.type(1), a), fmt, rounding, sr_bits, seed,
+            codes = _native.convert(_np.where(no_code, a.dtype.type(1), a), fmt, rounding, sr_bits, seed,
                                     _rbits(rbits, "rbits"), saturate, "hardware")
             codes[no_code] = _ml_dtypes_conventions.codes_without_value(original, a, fmt, dtype, codes, no_code)
         else:
-            codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, "hardware")
+            codes = _native.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, "hardware")
     else:
-        codes = _fp4sim.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
+        codes = _native.convert(a, fmt, rounding, sr_bits, seed, _rbits(rbits, "rbits"), saturate, specials)
     out = codes if dtype is None else codes.view(dtype)
     return out[0] if scalar else out
 
@@ -355,7 +379,7 @@ def decode(codes, format=None) -> _np.ndarray:
     a = _dtypes.as_codes(a.reshape(1) if scalar else a)
     if a.dtype not in (_np.uint8, _np.uint16, _np.uint32):
         a = _words(a, "codes")
-    values = _fp4sim.decode(_np.ascontiguousarray(a), fmt)
+    values = _native.decode(_np.ascontiguousarray(a), fmt)
     return values[0] if scalar else values
 
 
@@ -379,8 +403,8 @@ def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[flo
     """
     a = _as_numpy(x, "x")
     shape = a.shape
-    a = _float32(a.reshape(-1, shape[-1]) if a.ndim > 2 else a, "x")
-    native = _fp4sim.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits"))
+    a = _float32(_rows_cols(a), "x")
+    native = _native.quantize(a, recipe, overrides, role, amax_ref, seed, _rbits(rbits, "rbits"))
     if len(shape) > 2 and shape[-2] % native.block_rows:
         # Tiles of the flattened tensor would straddle two matrices.
         raise ValueError(f"x: 2-D tiles of {native.block_rows}x{native.block_cols} over the last two axes need a "
@@ -409,19 +433,22 @@ def dequantize(q, scales=None, recipe: Optional[str] = None, *, shape: Optional[
     True
     """
     if isinstance(q, Quantized):
-        return _fp4sim.dequantize(q._native).reshape(q.shape)
+        return _native.dequantize(q._native).reshape(q.shape)
     if scales is None or recipe is None:
         if isinstance(q, _fp4sim.QuantizedTensor):
-            return _fp4sim.dequantize(q)
+            return _native.dequantize(q)
         raise TypeError("dequantize: give a Quantized, or codes, scales and recipe")
     codes = _bytes(q, "codes")
     if shape is None:
         if codes.ndim != 2:
             raise ValueError(f"shape: needed for {codes.ndim}-D codes (give shape=(rows, cols))")
-        shape = (codes.shape[0], codes.shape[1] * (1 if nibbles == "unpacked" else 2))
-    rows, cols = shape
-    value = None if tensor_scale is None else float(_np.float32(tensor_scale))
-    return _fp4sim.dequantize_raw(codes, _bytes(scales, "scales"), rows, cols, recipe, overrides, role, layout,
+        shape = (codes.shape[0], codes.shape[1] * (1 if isinstance(nibbles, str) and nibbles == "unpacked" else 2))
+    try:
+        rows, cols = shape
+    except (TypeError, ValueError):
+        raise UsageError(f"shape: expected (rows, cols), got {shape!r}") from None
+    value = None if tensor_scale is None else _binary32_value(tensor_scale, "tensor_scale")
+    return _native.dequantize_raw(codes, _bytes(scales, "scales"), rows, cols, recipe, overrides, role, layout,
                                   nibbles, value, tensor_scale_kind)
 
 
@@ -446,7 +473,7 @@ def gemm(a, b, recipe: str, gemm: str = "fprop", *, datapath: Optional[str] = No
     (4, 3)
     """
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
-    return _fp4sim.gemm(_float32(a, "a", (2,)), _float32(b, "b", (2,)), recipe, overrides, args,
+    return _native.gemm(_float32(a, "a", (2,)), _float32(b, "b", (2,)), recipe, overrides, args,
                         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"))
 
 
@@ -462,7 +489,7 @@ def mma(a, b, c=None, *, datapath: str, input_format: Optional[str] = None, a_fo
            [13., 13., 13.]], dtype=float32)
     """
     cc = None if c is None else _float64(c, "c")
-    return _fp4sim.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format, a_format, b_format)
+    return _native.mma(_float64(a, "a"), _float64(b, "b"), cc, datapath, input_format, a_format, b_format)
 
 
 def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, layout: str = "rowmajor",
@@ -487,8 +514,8 @@ def verify_quantize(x, codes, scales, recipe: str, role: str = "activation", *, 
     if isinstance(tensor_scale, str):
         overrides["tensor_scale"] = tensor_scale
     elif tensor_scale is not None:
-        value = float(_np.float32(tensor_scale))
-    json_text, text, ok = _fp4sim.verify_quantize(
+        value = _binary32_value(tensor_scale, "tensor_scale")
+    json_text, text, ok = _native.verify_quantize(
         _float32(x, "x"), _bytes(codes, "codes"), _bytes(scales, "scales"), recipe, overrides, role, layout, nibbles,
         value, tensor_scale_kind, amax_ref, seed, _rbits(rbits, "rbits"), max_explained)
     return VerifyReport(json_text, text, ok)
@@ -514,7 +541,7 @@ def verify_gemm(a, b, c, recipe: str, gemm: str = "fprop", *, datapath: Optional
     (False, 1)
     """
     args = _gemm_args(gemm, datapath, inner, snap, out_dtype, amax_ref_a, amax_ref_b, target_a, target_b, seed)
-    json_text, text, ok = _fp4sim.verify_gemm(
+    json_text, text, ok = _native.verify_gemm(
         _float32(a, "a", (2,)), _float32(b, "b", (2,)), _float32(c, "c", (2,)), recipe, overrides, args,
         _rbits(rbits_a, "rbits_a"), _rbits(rbits_b, "rbits_b"), worst)
     return VerifyReport(json_text, text, ok)
@@ -527,7 +554,7 @@ def scales_to_layout(scales, rows: int, cols: int, block_rows: int, block_cols: 
     >>> fp4sim.scales_to_layout(q.scales, 4, 64, 1, 16, "swizzled-128x4").shape   # padded to 128 x 4 tiles
     (128, 4)
     """
-    return _fp4sim.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
+    return _native.scales_to_layout(_bytes(scales, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
 def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols: int, layout: str) -> _np.ndarray:
@@ -538,7 +565,7 @@ def scales_from_layout(stored, rows: int, cols: int, block_rows: int, block_cols
     >>> bool((fp4sim.scales_from_layout(stored, 4, 64, 1, 16, "swizzled-128x4") == q.scales).all())
     True
     """
-    return _fp4sim.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
+    return _native.scales_from_layout(_bytes(stored, "scales"), rows, cols, block_rows, block_cols, layout)
 
 
 def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
@@ -549,7 +576,7 @@ def codes_to_order(codes, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     >>> fp4sim.codes_to_order(np.array([[0x21, 0x43]], np.uint8), 1, 4, "high-first")
     array([[18, 52]], dtype=uint8)
     """
-    return _fp4sim.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
+    return _native.codes_to_order(_bytes(codes, "codes"), rows, cols, nibbles)
 
 
 def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
@@ -558,7 +585,7 @@ def codes_from_order(stored, rows: int, cols: int, nibbles: str) -> _np.ndarray:
     >>> [hex(b) for b in fp4sim.codes_from_order(np.array([[1, 2, 3, 4]], np.uint8), 1, 4, "unpacked")[0]]
     ['0x21', '0x43']
     """
-    return _fp4sim.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)
+    return _native.codes_from_order(_bytes(stored, "codes"), rows, cols, nibbles)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -592,7 +619,7 @@ def _analysis():
             "wheel tools/build_wheel.sh builds (HDF5 inside), or install HDF5, CLI11 and cereal (Debian: apt-get "
             "install libhdf5-dev libcli11-dev libcereal-dev) and run pip install . again: it builds them in "
             "when it finds them")
-    return _fp4sim
+    return _native
 
 
 def _names(value, what: str) -> str:
@@ -607,6 +634,14 @@ def _names(value, what: str) -> str:
         raise TypeError(f"{what}: expected a string, a value or a list of values, got {type(value).__name__}") from None
 
 
+def _maps(maps) -> str:
+    """A list of recipe maps as --recipe-map's text (one map after another, "; " between)."""
+    try:
+        return "; ".join(maps)
+    except TypeError:
+        raise TypeError(f"recipe_map: expected a string or a list of strings, got {type(maps).__name__}") from None
+
+
 def _steps(steps) -> str:
     """``steps`` as --steps takes it: None selects every captured step; an empty selection ([] or ",") is
     passed on as one, so that it is refused, not read as None."""
@@ -616,6 +651,8 @@ def _steps(steps) -> str:
 
 
 def _trace_file(path) -> str:
+    if not isinstance(path, (str, _os.PathLike)):  # os.fspath also takes bytes, and open() a descriptor
+        raise TypeError(f"trace: expected a path (str or os.PathLike), got {type(path).__name__}")
     text = _os.fspath(path)
     if not _os.path.exists(text):
         raise FileNotFoundError(2, "no such trace file", text)
@@ -640,11 +677,11 @@ def stats(x, q: Quantized, *, reference=None, chunk_multiple: Optional[int] = No
     if not isinstance(q, Quantized):
         raise TypeError(f"q: expected what fp4sim.quantize returns, got {type(q).__name__}")
     a = _as_numpy(x, "x")
-    a = _float32(a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a, "x")
+    a = _float32(_rows_cols(a), "x")
     ref = None if reference is None else _np.ascontiguousarray(_float64(reference, "reference")).reshape(-1)
     if chunk_multiple is None:
         chunk_multiple = _math.lcm(16, q.block[0])
-    return _json.loads(_fp4sim.stats(q._native, a, ref, chunk_multiple))
+    return _json.loads(_native.stats(q._native, a, ref, chunk_multiple))
 
 
 def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", steps=None, layers: str = "",
@@ -675,7 +712,7 @@ def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", st
     native = _analysis()
     if recipes is not None and recipe_map is not None:
         raise UsageError("give recipes or recipe_map, not both")
-    maps = None if recipe_map is None else recipe_map if isinstance(recipe_map, str) else "; ".join(recipe_map)
+    maps = None if recipe_map is None else recipe_map if isinstance(recipe_map, str) else _maps(recipe_map)
     json_text, summary = native.replay(_trace_file(trace), _names("ue5m3,nvfp4,mxfp4" if recipes is None else recipes,
                                                                   "recipes"), maps, datapath,
                                        _steps(steps), layers, seed, hold,

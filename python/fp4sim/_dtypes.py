@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _fp4sim
+from ._native import native as _native
 
 # fp4sim's format name -> the dtype of its codes. The package pins ml_dtypes 0.7.0; an older ml_dtypes
 # already installed (a machine's own, e.g. beside JAX) may lack some of these dtypes, and a format whose
@@ -47,22 +48,22 @@ def format_name(format: Any, what: str = "format") -> str:
     if isinstance(format, str):
         text = format.strip()
         try:
-            return _fp4sim.canonical_format(text, what)
+            return _native.canonical_format(text, what)
         except _fp4sim.UsageError as error:
             if text.lower() == text:
                 raise
             try:
-                return _fp4sim.canonical_format(text.lower(), what)
+                return _native.canonical_format(text.lower(), what)
             except _fp4sim.UsageError:
                 raise error from None
     try:
         dtype = np.dtype(format)
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: a dict or list NumPy reads as a malformed structured dtype
         raise TypeError(f"{what}: expected a format name or a dtype, got {type(format).__name__}") from None
     if dtype.kind not in "fV":  # NumPy's floating-point dtypes, and ml_dtypes' (kind V)
         raise ValueError(f"{what}: {dtype.name} is not a format fp4sim models (known dtypes: "
                          f"{', '.join(sorted(_ALIASES))})")
-    return _fp4sim.canonical_format(dtype.name, what)
+    return _native.canonical_format(dtype.name, what)
 
 
 def code_dtype(format: str) -> Optional[np.dtype]:

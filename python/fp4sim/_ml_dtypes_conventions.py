@@ -35,7 +35,7 @@ def settings(fmt: str, rounding: str, saturate):
     info = _info(fmt)
     if saturate is None:
         saturate = not (info["has_nan"] or info["has_inf"])
-    if fmt == "e8m0" and rounding == "rne":
+    if fmt == "e8m0" and isinstance(rounding, str) and rounding == "rne":
         rounding = "rna"
     return rounding, saturate
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzzers (tests/fuzz/corpus/<harness>/, docs/fuzzing.md), small valid
 inputs that the fuzzer mutates: .npy files of every dtype the reader takes, traces cut from
-traces/trace_a.h5 in each storage layout, format names, and one argv per subcommand usage.
+traces/trace_a.h5 in each storage layout, format names, one argv per subcommand usage, and version-2
+traces with quantized operands for capture.verify (written with fp4sim.capture's writer and the module).
 
-Usage: python3 tests/fuzz/make_corpus.py     (rewrites the four corpus folders; deterministic)
+Usage: PYTHONPATH=build/python python3 tests/fuzz/make_corpus.py     (rewrites those five corpus folders;
+deterministic; py_args' seeds are inputs a fuzzing run kept, docs/fuzzing.md)
 """
 import pathlib
 import shutil
@@ -16,9 +18,12 @@ corpus = root / "tests" / "fuzz" / "corpus"
 
 
 def fresh(name):
+    """The seed folder emptied of what this script wrote; inputs a fuzzing run found (found_*) stay."""
     folder = corpus / name
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in folder.iterdir():
+        if not seed.name.startswith("found_"):
+            seed.unlink()
     return folder
 
 
@@ -128,8 +133,57 @@ def cli_seeds():
         (out / f"{i:02d}_{line.split()[0].lstrip('-')}").write_text("\n".join(line.split()))
 
 
+def capture_verify_seeds():
+    """Version-2 traces as fp4sim.capture records an fp4sim.torch.Linear's GEMMs (capture.py, _write_call):
+    x/w/dy, and fp4/<gemm> with C, fp4/<gemm>.a and .b with inputs, codes, scales and tensor scalars,
+    written by the capture code's own writer, from fp4sim.quantize and fp4sim.gemm. Needs the built module
+    (PYTHONPATH=build/python)."""
+    import json
+
+    import fp4sim
+    from fp4sim.capture.trace_file import TraceFile
+
+    out = fresh("capture_verify")
+    rng = np.random.default_rng(4)
+    cases = {  # name: recipe, overrides, gzip level, amax_ref
+        "mxfp4_fprop": ("mxfp4", {}, 0, None),
+        "nvfp4_fprop_held_amax": ("nvfp4", {}, 0, 3.0),
+        "mxfp4_block32_gzip": ("mxfp4", {"block": 32}, 1, None),
+        "nvfp4_stochastic_dgrad": ("nvfp4", {"rounding": "sr-fast"}, 0, None),
+    }
+    for name, (recipe, overrides, level, amax_ref) in cases.items():
+        gemm = "dgrad" if "dgrad" in name else "fprop"
+        a = rng.standard_normal((2, 32), dtype=np.float32)
+        b = rng.standard_normal((2, 32), dtype=np.float32)
+        datapath = fp4sim._fp4sim.operand_info(recipe, overrides, gemm + ".a")["datapath"]
+        trace = TraceFile(str(out / (name + ".h5")), {"model": "fuzz seed"}, level)
+        step = trace.step_group(1, {"lr": 0.1})
+        call = step.create_group("fc").create_group("call_000001")
+        for tensor, data, role in (("x", a, "activation"), ("w", b, "weight"), ("dy", a, "grad_output")):
+            trace.array(call, tensor, data, role=role)
+        fp4 = call.create_group("fp4")
+        g = fp4.create_group(gemm)
+        g.attrs.update(recipe=recipe, overrides=json.dumps(overrides), datapath=datapath, seed=np.uint64(7))
+        trace.array(g, "c", fp4sim.gemm(a, b, recipe, gemm, datapath=datapath, seed=7, amax_ref_a=amax_ref,
+                                        **overrides))
+        for side, x in (("a", a), ("b", b)):
+            q = fp4sim.quantize(x, recipe, gemm + "." + side, seed=7, amax_ref=amax_ref if side == "a" else None,
+                                **overrides)
+            og = fp4.create_group(gemm + "." + side)
+            og.attrs.update(recipe=recipe, overrides=json.dumps(overrides), operand=gemm + "." + side,
+                            seed=np.uint64(7), stream=np.int64(0 if side == "a" else 1),
+                            tensor_amax=q.tensor_amax, global_encode_scale=q.global_encode_scale,
+                            global_decode_scale=q.global_decode_scale)
+            if amax_ref is not None and side == "a":
+                og.attrs["amax_ref"] = np.float32(amax_ref)
+            for dataset, data in (("input", x), ("codes", q.codes), ("scales", q.scales)):
+                trace.array(og, dataset, data)
+        trace.commit({"capture_steps": np.asarray([1], dtype=np.int64)})
+
+
 if __name__ == "__main__":
     npy_seeds()
     trace_seeds()
     format_seeds()
     cli_seeds()
+    capture_verify_seeds()

@@ -5,6 +5,7 @@ fp4/ groups are written here as fp4sim.capture writes them, from fp4sim.quantize
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -185,3 +186,28 @@ def test_a_signal_mid_check_stops_the_check_and_leaves_nothing(tmp_path, sig):
     assert p.returncode == 128 + sig, err
     assert not alive(child), "the check was left running"
     assert os.listdir(scratch) == []
+
+
+def test_a_trace_whose_metadata_asks_for_gigabytes_is_refused_within_a_bound():
+    # Found by tests/fuzz/capture_verify_fuzz.py: two mutated bytes of a 19 kB seed trace, after which HDF5
+    # allocated and cleared 4 GB for one read (11 s, 4.2 GB resident) before it failed. While reading, the
+    # command line's address space is bounded by what the file can hold: it fails at the allocation.
+    exe = fp4sim_binary()
+    path = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "capture_verify",
+                        "found_attribute_length_4gb.h5")
+    r = verify(path, "--fp4sim", exe)
+    one_line(r, 3, "cannot read the trace")
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child so far: this one
+    assert peak_kib < 1 << 20, "%d MiB resident" % (peak_kib >> 10)
+
+
+def test_a_trace_hdf5_loops_on_is_refused_and_the_reader_stopped(tmp_path, monkeypatch):
+    # Found by the same fuzzer: one mutated integer of a seed trace, on which HDF5 loops forever in native
+    # code (SIGTERM could not stop the command line). The trace is read in a child killed after
+    # --read-timeout; the input loops on every run, so the limit is always what ends it.
+    exe = fp4sim_binary()
+    path = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "capture_verify", "found_hdf5_loop.h5")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = verify(path, "--fp4sim", exe, "--read-timeout", "1", env=dict(os.environ, TMPDIR=str(tmp_path)))
+    one_line(r, 3, "cannot read the trace", "did not finish in 1 s")
+    assert os.listdir(tmp_path) == [], "a scratch folder was left"

@@ -3,6 +3,8 @@ UsageError / DataError naming it, before anything is allocated (issue 26 round t
 table). Run by ctest (python_module_input) as test_module.py is.
 """
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -179,3 +181,64 @@ def test_a_lazily_negated_dlpack_view_is_read_as_its_values():
     np.testing.assert_array_equal(q.codes, fp4sim.quantize(-x, "nvfp4").codes)
     np.testing.assert_array_equal(fp4sim.convert(LazilyNegated(x), "e2m1").view(np.uint8),
                                   fp4sim.convert(-x, "e2m1").view(np.uint8))
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the argument-layer fuzzer found (tests/fuzz/py_args_fuzz.py, docs/fuzzing.md): each refused with
+# fp4sim's own exception naming the parameter, never nanobind's signature dump or a bare C++ exception
+
+def trace_path():
+    return pathlib.Path(__file__).resolve().parents[2] / "traces" / "trace_a.h5"
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda x: fp4sim.quantize(x, 0), "^recipe: expected a string, got int$"),
+    (lambda x: fp4sim.codes_to_order(np.zeros((1, 2), np.uint8), 1, 4, 0), "^nibbles: expected a string, got int$"),
+    (lambda x: fp4sim.codes_to_order(np.zeros((1, 2), np.uint8), 1, -4, "unpacked"), "^cols: -4 is out of range$"),
+    (lambda x: fp4sim.scales_to_layout(np.zeros((1, 4), np.uint8), 2**64, 64, 1, 16, "rowmajor"),
+     "^rows: 18446744073709551616 is out of range$"),
+    (lambda x: fp4sim.dequantize(np.zeros((4, 32), np.uint8), np.zeros((4, 4), np.uint8), "nvfp4", shape=0),
+     r"^shape: expected \(rows, cols\), got 0$"),
+    (lambda x: fp4sim.dequantize(np.zeros((4, 32), np.uint8), np.zeros((4, 4), np.uint8), "nvfp4",
+                                 tensor_scale=[1.0]), "^tensor_scale: expected a number, got list$"),
+    (lambda x: fp4sim.quantize(x, "nvfp4\udcaa"), "^recipe: not text UTF-8 can encode"),
+    (lambda x: fp4sim.quantize(x, "nvfp4", scale_rule="\udcaa"), "^scale_rule: not text UTF-8 can encode"),
+    (lambda x: fp4sim.gemm(x, x, "nvfp4", **{"\udcaa": 0}), "^a recipe override's name: not text UTF-8"),
+    (lambda x: fp4sim.dequantize(np.zeros((4, 32), np.uint8), np.zeros((4, 4), np.uint8), "nvfp4",
+                                 nibbles=np.zeros(0)), "^nibbles: expected a string, got ndarray$"),
+])
+def test_an_argument_of_the_wrong_kind_is_a_usage_error_naming_it(call, words):
+    with pytest.raises(fp4sim.UsageError, match=words) as e:
+        call(tensor(4, 64))
+    assert "incompatible function arguments" not in str(e.value)
+
+
+@needs_analyses
+def test_analysis_arguments_of_the_wrong_kind_name_the_parameter():
+    with pytest.raises(fp4sim.UsageError, match="^gemms: expected a bool"):
+        fp4sim.replay(trace_path(), "nvfp4", steps=[1], layers="lm_head", gemms=2**63)
+    with pytest.raises(fp4sim.UsageError, match="^rows: expected an integer, got str$"):
+        fp4sim.sweep(synthetic="normal", rows="16", cols=32)
+    with pytest.raises(fp4sim.UsageError, match="^slab_mib: .* is beyond the range of a double$"):
+        fp4sim.sweep(synthetic="normal", rows=16, cols=32, slab_mib=-10**400)
+    with pytest.raises(TypeError, match="^trace: expected a path"):
+        fp4sim.replay(0, "nvfp4")
+    with pytest.raises(TypeError, match="^recipe_map: expected a string or a list of strings, got object$"):
+        fp4sim.replay(trace_path(), recipe_map=object())
+    # NumPy's bools are bools, as for every keyword of the argument tables
+    r = fp4sim.replay(trace_path(), "nvfp4", steps=[1], layers="lm_head", gemms=np.False_)
+    assert r["gemms"] == []
+
+
+def test_what_numpy_cannot_read_or_compare_is_refused_by_fp4sim():
+    with pytest.raises(fp4sim.DTypeError, match="^x: not an array NumPy can read"):
+        fp4sim.quantize([[1.0, 2.0], [3.0]], "nvfp4")
+    with pytest.raises(TypeError, match="^format: expected a format name or a dtype, got dict$"):
+        fp4sim.decode(np.zeros(3, np.uint8), format={"a": 1})
+    with pytest.raises(fp4sim.UsageError, match="specials"):  # an array compared with a name element-wise
+        fp4sim.convert(np.ones(4, np.float32), "e2m1", specials=np.zeros(0))
+
+
+def test_a_batch_of_empty_rows_quantizes_to_empty_results():
+    q = fp4sim.quantize(np.zeros((2, 3, 0), np.float32), "nvfp4")  # reshape(-1, 0) cannot infer the rows
+    assert q.shape == (2, 3, 0) and fp4sim.dequantize(q).shape == (2, 3, 0)

@@ -17,18 +17,25 @@ From a shell: ``python3 -m fp4sim.capture.verify trace.h5 [--fp4sim PATH] [--out
 per check and the report of each that failed; exit 0 when every check is bit-exact, 4 otherwise; a trace
 it cannot read or whose recorded values are not what fp4sim verify takes (unknown overrides among them),
 or a check fp4sim refuses, is one line on stderr and exit 3 (2 for a bad command line), with no file left.
+The trace is read in a child process, its address space bounded by what the file can hold, killed when it
+has not finished in ``--read-timeout`` seconds (default 60 plus 1 per 20 MB): HDF5 loops forever or
+allocates gigabytes on some corrupted files (docs/fuzzing.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 from typing import List, NamedTuple, Optional, Tuple
 
 import h5py
@@ -106,8 +113,15 @@ class _Files:
     def save(self, array: np.ndarray, what: str) -> str:
         self.count += 1
         path = os.path.join(self.outdir, "%05d_%s.npy" % (self.count, what))
-        np.save(path, np.ascontiguousarray(array))
+        try:
+            np.save(path, np.ascontiguousarray(array))
+        except OSError as e:
+            raise _OutputError(str(e)) from None
         return path
+
+
+class _OutputError(Exception):
+    """The output folder refused a file: told apart from the OSErrors h5py raises on a corrupted trace."""
 
 
 def _quantize_command(fp4sim: str, og, files: _Files) -> Optional[List[str]]:
@@ -163,22 +177,28 @@ def verify_commands(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[Ver
     except OSError as e:
         raise _fp4sim.DataError("%s: cannot read the trace (%s)" % (trace, e)) from None
     with f:
-        groups: List[Tuple[str, h5py.Group]] = []
-        f.visititems(lambda name, obj: groups.append((name, obj))
-                     if isinstance(obj, h5py.Group) and name.rsplit("/", 1)[-1] == "fp4" else None)
-        for name, fp4 in groups:
-            where = name[: -len("/fp4")]
-            for key in sorted(fp4):
-                try:
-                    if "." in key:
-                        argv = _quantize_command(fp4sim, fp4[key], files)
-                    else:
-                        argv = _gemm_command(fp4sim, fp4, key, files)
-                except (KeyError, ValueError, TypeError) as e:
-                    # a missing attribute or dataset, an unknown operand name, a value of the wrong kind
-                    raise _fp4sim.DataError("%s: %s/%s: %s" % (trace, name, key, e)) from None
-                if argv is not None:
-                    commands.append(VerifyCommand("%s %s" % (where, key), argv))
+        try:
+            groups: List[Tuple[str, h5py.Group]] = []
+            f.visititems(lambda name, obj: groups.append((name, obj))
+                         if isinstance(obj, h5py.Group) and name.rsplit("/", 1)[-1] == "fp4" else None)
+            for name, fp4 in groups:
+                where = name[: -len("/fp4")]
+                for key in sorted(fp4):
+                    try:
+                        if "." in key:
+                            argv = _quantize_command(fp4sim, fp4[key], files)
+                        else:
+                            argv = _gemm_command(fp4sim, fp4, key, files)
+                    except (KeyError, ValueError, TypeError) as e:
+                        # a missing attribute or dataset, an unknown operand name, a value of the wrong kind
+                        raise _fp4sim.DataError("%s: %s/%s: %s" % (trace, name, key, e)) from None
+                    if argv is not None:
+                        commands.append(VerifyCommand("%s %s" % (where, key), argv))
+        except _fp4sim.DataError:
+            raise
+        except (RuntimeError, OSError, KeyError, ValueError, TypeError) as e:  # what h5py raises on corrupted
+            # HDF5 metadata or chunks, walking the file or opening an object (KeyError) or reading it
+            raise _fp4sim.DataError("%s: cannot read the trace (%s)" % (trace, e)) from None
     return commands
 
 
@@ -186,6 +206,89 @@ def verify(trace: str, outdir: str, fp4sim: str = "fp4sim") -> List[Tuple[Verify
     """Runs :func:`verify_commands`; each result's returncode is 0 when bit-exact, 4 on mismatches (its
     stdout explains them), 2 or 3 when fp4sim refused the check (its stderr says why)."""
     return [(c, subprocess.run(c.argv, capture_output=True, text=True)) for c in verify_commands(trace, outdir, fp4sim)]
+
+
+# A trace's HDF5 metadata sizes the buffers HDF5 allocates: a corrupted length in a 19 kB trace had HDF5
+# allocate and clear 4 GB for one attribute (10 s) before it failed. While the command line reads a trace,
+# its address space is bounded by what the trace can hold: READ_BOUND_BYTES plus READ_BOUND_RATIO times the
+# file's size (room for gzip, which packs captured float tensors by about 10%, all-zero ones far more).
+READ_BOUND_BYTES = 1 << 30
+READ_BOUND_RATIO = 4
+
+
+@contextlib.contextmanager
+def _reading_memory_bounded(trace: str):
+    """The soft address-space limit lowered while reading `trace` (then restored: the checks run
+    unbounded); a refused allocation is a MemoryError or an HDF5 error, each a DataError."""
+    try:
+        size = os.stat(trace).st_size
+        with open("/proc/self/status") as f:
+            now = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
+    except (OSError, StopIteration, ValueError):  # no trace (verify_commands says so), no /proc
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    bound = now + READ_BOUND_BYTES + READ_BOUND_RATIO * size
+    if soft != resource.RLIM_INFINITY and soft <= bound:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (bound, hard))
+    try:
+        yield
+    except MemoryError:
+        raise _fp4sim.DataError("%s: cannot read the trace (it asks for more memory than a file of %d bytes "
+                                "can hold: corrupted)" % (trace, size)) from None
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _read_in_child(pipe, trace: str, outdir: str, fp4sim: str) -> None:
+    try:
+        with _reading_memory_bounded(trace):
+            pipe.send(("ok", [(c.what, c.argv) for c in verify_commands(trace, outdir, fp4sim)]))
+    except _fp4sim.DataError as e:
+        pipe.send(("data", str(e)))
+    except (OSError, _OutputError) as e:
+        pipe.send(("output", str(e)))
+    except BaseException:  # noqa: BLE001 - a bug of this reader: its traceback, in the parent
+        pipe.send(("bug", traceback.format_exc()))
+
+
+def _commands_in_child(trace: str, outdir: str, fp4sim: str, seconds: Optional[float]) -> List[VerifyCommand]:
+    """verify_commands, run in a forked child that is killed when it has not finished in `seconds`: HDF5
+    loops forever on some corrupted files (docs/fuzzing.md: a fuzzed 19 kB trace held the command line,
+    SIGTERM included, in native code), and a read cannot be interrupted from Python."""
+    if seconds is None:
+        try:
+            seconds = 60 + os.stat(trace).st_size / 20e6
+        except OSError:
+            seconds = 60  # no trace: verify_commands says so
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_read_in_child, args=(send, trace, outdir, fp4sim), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(seconds):
+            raise _fp4sim.DataError("%s: cannot read the trace (reading did not finish in %g s: HDF5 loops on some "
+                                    "corrupted files; --read-timeout gives a larger limit)" % (trace, seconds))
+        try:
+            kind, value = receive.recv()
+        except EOFError:  # the child died without a word (killed, out of memory in native code)
+            raise _fp4sim.DataError("%s: cannot read the trace (the reader exited with %s)"
+                                    % (trace, child.exitcode)) from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        receive.close()
+    if kind == "data":
+        raise _fp4sim.DataError(value)
+    if kind == "output":
+        raise _OutputError(value)
+    if kind == "bug":
+        raise RuntimeError("reading the trace failed:\n" + value)
+    return [VerifyCommand(what, argv) for what, argv in value]
 
 
 def _stop_on(signum, frame):
@@ -204,15 +307,18 @@ def main(argv=None) -> int:
     p.add_argument("trace")
     p.add_argument("--fp4sim", default=os.environ.get("FP4SIM_BINARY", "fp4sim"), help="the fp4sim executable")
     p.add_argument("--out", default=None, help="keep the .npy files and commands here (default: a temporary folder)")
+    p.add_argument("--read-timeout", type=float, default=None, metavar="SECONDS",
+                   help="give up reading the trace after this long (default: 60 s plus 1 s per 20 MB)")
     a = p.parse_args(argv)
     if shutil.which(a.fp4sim) is None:
         return _error("--fp4sim: %s is not an executable" % a.fp4sim, 2)
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            results = verify(a.trace, a.out or scratch, a.fp4sim)
+            commands = _commands_in_child(a.trace, a.out or scratch, a.fp4sim, a.read_timeout)
+            results = [(c, subprocess.run(c.argv, capture_output=True, text=True)) for c in commands]
     except _fp4sim.DataError as e:
         return _error(str(e), 3)
-    except OSError as e:  # --out not writable, the executable gone meanwhile
+    except (OSError, _OutputError) as e:  # --out not writable, the executable gone meanwhile
         return _error(str(e), 3)
     refused = [(c, r) for c, r in results if r.returncode not in (0, 4)]
     if refused:
