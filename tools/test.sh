@@ -9,9 +9,10 @@
 #     libFuzzer's coverage instrumentation in build-asan/: one tree for the sanitized tests and the fuzzers
 #     (tests/fuzz/), so the library is compiled once for both. Run the unit label (the exhaustive,
 #     oracle and docs labels run once, in step 2: tests/CMakeLists.txt says why); any sanitizer report fails the run;
-#  4. fuzz the input parsers (tools/fuzz.sh, docs/fuzzing.md) from that tree, each harness for
-#     $FUZZ_SECONDS (default 60), all at once. Any crash, leak, sanitizer report, hang or oversized
-#     allocation fails the run;
+#  4. fuzz the input parsers (tools/fuzz.sh, docs/fuzzing.md) from that tree, and the Python argument layer
+#     and the capture reader (atheris) with step 2's module and binary, each harness for $FUZZ_SECONDS
+#     (default 60), all at once. Any crash, leak, sanitizer report, hang, oversized allocation or
+#     unexpected exception fails the run;
 #  5. cross-compile the core layers and their unit tests for aarch64 and run them under qemu-user
 #     (tools/aarch64_check.sh, which prints what it leaves out) in build-aarch64/.
 # Prints the wall-clock and CPU time (user + system, of every process the stage ran) of each stage, and,
@@ -147,7 +148,7 @@ stage_done "$stage"
 
 stage="fuzz (${FUZZ_SECONDS:-60} s per harness)"
 failed_tests_log=""
-FP4SIM_FUZZ_BUILD_DIR=$asan_build "$root/tools/fuzz.sh"
+FP4SIM_FUZZ_BUILD_DIR=$asan_build FP4SIM_RELEASE_BUILD_DIR=$build "$root/tools/fuzz.sh"
 stage_done "$stage"
 
 stage="aarch64 (cross-compiled, qemu-user)"
