@@ -12,6 +12,7 @@
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/primitives.hpp"
+#include "fp4sim/core/random.hpp"
 #include "fp4sim/verify/verify.hpp"
 #include "report.hpp"
 
@@ -174,12 +175,7 @@ std::uint64_t count_exact(std::span<const float> golden, std::span<const float> 
 // outputs that both equal the user's equal each other; otherwise against the group's first member,
 // computed again (holding every configuration's output would take about 40 times the output's memory).
 std::uint64_t bits_digest(std::span<const float> c) {
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64-bit
-  for (float v : c) {
-    const std::uint32_t w = std::bit_cast<std::uint32_t>(v);
-    for (int byte = 0; byte < 4; ++byte) h = (h ^ ((w >> (8 * byte)) & 0xFFu)) * 0x100000001b3ull;
-  }
-  return h;
+  return fnv1a(std::string_view(reinterpret_cast<const char*>(c.data()), c.size_bytes()));
 }
 
 struct TieGroup {

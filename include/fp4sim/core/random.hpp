@@ -92,14 +92,17 @@ inline constexpr std::uint64_t operand_a = 0;
 inline constexpr std::uint64_t operand_b = 1;
 }  // namespace streams
 
-// FNV-1a (64-bit) of a stream's name.
-constexpr std::uint64_t stream_of(std::string_view name) {
+// FNV-1a (64-bit) of bytes.
+constexpr std::uint64_t fnv1a(std::string_view bytes) {
   std::uint64_t h = 0xcbf29ce484222325ull;
-  for (const char c : name) {
+  for (const char c : bytes) {
     h ^= static_cast<unsigned char>(c);
     h *= 0x100000001b3ull;
   }
   return h;
 }
+
+// A stream's number: FNV-1a of its name.
+constexpr std::uint64_t stream_of(std::string_view name) { return fnv1a(name); }
 
 }  // namespace fp4sim
