@@ -386,6 +386,111 @@ TEST(DatapathTable, Fp8F16AccumulatorWindowOnBlackwell) {
   EXPECT_BITS(tfdpa_dot(*find_datapath("sm90-fp8-f16acc"), formats::e4m3, a, b, 0), 0x3F800000u);
 }
 
+// tcgen05 kind::mxf8f6f4 (`sm100-mxf8f6f4`, MMA-Sim's model): one UE8M0 pair per 32 elements; both scale
+// exponents join every product's alignment exponent, so the F = 25 window sits below the scaled products.
+std::uint32_t mx_dot(const Format& element, std::vector<std::uint32_t> a, std::vector<std::uint32_t> b,
+                     std::uint32_t sa, std::uint32_t sb, std::uint32_t c) {
+  a.resize(32, 0);
+  b.resize(32, 0);
+  const std::uint32_t as[] = {sa}, bs[] = {sb};
+  return tfdpa_dot(row("sm100-mxf8f6f4"), element, a, element, b, BlockScales{formats::e8m0, as, bs, 32}, c);
+}
+
+TEST(Mxf8f6f4, ScaleExponentsSetTheWindow) {
+  // e4m3 1·1 - 1·1 cancels at E_max = e_sa + e_sb; C = 1 is kept while E_max <= 25 (F = 25), cut beyond.
+  const std::vector<std::uint32_t> a = {0b0'0111'000, 0b1'0111'000}, b = {0b0'0111'000, 0b0'0111'000};
+  EXPECT_BITS(mx_dot(formats::e4m3, a, b, 127 + 25, 127, f32(1.0)), f32(1.0));
+  EXPECT_BITS(mx_dot(formats::e4m3, a, b, 127 + 26, 127, f32(1.0)), 0u);
+  EXPECT_BITS(mx_dot(formats::e4m3, a, b, 127 + 13, 127 + 13, f32(1.0)), 0u);  // both scales count
+  EXPECT_BITS(mx_dot(formats::e4m3, a, b, 127 + 12, 127 + 13, f32(1.0)), f32(1.0));
+  // The unscaled kind::f8f6f4 row keeps C: the scales are what moved the window.
+  std::vector<std::uint32_t> a32 = a, b32 = b;
+  a32.resize(32, 0);
+  b32.resize(32, 0);
+  EXPECT_BITS(tfdpa_dot(row("sm100-f8f6f4"), formats::e4m3, a32, b32, f32(1.0)), f32(1.0));
+  // 1.5 · 1.5 at 2^-3 · 2^10 = 2.25 · 2^7.
+  EXPECT_BITS(mx_dot(formats::e4m3, {0b0'0111'100}, {0b0'0111'100}, 127 - 3, 127 + 10, 0), f32(288.0));
+}
+
+TEST(Mxf8f6f4, SubnormalElementsAlignAtTheirEmin) {
+  // e2m1 ±0.5 is subnormal: significand 0.1b at exponent 0 (emin), so the cancelling pair sets E_max = 0
+  // and C = 2^-26 is cut; renormalised to 1.0b · 2^-1 (the encoded operand q·s in a wider format) it
+  // would be kept. This is why gemm does not run the row on encoded operands.
+  const std::vector<std::uint32_t> a = {0b0'00'1, 0b1'00'1}, b = {0b0'01'0, 0b0'01'0};
+  EXPECT_BITS(mx_dot(formats::e2m1, a, b, 127, 127, f32(std::ldexp(1.0, -26))), 0u);
+  EXPECT_BITS(mx_dot(formats::e2m1, a, b, 127, 127, f32(std::ldexp(1.0, -25))), f32(std::ldexp(1.0, -25)));
+}
+
+TEST(Mxf8f6f4, NanScaleIsNanOverZeroElements) {
+  EXPECT_BITS(mx_dot(formats::e4m3, {}, {}, 0xFF, 127, 0), 0x7FFFFFFFu);
+  EXPECT_BITS(mx_dot(formats::e4m3, {}, {}, 127, 0xFF, f32(1.0)), 0x7FFFFFFFu);
+  EXPECT_BITS(mx_dot(formats::e4m3, {}, {}, 0, 0, f32(1.0)), f32(1.0));  // 2^-127 scales are finite
+}
+
+// AMD CDNA3 (`cdna3-*`, MMA-Sim's amd_fused_dot_rd_add): products at F = 24 truncated toward zero; then the
+// product sum (31 bits) and C (24 bits) floored toward -inf at max(E_products, E_C); RNE into FP32.
+TEST(Cdna3, NegativeCIsFlooredOrDropped) {
+  // bf16: 1·1 + C, C = -2^-100 floors to -2^-24 below 2^0: 1 - 2^-24 (an NVIDIA row keeps 1.0).
+  EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", {1.0}, {1.0}, f32(-std::ldexp(1.0, -100))), 0x3F7FFFFFu);
+  EXPECT_BITS(probe(row("sm90-bf16"), "bf16", {1.0}, {1.0}, f32(-std::ldexp(1.0, -100))), 0x3F800000u);
+  EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", {1.0}, {1.0}, f32(-std::ldexp(1.0, -26))), 0x3F7FFFFFu);
+  // fp8: a C more than 25 binades below is dropped, at 25 it is still floored.
+  EXPECT_BITS(probe(row("cdna3-fp8"), "fp8", {1.0}, {1.0}, f32(-std::ldexp(1.0, -25))), 0x3F7FFFFFu);
+  EXPECT_BITS(probe(row("cdna3-fp8"), "fp8", {1.0}, {1.0}, f32(-std::ldexp(1.0, -26))), 0x3F800000u);
+  Datapath no_drop = row("cdna3-fp8");
+  no_drop.fused.c_drop_distance = 0;
+  EXPECT_BITS(probe(no_drop, "fp8", {1.0}, {1.0}, f32(-std::ldexp(1.0, -26))), 0x3F7FFFFFu);
+}
+
+TEST(Cdna3, GroupOfEightRoundsRneBetweenGroups) {
+  // 1·1 and 1.5·2^-24 (at k = j): in one group the small product is cut to 2^-24 and 1 + 2^-24 ties to
+  // 1.0; in the next group it survives whole and 1 + 1.5·2^-24 rounds up.
+  for (int j = 1; j < 16; ++j) {
+    std::vector<double> a(16, 0.0), b(16, 0.0);
+    a[0] = b[0] = 1.0;
+    a[j] = 1.5 * std::ldexp(1.0, -12);
+    b[j] = std::ldexp(1.0, -12);
+    EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", a, b, 0, 2), j < 8 ? 0x3F800000u : 0x3F800001u) << "j = " << j;
+  }
+}
+
+TEST(Cdna3, ProductsBeyondBinary32AreInf) {
+  const double big = std::ldexp(1.0, 100);
+  EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", {big, big}, {big, -big}, 0), 0x7FC00000u);
+  EXPECT_BITS(probe(row("sm90-bf16"), "bf16", {big, big}, {big, -big}, 0), 0u);  // exact products cancel
+  EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", {big}, {std::ldexp(1.0, 28)}, 0), 0x7F800000u);
+  EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", {-big}, {std::ldexp(1.0, 27)}, 0), 0xFF000000u);
+}
+
+TEST(Cdna3, ZeroCAtMinus126FloorsTinySums) {
+  // 2^-140 + 2^-150 + 2^-160: the zero C (exponent -126) puts the second window's floor at 2^-157, so
+  // 2^-160 goes and 2^-140 + 2^-150 ties to even 2^-140; zeros outside E_max keep it and round up.
+  const std::vector<double> a = {std::ldexp(1.0, -70), std::ldexp(1.0, -75), std::ldexp(1.0, -80)};
+  EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", a, a, 0), 0x00000200u);
+  Datapath zeros_out = row("cdna3-bf16");
+  zeros_out.fused.zero_exponent = kNoExponent;
+  EXPECT_BITS(probe(zeros_out, "bf16", a, a, 0), 0x00000201u);
+  // A negative sum that rounds to zero keeps its sign (MMA-Sim's IEEE conversion).
+  EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", {-std::ldexp(1.0, -80)}, {std::ldexp(1.0, -80)}, 0), 0x80000000u);
+}
+
+TEST(Cdna3Fp8, InterleavedLanesAreSeparateWindows) {
+  // 16·16 at k = 0 and -2^-10 · 2^-7 = -2^-17: in the same lane (k = 2) it is truncated away, in the other
+  // lane (k = 1) it is exact there and floored to -2^-16 when the lanes join: 256 - 2^-16.
+  for (int k : {1, 2}) {
+    std::vector<double> a(16, 0.0), b(16, 0.0);
+    a[0] = b[0] = 16.0;
+    a[k] = -std::ldexp(1.0, -10);
+    b[k] = std::ldexp(1.0, -7);
+    EXPECT_BITS(probe(row("cdna3-fp8"), "fp8", a, b, 0), k == 1 ? 0x437FFFFFu : 0x43800000u) << "k = " << k;
+  }
+}
+
+TEST(Cdna3Xf32, InputsAreCutToTf32) {
+  EXPECT_BITS(probe(row("cdna3-xf32"), "fp32", {1.0 + std::ldexp(1.0, -20)}, {1.0}, 0), f32(1.0));
+  EXPECT_BITS(probe(row("cdna3-xf32"), "fp32", {1.0 + std::ldexp(1.0, -10)}, {1.0}, 0), f32(1.0 + std::ldexp(1.0, -10)));
+}
+
 // Every row of the table is valid and printable.
 TEST(DatapathTable, RowsValidate) {
   for (const Datapath* dp : datapath_presets()) {

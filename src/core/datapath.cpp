@@ -1,5 +1,6 @@
-// The datapath preset table and the golden fused dot-product-add (SoftFloat s_mulAddF32 shape:
-// unpack to integers, exact products, integer alignment, one roundPack).
+// The datapath rows' validation and description, and the golden fused dot-product-add (SoftFloat
+// s_mulAddF32 shape: unpack to integers, exact products, integer alignment, one roundPack). The rows
+// themselves: datapath_rows.cpp.
 #include "fp4sim/core/datapath.hpp"
 
 #include <algorithm>
@@ -9,60 +10,11 @@
 #include <cstdio>
 
 #include "fp4sim/core/codec.hpp"
-#include "fp4sim/core/error.hpp"
 #include "fp4sim/core/json.hpp"
 
 namespace fp4sim {
 
 namespace {
-
-// ---------------------------------------------------------------------------------------------------
-// Accepted inputs per row (first = the encoded-operand format `gemm` uses).
-constexpr InputSpec kSm70In[] = {{"fp16", formats::fp16, 4}};
-constexpr InputSpec kF16In[] = {{"bf16", formats::bf16, 16}, {"fp16", formats::fp16, 16}};
-constexpr InputSpec kF16AccIn[] = {{"fp16", formats::fp16, 16}};
-constexpr InputSpec kTf32In[] = {{"tf32", formats::tf32, 8}, {"fp32", formats::fp32, 8}};
-constexpr InputSpec kFp8In[] = {{"e4m3", formats::e4m3, 32}, {"e5m2", formats::e5m2, 32}};
-constexpr InputSpec kF8f6f4In[] = {{"e4m3", formats::e4m3, 32}, {"e5m2", formats::e5m2, 32},
-                                   {"e3m2", formats::e3m2, 32}, {"e2m3", formats::e2m3, 32},
-                                   {"e2m1", formats::e2m1, 32}};
-constexpr InputSpec kMxf4In[] = {{"e2m1", formats::e2m1, 64}};
-constexpr Format kMxf4Scales[] = {formats::ue4m3, formats::e8m0};
-constexpr Format kUe5m3Scales[] = {formats::ue5m3};
-
-constexpr FusedParams tc(int group, int frac_bits, int e_floor, Format out = formats::fp32,
-                         OutputRounding rounding = OutputRounding::rz) {
-  FusedParams p;
-  p.group = group;
-  p.frac_bits = frac_bits;
-  p.e_floor = e_floor;
-  p.out = out;
-  p.out_rounding = rounding;
-  return p;
-}
-
-// What the H200 measured beyond the published models (docs/datapaths.md §7.4): no result is -0 (O9),
-// and an fp16 accumulator's subnormal C aligns at -14.
-constexpr FusedParams hopper(FusedParams p) {
-  p.zero_result = ZeroResult::positive;
-  p.c_at_accumulator_emin = true;
-  return p;
-}
-
-constexpr FusedParams tf32_tc(int group, int frac_bits, int e_floor) {
-  FusedParams p = tc(group, frac_bits, e_floor);
-  p.tf32_truncate_inputs = true;
-  return p;
-}
-
-constexpr FusedParams gst(int frac_bits, bool scale_sign_ignored) {
-  FusedParams p = tc(64, frac_bits, kNoExponent);
-  p.subblock = 16;
-  p.scale_sign_ignored = scale_sign_ignored;
-  return p;
-}
-
-constexpr std::uint32_t kF16Nan = 0x7FFFE000u;  // fp16 0x7FFF widened to binary32
 
 // FP32 bits of a code of `f` (exact: every output format here fits binary32).
 std::uint32_t widen_to_fp32(const Format& f, std::uint32_t code) {
@@ -110,191 +62,6 @@ std::string alpha_text(AlphaSource a) {
 
 }  // namespace
 
-// The rows. Parameters: docs/datapaths.md §6.2 (MMA-Sim nv_ptx.py/arithmetic.py; Khattak–Mikaitis
-// models/*TC.m). Open points (§6.3) are decided here, one place, as SoftFloat keeps its choices in
-// specialize.h: O3 floor = K–M min_exp_limit; O8 zeros take no part in E_max; O4 exact zero is +0;
-// O5 overflow -> Inf (measured on H200, docs/design.md); O9 no -0 and O11 C at the accumulator's emin on
-// the Hopper rows (`hopper()`, measured on H200, docs/datapaths.md §7.4).
-namespace datapaths {
-
-constinit const Datapath exact{
-    .name = "exact",
-    .kind = DatapathKind::exact,
-    .summary = "exact sum of all scaled products (wide fixed point), alpha applied exactly, one RNE rounding to FP32",
-    .source = "fp4sim golden reference (docs/semantics.md G5 without intermediate rounding); docs/datapaths.md",
-    .alpha = AlphaSource::recipe,
-    .nan_bits = 0x7FC00000u};
-
-constinit const Datapath fp32_seq{
-    .name = "fp32-seq",
-    .kind = DatapathKind::fp32_seq,
-    .summary = "exact per-block terms s_a*s_b*sum(q_a*q_b), sequential FP32 RNE accumulation in K-block order "
-               "from +0, then RN(y*alpha), alpha by division",
-    .source = "TransformerEngine reference_nvfp4.py::qgemm (docs/semantics.md G5, N11, M8)",
-    .alpha = AlphaSource::division,
-    .nan_bits = 0x7FC00000u};
-
-constinit const Datapath probe_matched{
-    .name = "probe-matched",
-    .kind = DatapathKind::probe_matched,
-    .summary = "64-deep groups through an inner tensor-core datapath (4 chained k16 steps from +0), group "
-               "partials add.rz.f32 in order from +0, RNE(C*1024)/1024 snap, RN(C*alpha), alpha by reciprocal",
-    .source = "UE5M3 paper §6, backends/triton/gemm.py probe_matched_triton_issue_rz (docs/semantics.md P5; docs/design.md)",
-    .inner = &sm90_bf16,
-    .group_k = 64,
-    .snap = true,
-    .alpha = AlphaSource::reciprocal};
-
-constinit const Datapath sm70{
-    .name = "sm70",
-    .summary = "V100 mma.m8n8k4 / wmma f16 -> f32: T-FDPA G=4, F=23, RZ",
-    .source = "Fasi et al. 2021; Khattak–Mikaitis V100TC.m; MMA-Sim nv_ptx.py (Volta)",
-    .fused = tc(4, 23, kNoExponent),
-    .inputs = kSm70In};
-
-constinit const Datapath sm80{
-    .name = "sm80",
-    .summary = "A100 mma.m16n8k16 f16/bf16 -> f32: k16 split 8+8 (G=8), F=24, RZ",
-    .source = "Khattak–Mikaitis A100TC.m; MMA-Sim nv_ptx.py (Ampere, is_split_k)",
-    .fused = tc(8, 24, -132),
-    .inputs = kF16In};
-
-constinit const Datapath sm80_tf32{
-    .name = "sm80-tf32",
-    .summary = "A100 mma.m16n8k8 tf32 -> f32: k8 split 4+4 (G=4), F=24, RZ",
-    .source = "Khattak–Mikaitis A100TC.m; MMA-Sim nv_ptx.py (Ampere)",
-    .fused = tf32_tc(4, 24, -132),
-    .inputs = kTf32In};
-
-constinit const Datapath sm90_bf16{
-    .name = "sm90-bf16",
-    .summary = "H100/H200 mma.sync m16n8k16 / wgmma k16 bf16|f16 -> f32: T-FDPA G=16, F=25, RZ",
-    .source = "MMA-Sim nv_ptx.py (Hopper); Khattak–Mikaitis H100TC.m/H200TC.m; 5000/5000 H200/H100 vectors",
-    .fused = hopper(tc(16, 25, -133)),
-    .inputs = kF16In};
-
-constinit const Datapath sm90_f16acc{
-    .name = "sm90-f16acc",
-    .summary = "H100/H200 m16n8k16 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
-    .source = "Khattak–Mikaitis H100TC.m (frmode rne, min_exp_limit -21); H200/H100 d_*_fp16 vectors; H200 corners "
-              "(tests/data/tensorcore_corners: E_floor -21, no -0, C at -14)",
-    .fused = hopper(tc(16, 25, -21, formats::fp16, OutputRounding::rne)),
-    .inputs = kF16AccIn,
-    .nan_bits = kF16Nan};
-
-constinit const Datapath sm90_tf32{
-    .name = "sm90-tf32",
-    .summary = "H100/H200 wgmma/wmma k8 tf32 -> f32: T-FDPA G=8, F=25, RZ",
-    .source = "MMA-Sim nv_ptx.py; Khattak–Mikaitis H100TC.m (TF32 fma 8); H200/H100 tf32 vectors",
-    .fused = hopper(tf32_tc(8, 25, -133)),
-    .inputs = kTf32In};
-
-constinit const Datapath sm90_fp8{
-    .name = "sm90-fp8",
-    .summary = "H100/H200 wgmma k32 e4m3|e5m2 -> f32: T-FDPA G=32, F=13, RZ to e8m13",
-    .source = "MMA-Sim nv_ptx.py (Hopper wgmma fp8); Khattak–Mikaitis H100TC.m (neab -10); DeepSeek-V3 §3.5.2; "
-              "H200/H100 WGMMA C=0 vectors",
-    .fused = hopper(tc(32, 13, -133, formats::e8m13)),
-    .inputs = kFp8In};
-
-constinit const Datapath sm90_fp8_f16acc{
-    .name = "sm90-fp8-f16acc",
-    .summary = "H100/H200 wgmma k32 e4m3|e5m2 -> f16 accumulator: T-FDPA G=32, F=13, RNE to fp16",
-    .source = "H200 measurements (tests/data/tensorcore_corners, 21,524 wgmma cases, all four e4m3/e5m2 pairings: G, F, "
-              "RNE, no -0, C at -14); E_floor -21 as sm90-f16acc (it cannot cut an FP8 product: all >= 2^-32)",
-    .fused = hopper(tc(32, 13, -21, formats::fp16, OutputRounding::rne)),
-    .inputs = kFp8In,
-    .nan_bits = kF16Nan};
-
-constinit const Datapath sm100_f16{
-    .name = "sm100-f16",
-    .summary = "B200 tcgen05.mma kind::f16 bf16|f16 -> f32: T-FDPA G=16, F=25, RZ",
-    .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m; B200 bf16/fp16 vectors",
-    .fused = tc(16, 25, -133),
-    .inputs = kF16In};
-
-constinit const Datapath sm100_f16acc{
-    .name = "sm100-f16acc",
-    .summary = "B200 f16 -> f16 accumulator: T-FDPA G=16, F=25, RNE to fp16",
-    .source = "Khattak–Mikaitis B200TC.m (min_exp_limit -21); B200 d_B200_fp16 vectors",
-    .fused = tc(16, 25, -21, formats::fp16, OutputRounding::rne),
-    .inputs = kF16AccIn,
-    .nan_bits = kF16Nan};
-
-constinit const Datapath sm100_tf32{
-    .name = "sm100-tf32",
-    .summary = "B200 tcgen05.mma kind::tf32 -> f32: T-FDPA G=8, F=25, RZ",
-    .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m; B200 tf32 vectors",
-    .fused = tf32_tc(8, 25, -133),
-    .inputs = kTf32In};
-
-constinit const Datapath sm100_f8f6f4{
-    .name = "sm100-f8f6f4",
-    .summary = "B200 tcgen05.mma kind::f8f6f4 -> f32: T-FDPA G=32, F=25, RZ (FP8 no longer 13-bit)",
-    .source = "MMA-Sim nv_ptx.py (Blackwell); Khattak–Mikaitis B200TC.m (fp8 neab 2)",
-    .fused = tc(32, 25, -133),
-    .inputs = kF8f6f4In};
-
-constinit const Datapath sm100_f8f6f4_f16acc{
-    .name = "sm100-f8f6f4-f16acc",
-    .summary = "B200 tcgen05.mma kind::f8f6f4 -> f16 accumulator: T-FDPA G=32, F=25, RNE to fp16",
-    .source = "MMA-Sim nv_ptx.py tcgen05mma (f16 output: F = 25, RNE); E_floor -21 as sm100-f16acc (Khattak–Mikaitis "
-              "B200TC.m fp16 min_exp_limit; it cannot cut an FP8/FP6/FP4 product: all >= 2^-32); unmeasured",
-    .fused = tc(32, 25, -21, formats::fp16, OutputRounding::rne),
-    .inputs = kF8f6f4In,
-    .nan_bits = kF16Nan};
-
-constinit const Datapath sm100_mxf4nvf4{
-    .name = "sm100-mxf4nvf4",
-    .kind = DatapathKind::gst_fdpa,
-    .summary = "B200 tcgen05.mma kind::mxf4nvf4 (K=64): exact 16-element sub-block sums, scales applied exactly, "
-               "4 sub-block terms + C in one T-FDPA with F=35 relative to the scale-exponent sum, RZ",
-    .source = "MMA-Sim arithmetic.py nv_fused_dot_add_with_block_scale (GST-FDPA); docs/datapaths.md §1.4",
-    .fused = gst(35, true),
-    .inputs = kMxf4In,
-    .scale_formats = kMxf4Scales,
-    .instruction_k = 64};
-
-constinit const Datapath ue5m3_native{
-    .name = "ue5m3-native",
-    .kind = DatapathKind::gst_fdpa,
-    .summary = "proposed native UE5M3 block-scaled instruction (K=64): as sm100-mxf4nvf4 with UE5M3 scales and "
-               "F=66, wide enough that every sub-block term is exact over UE5M3's whole scale range",
-    .source = "fp4sim proposal, docs/datapaths.md (\"ue5m3-native\")",
-    .fused = gst(66, false),
-    .inputs = kMxf4In,
-    .scale_formats = kUe5m3Scales,
-    .instruction_k = 64};
-
-}  // namespace datapaths
-
-namespace {
-constexpr const Datapath* kTable[] = {&datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80, &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32, &datapaths::sm90_fp8, &datapaths::sm90_fp8_f16acc, &datapaths::sm100_f16, &datapaths::sm100_f16acc, &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_f8f6f4_f16acc, &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native};
-}  // namespace
-
-std::span<const Datapath* const> datapath_presets() { return kTable; }
-
-const Datapath* find_datapath(std::string_view name) {
-  for (const Datapath* d : kTable) {
-    if (d->name == name) return d;
-  }
-  return nullptr;
-}
-
-std::string datapath_names() {
-  std::string s;
-  for (const Datapath* d : kTable) s += std::string(s.empty() ? "" : " ") + std::string(d->name);
-  return s;
-}
-
-const Datapath& datapath_argument(std::string_view name, std::string_view what) {
-  const Datapath* row = find_datapath(name);
-  if (!row) {
-    throw UsageError(std::string(what) + ": unknown datapath '" + std::string(name) + "' (known: " + datapath_names() +
-                     ")");
-  }
-  return *row;
-}
 
 std::optional<InputSpec> find_input(const Datapath& dp, std::string_view name) {
   for (const auto& in : dp.inputs) {
@@ -322,6 +89,19 @@ std::vector<std::string> validate(const Datapath& dp) {
     if (dp.instruction_k % p.subblock != 0) problems.push_back("instruction K must be a multiple of the sub-block");
     if (dp.scale_formats.empty()) problems.push_back("a block-scaled row needs scale formats");
   }
+  if (dp.kind == DatapathKind::tfdpa && !dp.scale_formats.empty()) {
+    if (dp.instruction_k != p.group) problems.push_back("a block-scaled T-FDPA row has one scale pair per G-step");
+    for (const Format& f : dp.scale_formats)
+      if (f.mantissa_bits != 0) problems.push_back("a block-scaled T-FDPA row takes power-of-two scales only");
+    for (const auto& in : dp.inputs)
+      if (in.instruction_k != dp.instruction_k) problems.push_back("instruction K must be the scale block");
+  }
+  if (p.c_window_bits != 0 || p.c_frac_bits != 0 || p.lanes != 1) {
+    if (p.c_in_alignment) problems.push_back("two-stage C needs c_in_alignment false");
+    if (p.c_window_bits < p.frac_bits || p.c_window_bits > 90) problems.push_back("the C window must be F..90 bits");
+    if (p.c_frac_bits < 1 || p.c_frac_bits > p.c_window_bits) problems.push_back("C's bits must be 1..the C window");
+    if (p.lanes < 1 || p.lanes > 4 || p.group % p.lanes != 0) problems.push_back("lanes must be 1..4 and divide G");
+  }
   if (dp.kind == DatapathKind::probe_matched) {
     if (!dp.inner || dp.inner->kind != DatapathKind::tfdpa) problems.push_back("inner datapath must be a T-FDPA row");
     if (dp.group_k < 1) problems.push_back("group K must be positive");
@@ -338,7 +118,7 @@ std::string describe_parameters(const Datapath& dp) {
       s += " K=" + std::to_string(dp.instruction_k) + " subblock=" + std::to_string(p.subblock) + "(exact)";
     s += " F=" + std::to_string(p.frac_bits);
     s += std::string(" addend=") + (p.addend == AddendRounding::trunc_signmag ? "trunc-signmag" : "floor-twos");
-    s += std::string(" C=") + (p.c_in_alignment ? "joint" : "late");
+    if (p.c_window_bits == 0) s += std::string(" C=") + (p.c_in_alignment ? "joint" : "late");
     if (dp.kind == DatapathKind::tfdpa)
       s += std::string(" products=") + (p.product_unnormalized ? "unnormalised" : "normalised");
     s += " E_floor=" + exponent_text(p.e_floor);
@@ -349,6 +129,13 @@ std::string describe_parameters(const Datapath& dp) {
     s += std::string(" zero=") + zero_result_text(p.zero_result);
     if (p.c_at_accumulator_emin) s += " C-at-accumulator-emin";
     if (p.tf32_truncate_inputs) s += " tf32-truncate-inputs";
+    if (p.product_overflow_to_inf) s += " product-overflow=Inf";
+    if (p.c_window_bits > 0) {
+      s += " C=two-stage(sum floor " + std::to_string(p.c_window_bits) + ", C floor " + std::to_string(p.c_frac_bits);
+      if (p.c_drop_distance > 0) s += ", C dropped beyond " + std::to_string(p.c_drop_distance);
+      s += ")";
+      if (p.lanes > 1) s += " lanes=" + std::to_string(p.lanes);
+    }
     if (p.scale_sign_ignored) s += " scale-sign-ignored";
     s += " inputs=";
     for (std::size_t i = 0; i < dp.inputs.size(); ++i) {
@@ -389,7 +176,13 @@ std::string describe_parameters_json(const Datapath& dp) {
     if (dp.kind == DatapathKind::gst_fdpa) num("subblock", p.subblock);
     num("F", p.frac_bits);
     str("addend", p.addend == AddendRounding::trunc_signmag ? "trunc-signmag" : "floor-twos");
-    str("c", p.c_in_alignment ? "joint" : "late");
+    str("c", p.c_window_bits > 0 ? "two-stage" : p.c_in_alignment ? "joint" : "late");
+    if (p.c_window_bits > 0) {
+      num("c_window_bits", p.c_window_bits);
+      num("c_frac_bits", p.c_frac_bits);
+      num("c_drop_distance", p.c_drop_distance);
+      num("lanes", p.lanes);
+    }
     str("products", p.product_unnormalized ? "unnormalised" : "normalised");
     if (p.e_floor == kNoExponent) s += ", \"e_floor\": null, \"e_floor_note\": \"none\"";
     else num("e_floor", p.e_floor);
@@ -401,6 +194,7 @@ std::string describe_parameters_json(const Datapath& dp) {
     str("zero_result", zero_result_text(p.zero_result));
     s += std::string(", \"c_at_accumulator_emin\": ") + (p.c_at_accumulator_emin ? "true" : "false");
     s += std::string(", \"tf32_truncate_inputs\": ") + (p.tf32_truncate_inputs ? "true" : "false");
+    s += std::string(", \"product_overflow_to_inf\": ") + (p.product_overflow_to_inf ? "true" : "false");
     s += std::string(", \"scale_sign_ignored\": ") + (p.scale_sign_ignored ? "true" : "false");
     s += ", \"inputs\": [";
     for (std::size_t i = 0; i < dp.inputs.size(); ++i)
@@ -560,7 +354,78 @@ void trace_cut(FusedStepTrace& trace, const Addend& t, int d, bool lost) {
 
 }  // namespace
 
+namespace {
+
+// One addend cut to F bits below 2^e_max by the row's addend rule, as a signed integer with LSB 2^(e_max - F).
+//   |sig| = [ kept bits ........ | dropped ]   no guard, round or sticky bit survives
+i128 cut(const FusedParams& p, const Addend& t, int e_max, FusedStepTrace* trace) {
+  bool lost = false;
+  const int d = p.frac_bits + t.exp - e_max - t.frac;
+  u128 mag = shifted(t.sig, d, lost);
+  if (trace) trace_cut(*trace, t, d, lost);
+  if (p.addend == AddendRounding::floor_twos && t.negative && lost) mag += 1;  // floor of a negative
+  return t.negative ? -static_cast<i128>(mag) : static_cast<i128>(mag);
+}
+
+// floor(v * 2^d) of a signed fixed-point number: an arithmetic right shift is the floor (toward -inf).
+i128 floor_shift(i128 v, int d) {
+  if (d >= 0) return v << d;
+  if (-d >= 127) return v < 0 ? -1 : 0;
+  return v >> -d;
+}
+
+// Two-stage C (AMD CDNA3; MMA-Sim amd_fused_dot_rd_add, "rd" = round down):
+//   1. each lane's products (lane = k mod lanes) cut to F bits below the lane's own E_max;
+//   2. the lanes joined at E_p = their largest E_max, each lane's sum floored to F bits there;
+//   3. that sum and C meet at E2 = max(E_p, E_C), W = c_window_bits bits below 2^E2: the sum floored to W
+//      bits, C floored to c_frac_bits (or dropped when more than c_drop_distance binades below 2^E2);
+//   4. one rounding of the exact total into p.out.
+std::uint32_t two_stage_sum(const FusedParams& p, std::span<const Addend> terms, const Addend& c,
+                            FusedStepTrace* trace) {
+  constexpr std::size_t kMaxLanes = 4;  // validate() keeps lanes within this
+  const auto lanes = static_cast<std::size_t>(p.lanes);
+  std::array<int, kMaxLanes> e_lane{};
+  std::array<bool, kMaxLanes> has{};
+  std::array<i128, kMaxLanes> s_lane{};
+  e_lane.fill(p.e_floor);
+  for (std::size_t k = 0; k < terms.size(); ++k) {
+    if (terms[k].sig != 0 || terms[k].in_emax) {
+      e_lane[k % lanes] = std::max(e_lane[k % lanes], terms[k].exp);
+      has[k % lanes] = true;
+    }
+  }
+  for (std::size_t k = 0; k < terms.size(); ++k)
+    if (terms[k].sig != 0) s_lane[k % lanes] += cut(p, terms[k], e_lane[k % lanes], trace);
+  bool any_p = false;
+  int e_p = kNoExponent;
+  for (std::size_t l = 0; l < lanes; ++l) {
+    if (has[l]) e_p = std::max(e_p, e_lane[l]);
+    any_p = any_p || has[l];
+  }
+  i128 s = 0;
+  for (std::size_t l = 0; l < lanes; ++l)
+    if (has[l]) s += floor_shift(s_lane[l], e_lane[l] - e_p);
+  const bool any_c = c.sig != 0 || c.in_emax;
+  if (trace) trace->any = any_p || any_c;
+  if (!any_p && !any_c) return 0u;
+  const int e2 = std::max(any_p ? e_p : kNoExponent, any_c ? c.exp : kNoExponent);
+  const int w = p.c_window_bits;
+  i128 total = any_p ? floor_shift(s, w - p.frac_bits - (e2 - e_p)) : 0;
+  if (c.sig != 0 && !(p.c_drop_distance > 0 && c.exp < e2 - p.c_drop_distance)) {
+    bool lost = false;
+    const u128 mag = shifted(c.sig, p.c_frac_bits + c.exp - e2 - c.frac, lost);
+    const i128 floored = c.negative ? -static_cast<i128>(mag) - (lost ? 1 : 0) : static_cast<i128>(mag);
+    total += floored << (w - p.c_frac_bits);
+  }
+  if (trace) trace->e_max = e2;
+  const bool negative = total < 0;
+  return round_output(p, negative, e2 - w, static_cast<u128>(negative ? -total : total));
+}
+
+}  // namespace
+
 std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, const Addend& c, FusedStepTrace* trace) {
+  if (p.c_window_bits > 0) return two_stage_sum(p, terms, c, trace);
   int e_max = p.e_floor;
   bool any = false;
   auto consider = [&](const Addend& t) {
@@ -572,22 +437,13 @@ std::uint32_t fused_sum(const FusedParams& p, std::span<const Addend> terms, con
   for (const Addend& t : terms) consider(t);
   if (p.c_in_alignment) consider(c);
 
-  // Each addend becomes floor(|sig| * 2^(F + exp - E_max - frac)): a fixed-point number with F
-  // fraction bits below 2^E_max. Bits below the window are dropped, toward zero per addend:
-  //   |sig| = [ kept bits ........ | dropped ]   no guard, round or sticky bit survives
+  // Each addend becomes floor(|sig| * 2^(F + exp - E_max - frac)), sign reattached (`cut`): a fixed-point
+  // number with F fraction bits below 2^E_max, summed exactly.
   i128 sum = 0;
   if (any) {
-    auto add = [&](const Addend& t) {
-      if (t.sig == 0) return;
-      bool lost = false;
-      const int d = p.frac_bits + t.exp - e_max - t.frac;
-      u128 mag = shifted(t.sig, d, lost);
-      if (trace) trace_cut(*trace, t, d, lost);
-      if (p.addend == AddendRounding::floor_twos && t.negative && lost) mag += 1;  // floor of a negative
-      sum += t.negative ? -static_cast<i128>(mag) : static_cast<i128>(mag);
-    };
-    for (const Addend& t : terms) add(t);
-    if (p.c_in_alignment) add(c);
+    for (const Addend& t : terms)
+      if (t.sig != 0) sum += cut(p, t, e_max, trace);
+    if (p.c_in_alignment && c.sig != 0) sum += cut(p, c, e_max, trace);
   }
   if (trace) {
     trace->any = any;
@@ -644,6 +500,17 @@ std::uint32_t tfdpa_step(const Datapath& dp, std::span<const Unpacked> a, std::s
     terms = heap.data();
   }
   for (std::size_t k = 0; k < a.size(); ++k) terms[k] = product_addend(p, a[k], b[k]);
+  if (p.product_overflow_to_inf) {
+    // A finite product at or above 2^128 is ±Inf before the sum; +Inf beside -Inf is NaN (C is finite here).
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      const Addend& t = terms[k];
+      if (t.sig != 0 && bit_length(t.sig) - 1 + t.exp - t.frac > formats::fp32.max_exponent())
+        (t.negative ? neg_inf : pos_inf) = true;
+    }
+    if (pos_inf && neg_inf) return finish_step(trace, c_bits, dp.nan_bits, true);
+    if (pos_inf) return finish_step(trace, c_bits, 0x7F800000u, true);
+    if (neg_inf) return finish_step(trace, c_bits, 0xFF800000u, true);
+  }
   return finish_step(trace, c_bits, fused_sum(p, std::span<const Addend>(terms, a.size()), c_addend(p, c), trace),
                      false);
 }
@@ -653,25 +520,57 @@ std::uint32_t tfdpa_dot(const Datapath& dp, const Format& input, std::span<const
   return tfdpa_dot(dp, input, a, input, b, c_bits);
 }
 
+namespace {
+
+// The chain of T-FDPA steps over unpacked operands.
+std::uint32_t tfdpa_chain(const Datapath& dp, std::span<const Unpacked> ua, std::span<const Unpacked> ub,
+                          std::uint32_t c_bits) {
+  const FusedParams& p = dp.fused;
+  // K in ascending order, G products per fused step, the running result fed back as C.
+  std::uint32_t c = c_bits;
+  for (std::size_t k0 = 0; k0 < ua.size(); k0 += static_cast<std::size_t>(p.group)) {
+    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(p.group), ua.size() - k0);
+    c = tfdpa_step(dp, ua.subspan(k0, n), ub.subspan(k0, n), c);
+  }
+  return c;
+}
+
+Unpacked load_operand(const FusedParams& p, const Format& f, std::uint32_t code) {
+  const bool truncate = p.tf32_truncate_inputs && f == formats::fp32;
+  return unpack(f, truncate ? code & ~0x1FFFu : code);
+}
+
+}  // namespace
+
+bool block_scaled(const Datapath& dp) { return !dp.scale_formats.empty(); }
+
 std::uint32_t tfdpa_dot(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
                         const Format& b_format, std::span<const std::uint32_t> b, std::uint32_t c_bits) {
-  const FusedParams& p = dp.fused;
-  auto load = [&](const Format& f, std::uint32_t code) {
-    const bool truncate = p.tf32_truncate_inputs && f == formats::fp32;
-    return unpack(f, truncate ? code & ~0x1FFFu : code);
+  std::vector<Unpacked> ua(a.size()), ub(b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    ua[k] = load_operand(dp.fused, a_format, a[k]);
+    ub[k] = load_operand(dp.fused, b_format, b[k]);
+  }
+  return tfdpa_chain(dp, ua, ub, c_bits);
+}
+
+std::uint32_t tfdpa_dot(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
+                        const Format& b_format, std::span<const std::uint32_t> b, const BlockScales& scales,
+                        std::uint32_t c_bits) {
+  // A power-of-two scale moves its element's exponent (a subnormal element keeps its significand below 1
+  // at emin + the scale exponent); a NaN scale makes the element NaN, so the instruction is NaN.
+  auto scaled = [&](Unpacked u, std::uint32_t scale_code) {
+    const Unpacked s = unpack(scales.format, scale_code);
+    if (s.cls != Unpacked::finite) u.cls = Unpacked::nan;
+    u.exp += s.exp;
+    return u;
   };
   std::vector<Unpacked> ua(a.size()), ub(b.size());
   for (std::size_t k = 0; k < a.size(); ++k) {
-    ua[k] = load(a_format, a[k]);
-    ub[k] = load(b_format, b[k]);
+    ua[k] = scaled(load_operand(dp.fused, a_format, a[k]), scales.a[k / scales.block]);
+    ub[k] = scaled(load_operand(dp.fused, b_format, b[k]), scales.b[k / scales.block]);
   }
-  // K in ascending order, G products per fused step, the running result fed back as C.
-  std::uint32_t c = c_bits;
-  for (std::size_t k0 = 0; k0 < a.size(); k0 += static_cast<std::size_t>(p.group)) {
-    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(p.group), a.size() - k0);
-    c = tfdpa_step(dp, std::span<const Unpacked>(ua).subspan(k0, n), std::span<const Unpacked>(ub).subspan(k0, n), c);
-  }
-  return c;
+  return tfdpa_chain(dp, ua, ub, c_bits);
 }
 
 std::uint32_t gst_step(const Datapath& dp, const Format& scale_format, int elem_frac,
@@ -705,6 +604,35 @@ std::uint32_t gst_step(const Datapath& dp, const Format& scale_format, int elem_
   if (c.cls == Unpacked::inf) return finish_step(trace, c_bits, c.negative ? 0xFF800000u : 0x7F800000u, true);
   return finish_step(trace, c_bits, fused_sum(p, std::span<const Addend>(terms.data(), n), c_addend(p, c), trace),
                      false);
+}
+
+std::uint32_t gst_dot(const Datapath& dp, const Format& element, std::span<const std::uint32_t> a,
+                      std::span<const std::uint32_t> b, const BlockScales& scales, std::uint32_t c_bits) {
+  // An element as an integer count of 2^-m (m its mantissa bits; e2m1: halves), so that a sub-block sum
+  // counts 2^-2m exactly (e2m1: quarters).
+  const int m = element.mantissa_bits;
+  auto count = [&](std::uint32_t code) {
+    const Decoded d = decode(element, code);
+    if (d.cls != ValueClass::finite) return std::int64_t{0};  // the GST rows' elements (e2m1) are all finite
+    const auto n = static_cast<std::int64_t>(d.significand << (d.exponent + m));
+    return d.negative ? -n : n;
+  };
+  const auto kinst = static_cast<std::size_t>(dp.instruction_k);
+  const auto sub = static_cast<std::size_t>(dp.fused.subblock);
+  std::uint32_t c = c_bits;
+  std::vector<SubblockSum> sums;
+  for (std::size_t k0 = 0; k0 < a.size(); k0 += kinst) {
+    sums.clear();
+    for (std::size_t s = k0; s < std::min(a.size(), k0 + kinst); s += sub) {
+      SubblockSum ss;
+      for (std::size_t k = s; k < std::min(a.size(), s + sub); ++k) ss.sum += count(a[k]) * count(b[k]);
+      ss.scale_a = scales.a[s / scales.block];
+      ss.scale_b = scales.b[s / scales.block];
+      sums.push_back(ss);
+    }
+    c = gst_step(dp, scales.format, 2 * m, sums, c);
+  }
+  return c;
 }
 
 std::uint32_t round_to_integer_rne(std::uint32_t bits) {

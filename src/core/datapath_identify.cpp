@@ -1,10 +1,9 @@
 // Which rows reproduce a measurement file: every row that takes the instruction's formats, run on every
-// line (tfdpa_dot / gst_step), the lines it misses counted.
+// line (tfdpa_dot / gst_dot), the lines it misses counted.
 #include "fp4sim/core/datapath_identify.hpp"
 
+#include <algorithm>
 #include <array>
-#include <bit>
-#include <cmath>
 
 #include "fp4sim/core/error.hpp"
 
@@ -16,14 +15,16 @@ struct ElementToken {
   std::string_view token, input;
 };
 // The element tokens of a folder name and the row input each names (tf32 files hold the registers).
-constexpr std::array<ElementToken, 8> kElements{{{"bf16", "bf16"},
-                                                 {"f16", "fp16"},
-                                                 {"tf32", "fp32"},
-                                                 {"e4m3", "e4m3"},
-                                                 {"e5m2", "e5m2"},
-                                                 {"e3m2", "e3m2"},
-                                                 {"e2m3", "e2m3"},
-                                                 {"e2m1", "e2m1"}}};
+constexpr std::array<ElementToken, 10> kElements{{{"bf16", "bf16"},
+                                                  {"f16", "fp16"},
+                                                  {"tf32", "fp32"},
+                                                  {"e4m3", "e4m3"},
+                                                  {"e5m2", "e5m2"},
+                                                  {"e3m2", "e3m2"},
+                                                  {"e2m3", "e2m3"},
+                                                  {"e2m1", "e2m1"},
+                                                  {"fp8", "fp8"},
+                                                  {"bf8", "bf8"}}};
 
 std::optional<std::string_view> element_input(std::string_view token) {
   for (const ElementToken& e : kElements)
@@ -43,13 +44,12 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 
 bool takes_formats(const Datapath& row, const MeasuredInstruction& ins) {
   if (!find_input(row, ins.a_input) || !find_input(row, ins.b_input)) return false;
-  if (ins.scale_format) {
-    if (row.kind != DatapathKind::gst_fdpa) return false;
-    for (const Format& f : row.scale_formats)
-      if (f == *ins.scale_format) return true;
+  if ((row.fused.out == formats::fp16) != ins.f16_accumulator || !ins.scale_format != !block_scaled(row))
     return false;
-  }
-  return row.kind == DatapathKind::tfdpa && (row.fused.out == formats::fp16) == ins.f16_accumulator;
+  if (!ins.scale_format) return row.kind == DatapathKind::tfdpa;
+  // A block-scaled T-FDPA row has one scale pair per instruction; a GST-FDPA row sub-blocks of 16.
+  if (row.kind == DatapathKind::tfdpa && ins.scale_block != row.instruction_k) return false;
+  return std::find(row.scale_formats.begin(), row.scale_formats.end(), *ins.scale_format) != row.scale_formats.end();
 }
 
 // A line's element tokens as codes of `input`; DataError naming the line when one is not exact.
@@ -63,43 +63,6 @@ std::vector<std::uint32_t> codes(const Format& input, std::string_view name, con
     throw DataError("line " + std::to_string(line + 1) + " of " + operand + ": token " +
                     std::to_string(*ic.first_unrepresentable + 1) + " is not exact in " + std::string(name));
   return std::move(ic.codes);
-}
-
-std::uint32_t predict_tfdpa(const Datapath& row, const Measurement& m, std::size_t line) {
-  const MeasuredInstruction& ins = m.instruction;
-  const Format fa = find_input(row, ins.a_input)->format, fb = find_input(row, ins.b_input)->format;
-  return tfdpa_dot(row, fa, codes(fa, ins.a_input, m.a[line], line, "a"), fb,
-                   codes(fb, ins.b_input, m.b[line], line, "b"), m.c[line]);
-}
-
-// One instruction per row.instruction_k elements: sub-block sums of E2M1 products in quarters (each
-// element a multiple of 1/2), the scales of the blocks they sit in, C the running result.
-std::uint32_t predict_gst(const Datapath& row, const Measurement& m, std::size_t line) {
-  const MeasuredInstruction& ins = m.instruction;
-  const Format fe = find_input(row, ins.a_input)->format;
-  codes(fe, ins.a_input, m.a[line], line, "a");  // every element exact in E2M1
-  codes(fe, ins.b_input, m.b[line], line, "b");
-  std::vector<double> a, b;
-  for (std::uint32_t t : m.a[line]) a.push_back(widen_binary32(t));
-  for (std::uint32_t t : m.b[line]) b.push_back(widen_binary32(t));
-  const auto kinst = static_cast<std::size_t>(row.instruction_k);
-  const auto sub = static_cast<std::size_t>(row.fused.subblock);
-  const auto block = static_cast<std::size_t>(ins.scale_block);
-  std::uint32_t c = m.c[line];
-  std::vector<SubblockSum> sums;
-  for (std::size_t k0 = 0; k0 < a.size(); k0 += kinst) {
-    sums.clear();
-    for (std::size_t s = k0; s < k0 + kinst && s < a.size(); s += sub) {
-      SubblockSum ss;
-      for (std::size_t k = s; k < s + sub && k < a.size(); ++k)
-        ss.sum += static_cast<std::int64_t>(a[k] * 2) * static_cast<std::int64_t>(b[k] * 2);
-      ss.scale_a = m.scale_a[line][s / block];
-      ss.scale_b = m.scale_b[line][s / block];
-      sums.push_back(ss);
-    }
-    c = gst_step(row, *ins.scale_format, 2 * fe.mantissa_bits, sums, c);
-  }
-  return c;
 }
 
 void check_shape(const Measurement& m) {
@@ -157,7 +120,15 @@ MeasuredInstruction parse_instruction_name(std::string_view folder) {
 }
 
 std::uint32_t predict(const Datapath& row, const Measurement& m, std::size_t line) {
-  return m.instruction.scale_format ? predict_gst(row, m, line) : predict_tfdpa(row, m, line);
+  const MeasuredInstruction& ins = m.instruction;
+  const Format fa = find_input(row, ins.a_input)->format, fb = find_input(row, ins.b_input)->format;
+  const std::vector<std::uint32_t> a = codes(fa, ins.a_input, m.a[line], line, "a");
+  const std::vector<std::uint32_t> b = codes(fb, ins.b_input, m.b[line], line, "b");
+  if (!ins.scale_format) return tfdpa_dot(row, fa, a, fb, b, m.c[line]);
+  const BlockScales scales{*ins.scale_format, m.scale_a[line], m.scale_b[line],
+                           static_cast<std::size_t>(ins.scale_block)};
+  return row.kind == DatapathKind::gst_fdpa ? gst_dot(row, fa, a, b, scales, m.c[line])
+                                            : tfdpa_dot(row, fa, a, fb, b, scales, m.c[line]);
 }
 
 std::vector<RowFit> identify(const Measurement& m) {

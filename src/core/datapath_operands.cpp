@@ -1,5 +1,5 @@
 // The golden datapath's operands: element codes from values (input_codes, and widen_binary32, its exact
-// inverse for binary32) and a whole matrix multiply-accumulate, one tfdpa_dot per output (mma).
+// inverse for binary32) and a whole matrix multiply-accumulate, one tfdpa_dot or gst_dot per output (mma).
 #include <bit>
 #include <cmath>
 
@@ -10,17 +10,29 @@ namespace fp4sim {
 
 std::vector<std::uint32_t> mma(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
                                const Format& b_format, std::span<const std::uint32_t> b,
-                               std::span<const std::uint32_t> c, std::size_t m, std::size_t n, std::size_t k) {
+                               std::span<const std::uint32_t> c, std::size_t m, std::size_t n, std::size_t k,
+                               const BlockScales* scales) {
   std::vector<std::uint32_t> d(m * n);
+  const std::size_t blocks = scales ? k / scales->block : 0;
   const auto rows = static_cast<std::int64_t>(m);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t i = 0; i < rows; ++i) {
-    std::vector<std::uint32_t> column(k);
+    const auto r = static_cast<std::size_t>(i);
+    std::vector<std::uint32_t> column(k), column_scales(blocks);
     for (std::size_t j = 0; j < n; ++j) {
       for (std::size_t t = 0; t < k; ++t) column[t] = b[t * n + j];
-      const std::uint32_t c0 = c.empty() ? 0u : c[static_cast<std::size_t>(i) * n + j];
-      d[static_cast<std::size_t>(i) * n + j] =
-          tfdpa_dot(dp, a_format, a.subspan(static_cast<std::size_t>(i) * k, k), b_format, column, c0);
+      const std::uint32_t c0 = c.empty() ? 0u : c[r * n + j];
+      const auto row_a = a.subspan(r * k, k);
+      std::uint32_t out = 0;
+      if (scales) {
+        for (std::size_t t = 0; t < blocks; ++t) column_scales[t] = scales->b[t * n + j];
+        const BlockScales own{scales->format, scales->a.subspan(r * blocks, blocks), column_scales, scales->block};
+        out = dp.kind == DatapathKind::gst_fdpa ? gst_dot(dp, a_format, row_a, column, own, c0)
+                                                : tfdpa_dot(dp, a_format, row_a, b_format, column, own, c0);
+      } else {
+        out = tfdpa_dot(dp, a_format, row_a, b_format, column, c0);
+      }
+      d[r * n + j] = out;
     }
   }
   return d;

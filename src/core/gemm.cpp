@@ -27,6 +27,9 @@ using detail::OperandInfo;
 void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o) {
   if (!o.datapath) throw UsageError("gemm: no datapath given");
   const Datapath& dp = *o.datapath;
+  if (dp.kind == DatapathKind::tfdpa && block_scaled(dp))
+    throw UsageError("gemm: " + std::string(dp.name) + " is a block-scaled instruction row whose scales align each "
+                     "product: fp4sim mma --sa/--sb runs it (gemm's T-FDPA rows take encoded operands q·s)");
   if (a.cols != b.cols)
     throw DataError("gemm: A is [" + std::to_string(a.rows) + ", " + std::to_string(a.cols) + "] and B is [" +
                     std::to_string(b.rows) + ", " + std::to_string(b.cols) + "]: K differs (C = A·Bᵀ needs equal columns)");
@@ -198,6 +201,7 @@ std::vector<GemmRequest> row_settings(const Datapath& row) {
   std::vector<GemmRequest> out;
   GemmRequest setting;
   setting.datapath = &row;
+  if (row.kind == DatapathKind::tfdpa && block_scaled(row)) return out;  // not a gemm datapath (mma's)
   if (row.kind != DatapathKind::probe_matched) {
     out.push_back(setting);
     return out;

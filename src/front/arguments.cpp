@@ -177,6 +177,9 @@ const Argument<MmaCall> kMma[] = {
     {.key = "b_format", .type = ArgType::text,
      .help = "format of B alone (e.g. e5m2 beside an e4m3 A; default --input-format)", .set = FP4SIM_SETS(b_format),
      .metavar = "TEXT"},
+    {.key = "scale_format", .type = ArgType::text,
+     .help = "block-scaled rows: format of the scale codes (ue4m3 or e8m0; default the row's first)",
+     .set = FP4SIM_SETS(scale_format), .metavar = "TEXT"},
 };
 
 const Argument<VerifyQuantizeCall> kVerifyQuantize[] = {

@@ -73,6 +73,19 @@ struct FusedParams {
   ZeroResult zero_result = ZeroResult::signed_underflow;
   bool overflow_to_inf = true;       // >= 2^(emax+1) after truncation -> Inf even under RZ (O5, measured)
   bool tf32_truncate_inputs = false; // fp32 inputs lose their low 13 bits before the multiply (PTX wgmma)
+  bool product_overflow_to_inf = false; // a product >= 2^128 is ±Inf before any sum (both signs: NaN); MMA-Sim's
+                                     //   CDNA3 model, whose products live in binary32's exponent range
+  // Two-stage C (AMD CDNA3, MMA-Sim amd_fused_dot_rd_add; c_in_alignment false, validate: all three or none):
+  // the products are summed in their own window (F bits below their E_max, `addend` cut) and that sum meets
+  // C in a second window at E2 = max(E_products, E_C): the sum floored to c_window_bits below 2^E2, C
+  // floored to c_frac_bits. 0: off.
+  int c_window_bits = 0;             // CDNA3: 31 (validate: >= F, <= 90)
+  int c_frac_bits = 0;               // CDNA3: 24 (validate: 1..c_window_bits)
+  int c_drop_distance = 0;           // > 0: a C more than this many binades below 2^E2 is dropped, not floored
+                                     //   (CDNA3 FP8: 25; 0: always floored)
+  int lanes = 1;                     // two-stage: product lanes (lane = k mod lanes), each in its own window, then
+                                     //   joined at their largest E_max, each lane floored to F bits (CDNA3 FP8: 2;
+                                     //   validate: 1..4, dividing G)
   // GST-FDPA (block-scaled instructions)
   int subblock = 16;                 // elements summed exactly before the scales are applied
   bool scale_sign_ignored = false;   // UE4M3 scale byte's sign bit ignored (MMA-Sim takes abs())
@@ -101,8 +114,11 @@ struct Datapath {
   // T-FDPA: accepted input formats, first = the encoded-operand format `gemm` uses. GST-FDPA: the
   // element formats accepted.
   std::span<const InputSpec> inputs{};
-  std::span<const Format> scale_formats{};  // GST-FDPA: accepted block-scale formats
-  int instruction_k = 0;                              // GST-FDPA: K of one instruction (64)
+  // GST-FDPA: accepted block-scale formats. A T-FDPA row with scale formats is block-scaled (tcgen05
+  // kind::mxf8f6f4): one power-of-two scale pair per instruction_k elements, whose exponents join each
+  // product's alignment exponent (validate: scales without significand bits, instruction_k == G).
+  std::span<const Format> scale_formats{};
+  int instruction_k = 0;                              // GST-FDPA: K of one instruction (64); block-scaled T-FDPA: 32
   // probe-matched composition
   const Datapath* inner = nullptr;  // default inner tensor-core datapath per group
   int group_k = 0;           // K of one group (64), K % group_k == 0 required
@@ -115,8 +131,8 @@ struct Datapath {
 // table of them in --list-datapaths order.
 namespace datapaths {
 extern const Datapath exact, fp32_seq, probe_matched, sm70, sm80, sm80_tf32, sm90_bf16, sm90_f16acc, sm90_tf32,
-    sm90_fp8, sm90_fp8_f16acc, sm100_f16, sm100_f16acc, sm100_tf32, sm100_f8f6f4, sm100_f8f6f4_f16acc, sm100_mxf4nvf4,
-    ue5m3_native;
+    sm90_fp8, sm90_fp8_f16acc, sm100_f16, sm100_f16acc, sm100_tf32, sm100_f8f6f4, sm100_f8f6f4_f16acc, sm100_mxf8f6f4,
+    sm100_mxf4nvf4, ue5m3_native, cdna3_bf16, cdna3_xf32, cdna3_fp8;
 }  // namespace datapaths
 std::span<const Datapath* const> datapath_presets();
 const Datapath* find_datapath(std::string_view name);
@@ -199,12 +215,29 @@ std::uint32_t tfdpa_dot(const Datapath& dp, const Format& input, std::span<const
 std::uint32_t tfdpa_dot(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
                         const Format& b_format, std::span<const std::uint32_t> b, std::uint32_t c_bits);
 
+// A block-scaled T-FDPA row (scale_formats non-empty, tcgen05 kind::mxf8f6f4): element k of A and B under
+// the scale codes a[k / block] and b[k / block] of `format` (powers of two: UE8M0); each
+// product's exponent gains both scale exponents, its significand is the elements'. A NaN scale makes its
+// instruction NaN, whatever the elements.
+struct BlockScales {
+  Format format;
+  std::span<const std::uint32_t> a, b;
+  std::size_t block = 0;
+};
+std::uint32_t tfdpa_dot(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
+                        const Format& b_format, std::span<const std::uint32_t> b, const BlockScales& scales,
+                        std::uint32_t c_bits);
+// The row takes block scales: a GST-FDPA row or a block-scaled T-FDPA row.
+bool block_scaled(const Datapath& dp);
+
 // D = A·B + C over matrices (row-major A [M,K], B [K,N], C and D [M,N]) as FP32 bits, one tfdpa_dot
-// per element (OpenMP across rows). `c` empty means C = +0. A T-FDPA row only; A codes of `a_format`,
-// B codes of `b_format`.
+// per element (OpenMP across rows). `c` empty means C = +0. A T-FDPA or GST-FDPA row; A codes of
+// `a_format`, B codes of `b_format`. A block-scaled row (block_scaled(dp)) needs `scales`: A's
+// [M, K / block] row-major, B's [K / block, N].
 std::vector<std::uint32_t> mma(const Datapath& dp, const Format& a_format, std::span<const std::uint32_t> a,
                                const Format& b_format, std::span<const std::uint32_t> b,
-                               std::span<const std::uint32_t> c, std::size_t m, std::size_t n, std::size_t k);
+                               std::span<const std::uint32_t> c, std::size_t m, std::size_t n, std::size_t k,
+                               const BlockScales* scales = nullptr);
 
 // The code of each value in `input`, or the index of the first value `input` cannot hold exactly
 // (NaN/Inf only where the format has them). Codes are the format's own (tf32: 19-bit codes; fp32:
@@ -236,6 +269,10 @@ struct SubblockSum {
 };
 std::uint32_t gst_step(const Datapath& dp, const Format& scale_format, int elem_frac,
                        std::span<const SubblockSum> sums, std::uint32_t c_bits, FusedStepTrace* trace = nullptr);
+// The same for whole element vectors (codes of the row's element format, K a multiple of the instruction's):
+// a chain of instructions from C, sub-block sums formed exactly, scale_a/scale_b one code per `block`.
+std::uint32_t gst_dot(const Datapath& dp, const Format& element, std::span<const std::uint32_t> a,
+                      std::span<const std::uint32_t> b, const BlockScales& scales, std::uint32_t c_bits);
 
 // Exact rounding of ±mag * 2^exp_lsb to binary32 (RNE or RZ), saturating nothing: IEEE overflow.
 std::uint32_t round_to_fp32(bool negative, int exp_lsb, u128 mag, OutputRounding rounding);

@@ -19,7 +19,8 @@ namespace fp4sim {
 // What a measurement folder's name says about its instruction (`<instruction>_<a>[_<b>]_<accumulator>`,
 // e.g. `wgmma_e4m3_e5m2_f16`; block-scaled: `…_e2m1_<scale>_block<16|32>_f32`, e.g.
 // `tcgen05_mxf4nvf4_e2m1_ue4m3_block16_f32`). Element tokens: bf16, f16, tf32 (the 32-bit register the
-// instruction read, which the tf32 rows truncate), e4m3, e5m2, e3m2, e2m3, e2m1.
+// instruction read, which the tf32 rows truncate), e4m3, e5m2, e3m2, e2m3, e2m1, and AMD CDNA3's fp8 and
+// bf8 (FNUZ).
 struct MeasuredInstruction {
   std::string a_input, b_input;        // the rows' input names: "bf16", "fp16", "fp32" (tf32 registers), ...
   bool f16_accumulator = false;        // `_f16` (D and C fp16, widened exactly to FP32 bits) or `_f32`
@@ -45,9 +46,9 @@ struct RowFit {
 };
 
 // Every row of the table that takes the measurement's formats (T-FDPA rows with both element formats
-// among their inputs and the same accumulator; GST-FDPA rows with the scale format), in table order, each
-// run on every line: T-FDPA rows as a chain of their groups over the line's K (tfdpa_dot), GST rows as one
-// instruction per 64 elements from C. DataError when a token is not exact in its format or the lines of
+// among their inputs and the same accumulator; block-scaled rows with the scale format, a block-scaled
+// T-FDPA row with its own scale block), in table order, each run on every line: T-FDPA rows as a chain of
+// their groups over the line's K (tfdpa_dot), GST rows as one instruction per 64 elements from C (gst_dot). DataError when a token is not exact in its format or the lines of
 // a, b, c, d (and the scales) disagree in count or length.
 std::vector<RowFit> identify(const Measurement& measurement);
 

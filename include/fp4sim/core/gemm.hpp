@@ -116,8 +116,9 @@ GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const Q
                          const GemmRequest& request);
 
 // The settings of one row that `verify gemm --datapath auto` tries, and that `vectors --discriminate`
-// keeps apart from the other rows: the row itself; for probe-matched, every inner T-FDPA row that takes
-// bf16, each with the snap on and off (in the table's order, snap first).
+// keeps apart from the other rows: the row itself (none for a block-scaled T-FDPA row, which gemm does not
+// run); for probe-matched, every inner T-FDPA row that takes bf16, each with the snap on and off (in the
+// table's order, snap first).
 std::vector<GemmRequest> row_settings(const Datapath& row);
 // Every value a BF16 value (or NaN): an output that BF16-output settings may also give (auto tries them).
 bool bf16_values_only(std::span<const float> c);
