@@ -38,11 +38,12 @@ def fits(report):
 
 
 # Folder -> the rows that reproduce every vendored line, and the other candidates with how many lines they
-# miss (sm100 rows: the sign of an underflowing zero, O9, and F = 25 for FP8; sm80: G = 8, F = 24).
+# miss (sm100 rows: the sign of an underflowing zero, O9, and F = 25 for FP8; sm80: G = 8, F = 24; the AMD
+# CDNA3 rows: F = 24 with a second, floored window for C and RNE).
 H200_EXPECTED = {
-    "mma_sync_bf16_f32": ({"sm90-bf16"}, {"sm80": 442, "sm100-f16": 201}),
+    "mma_sync_bf16_f32": ({"sm90-bf16"}, {"sm80": 442, "sm100-f16": 201, "cdna3-bf16": 880}),
     "mma_sync_f16_f16": ({"sm90-f16acc"}, {"sm100-f16acc": 287}),
-    "mma_sync_tf32_f32": ({"sm90-tf32"}, {"sm80-tf32": 552, "sm100-tf32": 185}),
+    "mma_sync_tf32_f32": ({"sm90-tf32"}, {"sm80-tf32": 552, "sm100-tf32": 185, "cdna3-xf32": 1150}),
     "wgmma_e5m2_e4m3_f32": ({"sm90-fp8"}, {"sm100-f8f6f4": 1838}),
     "wgmma_e4m3_e5m2_f16": ({"sm90-fp8-f16acc"}, {"sm100-f8f6f4-f16acc": 326}),
 }
@@ -117,6 +118,9 @@ GENERATED = [
     ("sm80-tf32", "mma_sync_tf32_f32", "gen-mma_tf32_f32", "fp32", "fp32", set()),
     ("sm90-tf32", "mma_sync_tf32_f32", "gen-mma_tf32_f32", "fp32", "fp32", set()),
     ("sm100-tf32", "mma_sync_tf32_f32", "gen-mma_tf32_f32", "fp32", "fp32", set()),
+    ("cdna3-bf16", "mma_sync_bf16_f32", "gen-mma_bf16_f32", "bf16", "bf16", set()),
+    ("cdna3-bf16", "mma_sync_f16_f32", "gen-mma_f16_f32", "fp16", "fp16", set()),
+    ("cdna3-xf32", "mma_sync_tf32_f32", "gen-mma_tf32_f32", "fp32", "fp32", set()),
     ("sm90-fp8", "wgmma_e4m3_e5m2_f32", "gen-wgmma_e4m3_e5m2_f32", "e4m3", "e5m2", set()),
     ("sm100-f8f6f4", "wgmma_e4m3_e5m2_f32", "gen-wgmma_e4m3_e5m2_f32", "e4m3", "e5m2", set()),
     ("sm90-fp8-f16acc", "wgmma_e5m2_e5m2_f16", "gen-wgmma_e5m2_f16", "e5m2", "e5m2", set()),
@@ -200,10 +204,69 @@ def test_block_scaled_folders_are_read_with_their_scales(tmp_path):
     # UE4M3 per 32 is no PTX mode, but the row takes it (O7: the modes are not modelled per chip).
     block32 = write_block_scaled(tmp_path / "probe_e2m1_ue4m3_block32_f32", [(ones, ones, 0, [0x38] * 2, [0x38] * 2, 0x42800000)])
     assert fits(identify(block32)[0]) == {"sm100-mxf4nvf4"}
-    fp8 = tmp_path / "probe_e4m3_ue8m0_block32_f32"  # kind::mxf8f6f4: no row of the table
-    write_block_scaled(fp8, [(ones[:32], ones[:32], 0, [127], [127], 0x42000000)])
-    out = subprocess.run([FP4SIM, "datapath", "identify", str(fp8)], capture_output=True, text=True)
+    # kind::mxf8f6f4: one UE8M0 pair per 32, the scale exponents in each product's exponent (32 * 2^3 = 256).
+    fp8 = write_block_scaled(tmp_path / "probe_e4m3_ue8m0_block32_f32", [
+        (ones[:32], ones[:32], 0, [127], [127], 0x42000000), (ones[:32], ones[:32], 0, [130], [127], 0x43800000)])
+    assert [(r["row"], r["differ"]) for r in identify(fp8)[0]["rows"]] == [("sm100-mxf8f6f4", 0)]
+    fp8_16 = tmp_path / "probe_e4m3_ue8m0_block16_f32"  # kind::mxf8f6f4 has one scale per 32: no row
+    write_block_scaled(fp8_16, [(ones[:32], ones[:32], 0, [127] * 2, [127] * 2, 0x42000000)])
+    out = subprocess.run([FP4SIM, "datapath", "identify", str(fp8_16)], capture_output=True, text=True)
     assert out.returncode == 0 and "no row takes these formats" in out.stdout, out.stdout + out.stderr
     short = write_block_scaled(tmp_path / "probe2_e2m1_ue8m0_block32_f32", [(ones, ones, 0, [127], [127], 0)])
     out = subprocess.run([FP4SIM, "datapath", "identify", str(short)], capture_output=True, text=True)
     assert out.returncode == 3 and "sa and sb must hold 2 scale codes" in out.stderr, out.stderr
+
+
+def mma(tmp_path, *args, **arrays):
+    for name, array in arrays.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    files = [x for name in arrays for x in (f"--{name}", str(tmp_path / f"{name}.npy"))]
+    return subprocess.run([FP4SIM, "mma", *args, *files, "--out", str(tmp_path / "d.npy")], capture_output=True,
+                          text=True)
+
+
+def test_mma_takes_block_scales_on_the_block_scaled_rows(tmp_path):
+    # sm100-mxf4nvf4, UE8M0 per 32 (K = 64, all elements 1): 32 * 2^1 * 2^0 + 32 * 2^-1 * 2^0 = 80; row 1 of A
+    # has a NaN scale. UE4M3 per 16 with the sign bit set (ignored): 16 * (2 + 1 + 1 + 1) = 80.
+    a, b = np.ones((2, 64), np.float32), np.ones((64, 1), np.float32)
+    sa, sb = np.array([[128, 126], [0xFF, 127]], np.uint8), np.array([[127], [127]], np.uint8)
+    out = mma(tmp_path, "--datapath", "sm100-mxf4nvf4", "--input-format", "e2m1", "--scale-format", "e8m0",
+              a=a, b=b, sa=sa, sb=sb)
+    assert out.returncode == 0, out.stderr
+    assert np.load(tmp_path / "d.npy").view(np.uint32).tolist() == [[0x42A00000], [0x7FFFFFFF]]
+    out = mma(tmp_path, "--datapath", "sm100-mxf4nvf4", "--input-format", "e2m1", a=a[:1], b=b,
+              sa=np.array([[0x40, 0x38, 0xB8, 0x38]], np.uint8), sb=np.full((4, 1), 0x38, np.uint8))
+    assert out.returncode == 0, out.stderr
+    assert np.load(tmp_path / "d.npy").tolist() == [[80.0]]
+    # sm100-mxf8f6f4 (K = 32 per scale pair), A e4m3 and B e5m2: 32 * 2^3 + 32 * 2^-2 = 264, chained.
+    out = mma(tmp_path, "--datapath", "sm100-mxf8f6f4", "--a-format", "e4m3", "--b-format", "e5m2",
+              a=np.ones((1, 64), np.float32), b=np.ones((64, 1), np.float32), sa=np.array([[130, 125]], np.uint8),
+              sb=np.array([[127], [127]], np.uint8))
+    assert out.returncode == 0, out.stderr
+    assert np.load(tmp_path / "d.npy").tolist() == [[264.0]]
+    # Wrong uses: one line each, exit 2 (usage) or 3 (data), no output.
+    for args, arrays, code, words in [
+        (["--datapath", "sm100-mxf8f6f4", "--input-format", "e4m3"], {"a": a[:, :32], "b": b[:32]}, 2,
+         "needs the scale codes of A and B"),
+        (["--datapath", "sm90-fp8", "--input-format", "e4m3"], {"a": a[:, :32], "b": b[:32], "sa": sa, "sb": sb}, 2,
+         "takes no block scales"),
+        (["--datapath", "sm90-bf16", "--input-format", "bf16", "--scale-format", "e8m0"], {"a": a[:, :16], "b": b[:16]},
+         2, "takes no block scales"),
+        (["--datapath", "sm100-mxf4nvf4", "--input-format", "e2m1", "--scale-format", "ue5m3"],
+         {"a": a, "b": b, "sa": sa, "sb": sb}, 2, "takes ue4m3, e8m0 scales"),
+        (["--datapath", "sm100-mxf8f6f4", "--input-format", "e4m3"],
+         {"a": a, "b": b, "sa": np.full((2, 1), 127, np.uint8), "sb": np.full((1, 1), 127, np.uint8)}, 3,
+         "takes one scale per 32 elements"),
+        (["--datapath", "sm100-mxf4nvf4", "--input-format", "e2m1"],
+         {"a": a, "b": b, "sa": np.full((2, 8), 127, np.uint8), "sb": np.full((8, 1), 127, np.uint8)}, 3,
+         "takes one scale per 16, 32 or 64 elements"),
+        (["--datapath", "sm100-mxf4nvf4", "--input-format", "e2m1"],
+         {"a": a, "b": b, "sa": sa, "sb": np.full((3, 1), 127, np.uint8)}, 3, "must be [M, K / block]"),
+    ]:
+        (tmp_path / "d.npy").unlink(missing_ok=True)
+        for stale in ("sa", "sb"):
+            (tmp_path / f"{stale}.npy").unlink(missing_ok=True)
+        out = mma(tmp_path, *args, **arrays)
+        assert out.returncode == code, (args, out.stderr)
+        assert words in out.stderr and out.stderr.count("\n") == 1, out.stderr
+        assert not (tmp_path / "d.npy").exists()
