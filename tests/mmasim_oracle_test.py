@@ -3,8 +3,9 @@
 Runs only where the oracle is set up: MMA-Sim checked out in tools/.oracles/MMA-Sim and a Python with
 torch ($FP4SIM_ORACLE_PYTHON, else the worktree's .venv-oracle); skipped otherwise, saying why.
 
-* Every difference between MMA-Sim and fp4sim on a sample of random and H200-corner cases of four rows is
-  attributed to a documented rule: 0 unexplained, exit 0; and each of the four rules does attribute some.
+* Every difference between MMA-Sim and fp4sim on a sample of random and H200-corner cases of five rows (one
+  of them AMD CDNA3) is attributed to a documented rule: 0 unexplained, exit 0; and each of the five rules
+  does attribute some.
 * Leaving a rule out of the patched MMA-Sim turns its differences into unexplained ones (exit 1): the
   tool can fail.
 """
@@ -37,7 +38,7 @@ def oracle_missing():
 
 pytestmark = pytest.mark.skipif(bool(oracle_missing()), reason=oracle_missing() or "oracle present")
 
-SAMPLE = ["--cases", "20", "--corners", "300", "--rows", "sm90-bf16,sm90-f16acc,sm100-f16acc,sm100-mxf4nvf4"]
+SAMPLE = ["--cases", "20", "--corners", "300", "--rows", "sm90-bf16,sm90-f16acc,sm100-f16acc,sm100-mxf4nvf4,cdna3-bf16"]
 
 
 def run(*extra):
@@ -50,10 +51,11 @@ def test_every_difference_is_attributed_to_a_documented_rule():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "unexplained differences: 0" in out.stdout
     counts = {}
-    for rule, n in re.findall(r"\b(O\d+) (\d+)\b", out.stdout):
+    for rule, n in re.findall(r"\b([OA]\d+) (\d+)\b", out.stdout):
         counts[rule] = counts.get(rule, 0) + int(n)
-    # O8 on sm90-bf16 and the block-scaled row, O3 on both f16 accumulators, O9 and O11 on sm100-f16acc.
-    assert set(counts) == {"O8", "O3", "O9", "O11"} and min(counts.values()) > 0, out.stdout
+    # O8 on sm90-bf16 and the block-scaled row, O3 on both f16 accumulators, O9 and O11 on sm100-f16acc, A1 (the
+    # NaN bits) on cdna3-bf16.
+    assert set(counts) == {"O8", "O3", "O9", "O11", "A1"} and min(counts.values()) > 0, out.stdout
 
 
 def test_a_rule_left_out_leaves_unexplained_differences():

@@ -8,8 +8,9 @@ tests/data/tensorcore_corners) go through MMA-Sim's own instruction classes, one
 outputs are written as a measurement folder in the vendored format and `fp4sim datapath identify --json`
 says which lines the row does not reproduce. Each difference is then attributed to one documented rule by
 rerunning MMA-Sim with fp4sim's rule patched in, rule after rule (O8 zeros out of E_max, O3 the E_max
-floor, O9 the sign of an underflowing zero, O11 a subnormal fp16 C at its leading bit); a line that still
-differs with every rule applied is unexplained. Exit 1 when any line is unexplained.
+floor, O9 the sign of an underflowing zero, O11 a subnormal fp16 C at its leading bit; on the AMD rows A1,
+the bits of a NaN); a line that still differs with every rule applied is unexplained. Exit 1 when any line
+is unexplained.
 
   .venv-oracle/bin/python tools/mmasim_oracle.py [--cases N] [--rows sm90-bf16,...] [--fp4sim build/fp4sim]
 """
@@ -34,6 +35,8 @@ RULES = {
     "O3 E_max floor": "H200 probe 9d and §7.4 floor-ties; Khattak-Mikaitis min_exp_limit (MMA-Sim has none)",
     "O9 signed underflow": "fp4sim's IEEE assumption on non-Hopper rows (MMA-Sim and the H200 give +0)",
     "O11 subnormal C at its leading bit": "fp4sim's assumption on non-Hopper f16 accumulators (MMA-Sim and the H200: -14)",
+    "A1 canonical NaN": "fp4sim's assumption on the CDNA3 rows, 0x7FC00000 (MMA-Sim's AMD NaN handling is a TODO: "
+                        "its NaN bits are the host's float64 arithmetic)",
 }
 
 
@@ -42,10 +45,11 @@ RULES = {
 # rules MMA-Sim lacks on that row (E_max floor, whether zero results keep the sign, C at its leading bit).
 class Row:
     def __init__(self, row, cls, arch, qualifier, folder, floor, signed_zero=False, c_leading=False, corners=None,
-                 scale=None):
+                 scale=None, amd=False):
         self.row, self.cls, self.arch, self.qualifier, self.folder = row, cls, arch, qualifier, folder
         self.floor, self.signed_zero, self.c_leading, self.corners, self.scale = (floor, signed_zero, c_leading,
                                                                                   corners, scale)
+        self.amd = amd  # fp4sim's CDNA3 rows follow MMA-Sim's own zero, floor and sign rules: only A1 applies
         tokens = folder.split("_")
         elements = [t for t in tokens[1:-1] if t in FORMATS or t == "tf32"]
         self.a_fmt, self.b_fmt, self.acc = elements[0], elements[-1], tokens[-1]
@@ -81,9 +85,19 @@ def shared_rows():
                 -133, signed_zero=True, corners=f"wgmma_{a}_{b}_f32"))
         add(Row("sm100-f8f6f4-f16acc", "tcgen05mma", "Blackwell", f"m64n8k32.f16.{a}.{b}",
                 f"tcgen05-kind-f8f6f4_{a}_{b}_f16", -21, signed_zero=True, c_leading=True, corners=f"wgmma_{a}_{b}_f16"))
+    for a, b in (("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")):
+        add(Row("sm100-mxf8f6f4", "tcgen05mma_block_scale", "Blackwell", f"m128n8k32.block32.f32.{a}.{b}.ue8m0",
+                f"tcgen05-mxf8f6f4_{a}_{b}_ue8m0_block32_f32", -133, signed_zero=True, scale=("ue8m0", 32)))
     for scale, block in (("ue8m0", 32), ("ue8m0", 16), ("ue4m3", 16)):
         add(Row("sm100-mxf4nvf4", "tcgen05mma_block_scale", "Blackwell", f"m128n8k64.block{block}.f32.e2m1.e2m1.{scale}",
                 f"tcgen05-mxf4nvf4_e2m1_{scale}_block{block}_f32", None, signed_zero=True, scale=(scale, block)))
+    for t, corners in (("bf16", "mma_sync_bf16_f32"), ("f16", "mma_sync_f16_f32")):
+        add(Row("cdna3-bf16", "mfma", "CDNA3", f"f32_16x16x16_{t}", f"mfma-cdna3-k16_{t}_f32", None, corners=corners,
+                amd=True))
+    add(Row("cdna3-xf32", "mfma", "CDNA3", "f32_16x16x8_xf32", "mfma-cdna3-k8_tf32_f32", None,
+            corners="mma_sync_tf32_f32", amd=True))
+    for a, b in (("fp8", "fp8"), ("bf8", "bf8"), ("fp8", "bf8"), ("bf8", "fp8")):
+        add(Row("cdna3-fp8", "mfma", "CDNA3", f"f32_16x16x32_{a}_{b}", f"mfma-cdna3-k32_{a}_{b}_f32", None, amd=True))
     return rows
 
 
@@ -91,18 +105,21 @@ def shared_rows():
 # Cases: element values as FP32 bit patterns (exact in the format; tf32: the 32-bit register), C as FP32 bits.
 FORMATS = {  # name: (exponent bits, mantissa bits, ml_dtypes-free decoding by bits)
     "bf16": (8, 7), "f16": (5, 10), "e4m3": (4, 3), "e5m2": (5, 2), "e2m1": (2, 1),
+    "fp8": (4, 3), "bf8": (5, 2),  # AMD CDNA3's FNUZ types: bias one above, no Inf, the -0 code 0x80 a NaN
 }
+FNUZ = ("fp8", "bf8")
+NO_INF = ("e4m3", "e2m1") + FNUZ  # the top exponent field holds numbers
 
 
 def decode(fmt, code):
-    """A code of `fmt` as float (IEEE-like; e4m3fn without Inf, its 0x7F/0xFF NaN)."""
+    """A code of `fmt` as float (IEEE-like; e4m3fn without Inf, its 0x7F/0xFF NaN; FNUZ)."""
     e, m = FORMATS[fmt]
-    bias = (1 << (e - 1)) - 1
+    bias = (1 << (e - 1)) - 1 + (fmt in FNUZ)
     sign = -1.0 if code >> (e + m) & 1 else 1.0
     field, frac = code >> m & ((1 << e) - 1), code & ((1 << m) - 1)
-    if fmt == "e4m3" and field == 15 and frac == 7:
+    if (fmt == "e4m3" and field == 15 and frac == 7) or (fmt in FNUZ and code == 1 << (e + m)):
         return float("nan")
-    if fmt not in ("e4m3", "e2m1") and field == (1 << e) - 1:
+    if fmt not in NO_INF and field == (1 << e) - 1:
         return sign * float("inf") if frac == 0 else float("nan")
     if field == 0:
         return sign * frac * 2.0 ** (1 - bias - m)
@@ -122,12 +139,13 @@ def random_code(rng, fmt, centre, spread):
         frac = 0
     elif u < 0.09:
         field, frac = 0, int(rng.integers(1, 1 << m))
-    elif u < 0.095 and fmt != "e2m1":
+    elif u < 0.095 and fmt not in ("e2m1",) + FNUZ:
         field, frac = top, int(rng.integers(0, 1 << m))
     else:
-        field = int(np.clip(centre + rng.integers(-spread, spread + 1), 1, top if fmt in ("e4m3", "e2m1") else top - 1))
+        field = int(np.clip(centre + rng.integers(-spread, spread + 1), 1, top if fmt in NO_INF else top - 1))
         frac = int(rng.integers(0, 1 << m))
-    return int(rng.integers(0, 2)) << (e + m) | field << m | frac
+    sign = int(rng.integers(0, 2)) if field or frac or fmt not in FNUZ else 0  # an FNUZ -0 would be its NaN
+    return sign << (e + m) | field << m | frac
 
 
 def random_tf32_register(rng, centre, spread):
@@ -170,6 +188,16 @@ def random_cases(rng, row, n, k):
                 int(rng.integers(0, 2)) << 31 | int(np.clip(127 + 2 * (centre - bias) + rng.integers(-30, 31), 1, 254)) << 23 \
                 | int(rng.integers(0, 1 << 23))
         cases.append((a, b, c))
+    return cases
+
+
+def random_mx_scaled(rng, row, n):
+    """kind::mxf8f6f4: random cases of the row's element formats with one UE8M0 pair per 32 elements over the
+    whole scale range (0xFF, a NaN, now and then), C as for the other f32 rows."""
+    cases = []
+    for a, b, c in random_cases(rng, row, n, 32):
+        draw = lambda: 0xFF if rng.random() < 0.01 else int(np.clip(127 + rng.integers(-140, 141), 0, 254))
+        cases.append((a, b, c, [draw()], [draw()]))
     return cases
 
 
@@ -224,18 +252,20 @@ class Oracle:
     def __init__(self, mmasim_dir):
         sys.path.insert(0, str(mmasim_dir))
         import torch
-        from mmasim.simulator import arithmetic, nv_ptx
+        from mmasim.simulator import amd, arithmetic, nv_ptx
 
-        self.torch, self.arithmetic, self.nv_ptx = torch, arithmetic, nv_ptx
+        self.torch, self.arithmetic, self.nv_ptx, self.amd = torch, arithmetic, nv_ptx, amd
         self.originals = (arithmetic.fused_sum, arithmetic.fused_dot_add, nv_ptx.nv_fused_dot_add,
                           nv_ptx.nv_fused_dot_add_with_block_scale)
         self.instances = {}
+        self.canonical_nan = False
 
     def patch(self, row, active):
         """MMA-Sim with fp4sim's rules `active` (indices into RULES) for `row`; the empty set: MMA-Sim as it is."""
         torch, ar, ptx = self.torch, self.arithmetic, self.nv_ptx
         fused_sum, fused_dot_add, nv_fused_dot_add, nv_block_scale = self.originals
         ar.fused_sum, ar.fused_dot_add, ptx.nv_fused_dot_add, ptx.nv_fused_dot_add_with_block_scale = self.originals
+        self.canonical_nan = 4 in active
         if 0 in active or 1 in active:
             floor = row.floor if 1 in active else None
             zeros_out = 0 in active
@@ -282,7 +312,8 @@ class Oracle:
     def instance(self, row):
         key = (row.cls, row.arch, row.qualifier)
         if key not in self.instances:
-            inst = getattr(self.nv_ptx, row.cls)(row.arch, row.qualifier)
+            module = self.amd if row.amd else self.nv_ptx
+            inst = getattr(module, row.cls)(row.arch, row.qualifier)
             inst.m = inst.n = 1  # one case per call: the arithmetic does not depend on the tile
             self.instances[key] = inst
         return self.instances[key]
@@ -295,7 +326,14 @@ class Oracle:
             values = torch.tensor(np.array(tokens, dtype=np.uint32).view(np.float32).copy())
             return values.to(dtype).reshape(shape) if dtype != torch.float32 else values.reshape(shape)
 
-        if row.scale:
+        if row.scale and inst.packing == 1:  # kind::mxf8f6f4: one element per byte, one scale pair
+            a, b, c, sa, sb = case
+            k = inst.k
+            C = tensor([c], inst.c_type, (1, 1))
+            S_A = torch.tensor(sa, dtype=torch.uint8).view(inst.s_type).reshape(1, 1)
+            S_B = torch.tensor(sb, dtype=torch.uint8).view(inst.s_type).reshape(1, 1)
+            d = inst(tensor(a, inst.a_type, (1, k)), tensor(b, inst.b_type, (k, 1)), C, S_A, S_B)
+        elif row.scale:
             a, b, c, sa, sb = case
             magnitude = {decode("e2m1", i): i for i in range(8)}
 
@@ -318,7 +356,10 @@ class Oracle:
         if d.dtype == torch.float16:
             h = int(d.view(torch.int16).item()) & 0xFFFF
             return widen_f16(h)
-        return int(d.view(torch.int32).item()) & 0xFFFFFFFF
+        bits = int(d.view(torch.int32).item()) & 0xFFFFFFFF
+        if self.canonical_nan and bits & 0x7FFFFFFF > 0x7F800000:
+            return 0x7FC00000
+        return bits
 
 
 def widen_f16(h):
@@ -357,6 +398,8 @@ def differing(fp4sim, folder, row):
 
 def applicable_rules(row, skip=()):
     """The indices into RULES of the rules fp4sim has and MMA-Sim lacks on this row (less those skipped)."""
+    if row.amd:
+        return [r for r in [4] if list(RULES)[r].split()[0] not in skip]
     rules = [0]
     if row.floor is not None:
         rules.append(1)
@@ -407,7 +450,7 @@ def main(argv=None):
                    help="H200 corner cases per row, evenly spaced over the families (default all; 0: none)")
     p.add_argument("--rows", default="", help="comma-separated fp4sim rows (default: every shared row)")
     p.add_argument("--seed", type=int, default=25)
-    p.add_argument("--skip-rule", action="append", default=[], metavar="O8|O3|O9|O11",
+    p.add_argument("--skip-rule", action="append", default=[], metavar="O8|O3|O9|O11|A1",
                    help="do not patch this rule into MMA-Sim (its differences then count as unexplained)")
     p.add_argument("--work", default="", help="keep the measurement folders here (default: a temporary folder)")
     args = p.parse_args(argv)
@@ -422,7 +465,9 @@ def main(argv=None):
         work = pathlib.Path(args.work or tmp)
         print(f"{'row':16} {'MMA-Sim instruction':58} {'cases':>6} {'differ':>6}  attributed                      unexplained")
         for row in rows:
-            if row.scale:
+            if row.scale and row.scale[1] == 32 and "mxf8f6f4" in row.folder:
+                cases = random_mx_scaled(rng, row, args.cases)
+            elif row.scale:
                 cases = random_block_scaled(rng, row, args.cases)
             else:
                 k = oracle.instance(row).k
