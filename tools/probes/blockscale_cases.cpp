@@ -1,5 +1,6 @@
-// Inputs for the block-scaled probes (tools/probes/blockscale_probe.cu; docs/datapaths.md §8.3) on which the
-// public models of one K = 64 NVFP4/MXFP4 instruction give different bits, generated from fp4sim's rows:
+// Inputs for the block-scaled probes (tools/probes/blockscale_probe.cu, tcgen05_probe.cu; docs/datapaths.md
+// §8.3) on which the public models of one K = 64 NVFP4/MXFP4 instruction give different bits, generated from
+// fp4sim's rows:
 //   mmasim   `sm100-mxf4nvf4`: exact 16-element sub-block sums, scales applied exactly, one truncating
 //            add of the sub-block terms and C with 35 fraction bits below E_max, RZ (MMA-Sim);
 //   rz25     the same instruction with 25 fraction bits (the RTX 5090 probe's "25 bits, RZ");
@@ -165,8 +166,10 @@ int main(int argc, char** argv) {
     Format scale;
     int block;
   };
+  // The third, UE8M0 per 16, is a tcgen05-only mode (tcgen05_probe.cu; mma.sync refuses it).
   const Mode modes[] = {{"mma-sync-m16n8k64_e2m1_ue4m3_block16_f32", formats::ue4m3, 16},
-                        {"mma-sync-m16n8k64_e2m1_ue8m0_block32_f32", formats::e8m0, 32}};
+                        {"mma-sync-m16n8k64_e2m1_ue8m0_block32_f32", formats::e8m0, 32},
+                        {"tcgen05-mxf4nvf4_e2m1_ue8m0_block16_f32", formats::e8m0, 16}};
   for (const Mode& mode : modes) {
     std::mt19937_64 rng(0xB10C5CA1Eull + static_cast<unsigned>(mode.block));
     std::vector<Case> cases;
