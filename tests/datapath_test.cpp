@@ -454,6 +454,22 @@ TEST(Cdna3, GroupOfEightRoundsRneBetweenGroups) {
   }
 }
 
+TEST(Cdna3, SecondWindowIs31BitsBelowC) {
+  // C = 1 and a product sum 2^-24 + t (one window, exact at F = 24): RNE sees a tie at 2^-24 unless t survives
+  // the floor to 31 bits below 2^0. t = 2^-31 survives (1 + 2^-23), t = 2^-32 does not (1.0).
+  auto run = [](const Datapath& dp, double t_a, double t_b) {
+    return probe(dp, "bf16", {std::ldexp(1.0, -12), t_a}, {std::ldexp(1.0, -12), t_b}, f32(1.0));
+  };
+  const double p16 = std::ldexp(1.0, -16), p15 = std::ldexp(1.0, -15);
+  EXPECT_BITS(run(row("cdna3-bf16"), p16, p15), 0x3F800001u);
+  EXPECT_BITS(run(row("cdna3-bf16"), p16, p16), 0x3F800000u);
+  Datapath w30 = row("cdna3-bf16"), w32 = row("cdna3-bf16");
+  w30.fused.c_window_bits = 30;
+  w32.fused.c_window_bits = 32;
+  EXPECT_BITS(run(w30, p16, p15), 0x3F800000u);
+  EXPECT_BITS(run(w32, p16, p16), 0x3F800001u);
+}
+
 TEST(Cdna3, ProductsBeyondBinary32AreInf) {
   const double big = std::ldexp(1.0, 100);
   EXPECT_BITS(probe(row("cdna3-bf16"), "bf16", {big, big}, {big, -big}, 0), 0x7FC00000u);
