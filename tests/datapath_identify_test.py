@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import os
 import subprocess
 from pathlib import Path
@@ -270,3 +271,37 @@ def test_mma_takes_block_scales_on_the_block_scaled_rows(tmp_path):
         assert out.returncode == code, (args, out.stderr)
         assert words in out.stderr and out.stderr.count("\n") == 1, out.stderr
         assert not (tmp_path / "d.npy").exists()
+
+
+def build_generator(tmp_path, source):
+    """A probe-kit case generator (tools/probes/*_cases.cpp) linked with the core library beside the binary."""
+    core = Path(FP4SIM).resolve().parent / "libfp4sim_core.a"
+    if not core.exists() or not shutil.which("g++"):
+        pytest.skip(f"no {core} or no g++ to build tools/probes/{source}")
+    root = Path(__file__).resolve().parent.parent
+    exe = tmp_path / source.replace(".cpp", "")
+    out = subprocess.run(["g++", "-O1", "-std=c++20", "-fopenmp", "-I", str(root / "include"),
+                          str(root / "tools" / "probes" / source), str(core), "-o", str(exe)], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    return exe
+
+
+@pytest.mark.parametrize("source,row,models", [
+    ("mxf8f6f4_cases.cpp", "sm100-mxf8f6f4", {"fp4sim": True, "mmasim": False, "rnesum": False}),
+    ("blockscale_cases.cpp", "sm100-mxf4nvf4", {"mmasim": True, "ue5m3": False, "rz25": False}),
+])
+def test_probe_cases_tell_the_candidate_models_apart(tmp_path, source, row, models):
+    # The probe kit's inputs: every folder's file made by the model fp4sim's row follows is reproduced by that
+    # row, and the files of the competing models are not (a B200's d.txt then picks one).
+    exe = build_generator(tmp_path, source)
+    out = subprocess.run([str(exe), str(tmp_path / "cases"), "40"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    folders = sorted((tmp_path / "cases").iterdir())
+    assert folders
+    for folder in folders:
+        for model, fits_row in models.items():
+            shutil.copy(folder / f"d.{model}.txt", folder / "d.txt")
+            [report] = identify(folder)
+            [fit] = [r for r in report["rows"] if r["row"] == row]
+            assert report["lines"] >= 20 and (fit["differ"] == 0) == fits_row, (folder.name, model, fit["differ"])
