@@ -274,13 +274,19 @@ def test_mma_takes_block_scales_on_the_block_scaled_rows(tmp_path):
 
 
 def build_generator(tmp_path, source):
-    """A probe-kit case generator (tools/probes/*_cases.cpp) linked with the core library beside the binary."""
-    core = Path(FP4SIM).resolve().parent / "libfp4sim_core.a"
-    if not core.exists() or not shutil.which("g++"):
-        pytest.skip(f"no {core} or no g++ to build tools/probes/{source}")
+    """A probe-kit case generator (tools/probes/*_cases.cpp) linked with the core library beside the binary, by
+    that build's compiler (CMakeCache.txt beside it); a sanitizer or fuzzing build is left to the plain one."""
+    build = Path(FP4SIM).resolve().parent
+    core, cache = build / "libfp4sim_core.a", build / "CMakeCache.txt"
+    if not core.exists() or not cache.exists():
+        pytest.skip(f"no {core} and {cache} (an installed binary?) to build tools/probes/{source} against")
+    settings = dict(line.split("=", 1) for line in cache.read_text().splitlines() if "=" in line and line[:1].isalpha())
+    if "ON" in (settings.get("FP4SIM_SANITIZE:BOOL"), settings.get("FP4SIM_FUZZ:BOOL")):
+        pytest.skip("a sanitizer build: the generators are built and checked against the plain build")
+    compiler = settings.get("CMAKE_CXX_COMPILER:FILEPATH", "c++")
     root = Path(__file__).resolve().parent.parent
     exe = tmp_path / source.replace(".cpp", "")
-    out = subprocess.run(["g++", "-O1", "-std=c++20", "-fopenmp", "-I", str(root / "include"),
+    out = subprocess.run([compiler, "-O1", "-std=c++20", "-fopenmp", "-I", str(root / "include"),
                           str(root / "tools" / "probes" / source), str(core), "-o", str(exe)], capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr
