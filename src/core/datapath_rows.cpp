@@ -87,7 +87,8 @@ constexpr std::uint32_t kF16Nan = 0x7FFFE000u;  // fp16 0x7FFF widened to binary
 // models/*TC.m). Open points (§6.3) are decided here, one place, as SoftFloat keeps its choices in
 // specialize.h: O3 floor = K–M min_exp_limit; O8 zeros take no part in E_max; O4 exact zero is +0;
 // O5 overflow -> Inf (measured on H200, docs/design.md); O9 no -0 and O11 C at the accumulator's emin on
-// the Hopper rows (`hopper()`, measured on H200, docs/datapaths.md §7.4).
+// the Hopper rows (`hopper()`, measured on H200, docs/datapaths.md §7.4). The AMD CDNA3 rows take MMA-Sim's
+// own choices instead (`cdna3()`, docs/datapaths.md §1.6), all unmeasured.
 namespace datapaths {
 
 constinit const Datapath exact{
@@ -280,7 +281,13 @@ constinit const Datapath cdna3_fp8{
 }  // namespace datapaths
 
 namespace {
-constexpr const Datapath* kTable[] = {&datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80, &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32, &datapaths::sm90_fp8, &datapaths::sm90_fp8_f16acc, &datapaths::sm100_f16, &datapaths::sm100_f16acc, &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_f8f6f4_f16acc, &datapaths::sm100_mxf8f6f4, &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native, &datapaths::cdna3_bf16, &datapaths::cdna3_xf32, &datapaths::cdna3_fp8};
+constexpr const Datapath* kTable[] = {
+    &datapaths::exact, &datapaths::fp32_seq, &datapaths::probe_matched, &datapaths::sm70, &datapaths::sm80,
+    &datapaths::sm80_tf32, &datapaths::sm90_bf16, &datapaths::sm90_f16acc, &datapaths::sm90_tf32,
+    &datapaths::sm90_fp8, &datapaths::sm90_fp8_f16acc, &datapaths::sm100_f16, &datapaths::sm100_f16acc,
+    &datapaths::sm100_tf32, &datapaths::sm100_f8f6f4, &datapaths::sm100_f8f6f4_f16acc, &datapaths::sm100_mxf8f6f4,
+    &datapaths::sm100_mxf4nvf4, &datapaths::ue5m3_native, &datapaths::cdna3_bf16, &datapaths::cdna3_xf32,
+    &datapaths::cdna3_fp8};
 }  // namespace
 
 std::span<const Datapath* const> datapath_presets() { return kTable; }
