@@ -265,7 +265,7 @@ def lockstep(a, convert_kwargs=None) -> dict:
         if not compare.parameters(step, one, two, "param"):
             break
     first = compare.first
-    return {"tool": PROG, "model": description, "peer": "fp4sim (--control)" if a.control else "authors (triton)",
+    return {"tool": PROG, "model": description, "peer": f"{two.name} (--control)" if a.control else "authors (triton)",
             "peer_commit": None if a.control else peer_commit(a.peer_root), "device": a.device,
             "steps": done, "steps_requested": a.steps, "tokens_per_step": a.batch * a.seq,
             "linears": len(one.linears), "float32_inputs_at_step_1": len(set(seen)),
