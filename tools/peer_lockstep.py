@@ -6,7 +6,8 @@ selector=exclude_lm_head)`; after every step the loss, every held tensor amax (a
 at), every gradient and every parameter must be equal bit for bit.
 
     python3 tools/peer_lockstep.py                          # 100 steps on the GPU (CUDA build of fp4sim)
-    python3 tools/peer_lockstep.py --peer-root .peer --steps 150
+    python3 tools/peer_lockstep.py --peer-root .peer --steps 150 --model small-llama --width 384 --layers 6 \
+        --heads 6 --ffn 1024 --batch 16 --seq 1024          # the trace-A model (tools/small_llama.py defaults)
     python3 tools/peer_lockstep.py --control --device cpu --steps 2 --batch 1 --seq 64 --width 64 --ffn 128
                                                             # the harness alone: fp4sim against fp4sim
 
