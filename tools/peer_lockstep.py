@@ -199,7 +199,7 @@ class Comparison:
         p1, p2 = dict(one.model.named_parameters()), dict(two.model.named_parameters())
         if not self.fact(step, "parameter names", sorted(p1), sorted(p2)):
             return False
-        for name in sorted(p1):
+        for name in reversed(p1):  # the backward's order: the first difference named is the one nearest the loss
             a, b = (p1[name], p2[name]) if what == "param" else (p1[name].grad, p2[name].grad)
             if (a is None) != (b is None):
                 return self.fact(step, f"{what} {name} present", a is not None, b is not None)
