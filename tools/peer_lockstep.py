@@ -90,7 +90,8 @@ class Side:
     """One of the two models in training: its converted linears, optimizer, step clock and held amaxes."""
 
     def __init__(self, name: str, model: torch.nn.Module, linears: list, begin_step, held, hf: bool):
-        self.name, self.model, self.linears, self.begin_step, self.held, self.hf = name, model, linears, begin_step, held, hf
+        self.name, self.model, self.linears, self.hf = name, model, linears, hf
+        self.begin_step, self.held = begin_step, held
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
     def forward_backward(self, step: int, x, y) -> torch.Tensor:
@@ -161,7 +162,8 @@ def difference(step: int, what: str, a: torch.Tensor, b: torch.Tensor, names) ->
     mask = (1 << (8 * a.element_size())) - 1
     return {"step": step, "tensor": what, "index": index, "dtype": str(a.dtype).removeprefix("torch."),
             names[0]: f"0x{va & mask:0{width}x}", names[1]: f"0x{vb & mask:0{width}x}",
-            f"{names[0]}_value": float(a.detach().reshape(-1)[flat]), f"{names[1]}_value": float(b.detach().reshape(-1)[flat]),
+            f"{names[0]}_value": float(a.detach().reshape(-1)[flat]),
+            f"{names[1]}_value": float(b.detach().reshape(-1)[flat]),
             "differing": count, "elements": a.numel()}
 
 
