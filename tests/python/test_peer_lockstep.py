@@ -34,6 +34,10 @@ TINY_CPU = ["--control", "--device", "cpu", "--batch", "1", "--seq", "64", "--wi
             "--layers", "1", "--heads", "1", "--kv-heads", "1"]
 
 
+def last_json_line(text):
+    return json.loads(text.strip().splitlines()[-1])
+
+
 def check_equal(report, steps):
     assert report["differing"] == 0 and report["first_difference"] is None, report
     assert report["steps"] == steps and report["tensors_compared"] > steps * report["linears"], report
@@ -51,7 +55,7 @@ def check_held_every_step_differs_at_step_2(argv):
 @needs_peer
 def test_ft_convert_trains_as_the_authors_layer(capsys):
     assert peer_lockstep.main(["--steps", "10", "--peer-root", PEER_ROOT]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = last_json_line(capsys.readouterr().out)
     check_equal(report, 10)
     assert report["peer"] == "authors (triton)", report
 
@@ -63,7 +67,7 @@ def test_the_lockstep_sees_a_difference():
 
 def test_harness_against_itself_on_the_cpu(capsys):
     assert peer_lockstep.main(TINY_CPU + ["--steps", "2"]) == 0
-    check_equal(json.loads(capsys.readouterr().out), 2)
+    check_equal(last_json_line(capsys.readouterr().out), 2)
 
 
 def test_harness_sees_a_difference_on_the_cpu():
