@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import importlib.util
 import json
 import os
 import sys
@@ -297,12 +298,11 @@ def parse(argv):
     a = p.parse_args(argv)
     if a.steps < 1 or a.batch < 1 or a.seq < 1 or a.layers < 1 or a.heads < 1 or a.kv_heads < 1:
         p.error("--steps, --batch, --seq, --layers, --heads and --kv-heads must be >= 1")
+    has_transformers = importlib.util.find_spec("transformers") is not None
     if a.model == "auto":
-        try:
-            import transformers  # noqa: F401
-            a.model = "hf"
-        except ImportError:
-            a.model = "small-llama"
+        a.model = "hf" if has_transformers else "small-llama"
+    elif a.model == "hf" and not has_transformers:
+        p.error("--model hf: transformers is not installed (pip install -r requirements-torch-test.txt)")
     if a.model != "hf":
         a.kv_heads = a.heads
     if a.width % a.heads or a.heads % a.kv_heads:
