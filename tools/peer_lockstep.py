@@ -41,7 +41,6 @@ difference is also described on stderr. Exit 0 when everything was equal, 1 at t
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import importlib.util
 import json
