@@ -45,10 +45,11 @@ CONFIGS = {"trace-a": dict(d=384, layers=6, heads=6, ffn=1024),
 MODES = ("bf16", "fp4sim", "authors")
 
 
-def load_peer(root: str):
-    """The authors' package from `root` (a directory holding ue5m3_fp4/); exit 2 with one line if absent."""
+def load_peer(root: str, prog: str = "bench_peer_train"):
+    """The authors' package from `root` (a directory holding ue5m3_fp4/); exit 2 with one line (`prog: ...`)
+    if absent."""
     if not os.path.isfile(os.path.join(root, "ue5m3_fp4", "nn", "convert.py")):
-        print(f"bench_peer_train: no ue5m3_fp4 package under --peer-root {root!r} (expected "
+        print(f"{prog}: no ue5m3_fp4 package under --peer-root {root!r} (expected "
               f"{os.path.join(root, 'ue5m3_fp4', 'nn', 'convert.py')}): put the src/ of "
               "github.com/MrHuff/ue5m3-fp4 there", file=sys.stderr)
         sys.exit(2)
