@@ -57,10 +57,17 @@ void check_output_names(const QuantizeOptions& o) {
 void run_quantize(const QuantizeOptions& o) {
   check_output_names(o);
   const ScaleLayout layout = parse_name_or_throw<ScaleLayout>(o.layout, "--layout");
-  const NibbleOrder nibbles = parse_name_or_throw<NibbleOrder>(o.nibbles, "--nibbles");
+  NibbleOrder nibbles = parse_name_or_throw<NibbleOrder>(o.nibbles, "--nibbles");
   QuantizeCall call = o.call;
   call.operand.random_bits = !o.rbits.empty();
   QuantizeCall::Resolved r = call.resolve();
+  // Elements wider than 4 bits (MXFP8) take a byte each: there are no nibbles to order.
+  if (r.recipe.element.storage_bits() > 4) {
+    if (nibbles == NibbleOrder::high_first) {
+      throw UsageError("--nibbles high-first: " + format_name(r.recipe.element) + " codes take a byte each");
+    }
+    nibbles = NibbleOrder::unpacked;
+  }
   const npy::Array input = npy::read(o.in);
   const std::vector<float> x = npy::as_float32(input, o.in);
   const auto random = attach_random_bits(random_bits_file(o.rbits), input.shape, r.recipe.sr_bits, r.request);
@@ -69,7 +76,7 @@ void run_quantize(const QuantizeOptions& o) {
   const std::vector<float> dequantized = dequantize(q);
 
   const ScaleGrid grid{q.rows, q.cols, q.block_rows, q.block_cols};
-  const std::vector<std::uint8_t> codes = codes_to_order(q.codes, q.rows, q.cols, nibbles);
+  const std::vector<std::uint8_t> codes = q.packed() ? codes_to_order(q.codes, q.rows, q.cols, nibbles) : q.codes;
   const std::vector<std::size_t> codes_dims = codes_shape(nibbles, q.rows, q.cols);
   const std::vector<std::uint8_t> scales = scales_to_layout(q.scales, grid, layout);
   const std::vector<std::size_t> scales_dims = ScaleStorage::canonical_shape(layout, grid);
