@@ -57,17 +57,11 @@ void check_output_names(const QuantizeOptions& o) {
 void run_quantize(const QuantizeOptions& o) {
   check_output_names(o);
   const ScaleLayout layout = parse_name_or_throw<ScaleLayout>(o.layout, "--layout");
-  NibbleOrder nibbles = parse_name_or_throw<NibbleOrder>(o.nibbles, "--nibbles");
   QuantizeCall call = o.call;
   call.operand.random_bits = !o.rbits.empty();
   QuantizeCall::Resolved r = call.resolve();
-  // Elements wider than 4 bits (MXFP8) take a byte each: there are no nibbles to order.
-  if (r.recipe.element.storage_bits() > 4) {
-    if (nibbles == NibbleOrder::high_first) {
-      throw UsageError("--nibbles high-first: " + format_name(r.recipe.element) + " codes take a byte each");
-    }
-    nibbles = NibbleOrder::unpacked;
-  }
+  const NibbleOrder nibbles =
+      stored_order(r.recipe.element, parse_name_or_throw<NibbleOrder>(o.nibbles, "--nibbles"));
   const npy::Array input = npy::read(o.in);
   const std::vector<float> x = npy::as_float32(input, o.in);
   const auto random = attach_random_bits(random_bits_file(o.rbits), input.shape, r.recipe.sr_bits, r.request);

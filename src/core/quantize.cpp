@@ -44,6 +44,14 @@ GlobalScale global_scale(float amax_ref, float target, float element_max) {
   return g;
 }
 
+NibbleOrder stored_order(const Format& element, NibbleOrder asked) {
+  if (element.storage_bits() <= 4) return asked;
+  if (asked == NibbleOrder::high_first) {
+    throw UsageError("nibbles high-first: " + format_name(element) + " codes take a byte each (unpacked)");
+  }
+  return NibbleOrder::unpacked;
+}
+
 QuantizedTensor blank_quantized(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows,
                                 std::size_t cols) {
   QuantizedTensor q;

@@ -46,7 +46,7 @@ VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
   r.request.role = base.role;
   r.request.max_explained = max_explained;
   r.theirs.layout = parse_name_or_throw<ScaleLayout>(layout, "{layout}");
-  r.theirs.nibbles = parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}");
+  r.theirs.nibbles = stored_order(r.recipe.element, parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}"));
   r.theirs.tensor_scale_kind = parse_name_or_throw<TensorScaleKind>(tensor_scale_kind, "{tensor_scale_kind}");
   r.theirs.tensor_scale = tensor_scale;
   if (!value_text.empty()) {

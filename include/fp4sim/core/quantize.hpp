@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fp4sim/core/host_device.hpp"
+#include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/random.hpp"
 #include "fp4sim/core/recipe.hpp"
 
@@ -67,6 +68,11 @@ struct QuantizedTensor {
     return scales[(r / block_rows) * scale_cols + c / block_cols];
   }
 };
+
+// The order a tensor's codes are stored in when `asked` is requested: as asked for elements of at most 4
+// bits; for wider ones (a byte each) unpacked, which the default low-first also means there; UsageError
+// for high-first, which would say that bytes hold two codes.
+NibbleOrder stored_order(const Format& element, NibbleOrder asked);
 
 // Where stochastic-rounding integers come from: an explicit array shaped like the operand, or
 // Philox(seed, stream, linear element index) with the recipe's sr_bits (docs/random-bits.md).
