@@ -38,6 +38,7 @@ void count_matches(const QuantizedTensor& q, const TheirQuantized& theirs, Profi
       for (std::size_t r = r0; r < copies_end; ++r) {
         block_matches &= theirs.scales[storage.offset(r, sc)] == q.scales[sr * q.scale_cols + sc];
       }
+      fit.matching_scales += block_matches;
       for (std::size_t r = r0; r < r1; ++r) {
         for (std::size_t c = c0; c < c1; ++c) {
           const bool same = stored_code(theirs.codes, theirs.nibbles, q.cols, r, c) == q.code(r, c);
@@ -56,7 +57,8 @@ bool fits_better(const ProfileFit& a, const ProfileFit& b) {
   const unsigned __int128 left = static_cast<unsigned __int128>(a.matching_blocks) * b.blocks;
   const unsigned __int128 right = static_cast<unsigned __int128>(b.matching_blocks) * a.blocks;
   if (left != right) return left > right;
-  return a.matching_elements > b.matching_elements;
+  if (a.matching_elements != b.matching_elements) return a.matching_elements > b.matching_elements;
+  return a.matching_scales > b.matching_scales;
 }
 
 std::string percent(std::uint64_t part, std::uint64_t whole) {
@@ -88,7 +90,7 @@ ProfileRanking rank_profiles(std::span<const ProfileCandidate> candidates, Role 
       golden[i] = quantize(c.recipe, c.request, x, rows, cols);
       count_matches(*golden[i], as_read_by(c.recipe, theirs), fit);
     } catch (const KeyedError& e) {  // UsageError or DataError: this profile cannot make or read these arrays
-      fit = ProfileFit{c.name, 0, 0, 0, 0, e.what(), std::nullopt};
+      fit = ProfileFit{c.name, 0, 0, 0, 0, 0, e.what(), std::nullopt};
     }
   }
   // Ties: profiles whose golden bytes (and block grid) are identical, grouped in table order.
@@ -192,7 +194,8 @@ std::string to_json(const ProfileRanking& ranking) {
                                   report::integer("blocks", static_cast<long long>(f.blocks)),
                                   report::integer("matching_blocks", static_cast<long long>(f.matching_blocks)),
                                   report::integer("elements", static_cast<long long>(f.elements)),
-                                  report::integer("matching_elements", static_cast<long long>(f.matching_elements))};
+                                  report::integer("matching_elements", static_cast<long long>(f.matching_elements)),
+                                  report::integer("matching_scales", static_cast<long long>(f.matching_scales))};
     row.push_back(f.tie_group ? report::integer("tie_group", static_cast<long long>(*f.tie_group))
                               : JsonField{"tie_group", "null", {}});
     row.push_back(f.error.empty() ? JsonField{"error", "null", {}} : report::text("error", f.error));

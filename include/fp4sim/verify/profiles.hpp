@@ -42,6 +42,7 @@ struct ProfileFit {
   std::string name;
   std::uint64_t blocks = 0, matching_blocks = 0;  // blocks whose scale (every stored copy) and codes all match
   std::uint64_t elements = 0, matching_elements = 0;
+  std::uint64_t matching_scales = 0;      // blocks whose scale (every stored copy) matches
   std::string error;                      // why it cannot make or read these arrays (nothing then matches)
   std::optional<std::size_t> tie_group;   // index into ProfileRanking::ties
 };
@@ -49,8 +50,8 @@ struct ProfileFit {
 struct ProfileRanking {
   std::string role;
   std::size_t rows = 0, cols = 0;
-  // Best first: the larger share of matching blocks, then more matching elements, then table order;
-  // profiles with an error last.
+  // Best first: the larger share of matching blocks, then more matching elements, then more matching
+  // scales, then table order; profiles with an error last.
   std::vector<ProfileFit> fits;
   // Groups of two or more profiles whose golden codes and scales are identical on this tensor: these
   // inputs cannot tell them apart (in the order of each group's first member in the table).
