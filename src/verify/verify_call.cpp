@@ -59,6 +59,7 @@ VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
       try {
         const QuantizeCall::Resolved made = call.resolve();
         candidate.recipe = made.recipe;
+        candidate.recipe.name = p.name;  // reports name the profile, not only its preset
         candidate.request = made.request;
         if (!base_chosen) q.recipe = p.recipe;
         base_chosen = true;
@@ -70,6 +71,7 @@ VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
   }
   const QuantizeCall::Resolved base = q.resolve();
   r.recipe = base.recipe;
+  if (!profile.empty() && !r.auto_profile) r.recipe.name = profile;
   r.request.quantize = base.request;
   r.request.role = base.role;
   r.request.max_explained = max_explained;
