@@ -47,7 +47,7 @@ GlobalScale global_scale(float amax_ref, float target, float element_max) {
 NibbleOrder stored_order(const Format& element, NibbleOrder asked) {
   if (element.storage_bits() <= 4) return asked;
   if (asked == NibbleOrder::high_first) {
-    throw UsageError("nibbles high-first: " + format_name(element) + " codes take a byte each (unpacked)");
+    throw UsageError("{nibbles} high-first: " + format_name(element) + " codes take a byte each ({nibbles} unpacked)");
   }
   return NibbleOrder::unpacked;
 }

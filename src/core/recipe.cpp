@@ -303,7 +303,7 @@ std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
   if (r.element_specials != SpecialConvention::hardware) keys.push_back("element_specials");
   if (r.rht_signs != kRhtSigns) keys.push_back("rht_signs");
-  if (r.element.storage_bits() > 4) keys.push_back("element_format");
+  if (r.element != formats::e2m1) keys.push_back("element_format");  // MXFP8 and other element formats
   return keys;
 }
 
