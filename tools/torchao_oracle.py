@@ -33,9 +33,11 @@ import numpy as np
 
 ROWS, COLS, BLOCK = 64, 256, 32
 MODES = {"floor": "FLOOR", "ceil-exponent": "CEIL", "even": "EVEN", "rceil": "RCEIL"}
-# fp4sim preset <-> torchao element dtype (by name), its mantissa bits and largest finite value.
+# fp4sim recipe (a preset, or mxfp4 with another element format) <-> torchao element dtype (a torch dtype's
+# name, or torchao's FP6 string), its mantissa bits and largest finite value.
 ELEMENTS = {"mxfp4": ("float4_e2m1fn_x2", 1, 6.0), "mxfp8": ("float8_e4m3fn", 3, 448.0),
-            "mxfp8-e5m2": ("float8_e5m2", 2, 57344.0)}
+            "mxfp8-e5m2": ("float8_e5m2", 2, 57344.0), "mxfp4:e2m3": ("fp6_e2m3", 3, 7.5),
+            "mxfp4:e3m2": ("fp6_e3m2", 2, 28.0)}
 
 
 def load_torchao(ao_root: str):
@@ -102,12 +104,14 @@ def inputs(seed: int, mbits: int = 1, max_pos: float = 6.0):
     return {"normal": normal, "patterned": patterned, "midpoints": midpoints, "special": special}
 
 
-def fp4sim_quantize(binary, x, preset, rule):
+def fp4sim_quantize(binary, x, recipe, rule):
+    preset, _, element = recipe.partition(":")
     with tempfile.TemporaryDirectory() as d:
         xin, codes, scales = (os.path.join(d, n) for n in ("x.npy", "c.npy", "s.npy"))
         np.save(xin, x)
         p = subprocess.run([binary, "quantize", "--in", xin, "--codes", codes, "--scales", scales, "--recipe", preset,
-                            "--role", "activation", "--scale-rule", rule],
+                            "--role", "activation", "--scale-rule", rule,
+                            *(["--element-format", element] if element else [])],
                            capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
         if p.returncode != 0:
             raise RuntimeError(f"fp4sim quantize --recipe {preset} --scale-rule {rule}: {p.stderr.strip()}")
@@ -126,7 +130,8 @@ def main(argv=None):
     ap.add_argument("--ao-root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".oracles", "ao"))
     ap.add_argument("--binary", default=os.environ.get("FP4SIM_BINARY", "build/fp4sim"))
     ap.add_argument("--seeds", default="1,2")
-    ap.add_argument("--presets", default=",".join(ELEMENTS), help="element families to check (default: all)")
+    ap.add_argument("--presets", default=",".join(ELEMENTS),
+                    help="element families to check (default: all; mxfp4:e2m3 is mxfp4 --element-format e2m3)")
     ap.add_argument("--rule", action="append", default=[], metavar="RULE=MODE",
                     help="pair fp4sim's RULE with torchao's MODE instead (e.g. ceil=CEIL, to see the check fail)")
     args = ap.parse_args(argv)
@@ -149,7 +154,7 @@ def main(argv=None):
     total_bad = 0
     for preset in args.presets.split(","):
         dtype_name, mbits, max_pos = ELEMENTS[preset]
-        elem_dtype = getattr(torch, dtype_name)
+        elem_dtype = getattr(torch, dtype_name, dtype_name)  # FP6: torchao names it by a string
         packed_fp4 = dtype_name == "float4_e2m1fn_x2"
         for rule, mode in modes.items():
             elements = blocks = nan_blocks = bad_codes = bad_scales = 0
