@@ -7,9 +7,10 @@
 never copied into fp4sim; a COMMIT file beside it, if present, is printed). Needs torch and numpy. Setting up,
 from a clone of pytorch/ao at 36027d8:  git -C ao archive --prefix=ao/ HEAD torchao | tar x -C tools/.oracles
 
-Profiles (fp4sim flags <-> torchao): MXFP4 (E2M1 elements) and MXFP8 (E4M3 and E5M2 elements, one code a
-byte), E8M0 scales, block 32, under each ScaleCalculationMode: --scale-rule floor <-> FLOOR, ceil-exponent <->
-CEIL, even <-> EVEN, rceil <-> RCEIL (presets mxfp4, mxfp8, mxfp8-e5m2 with the rule as an override).
+Profiles (fp4sim flags <-> torchao): MXFP4 (E2M1 elements), MXFP8 (E4M3 and E5M2) and MXFP6 (E2M3 and E3M2,
+mxfp4 with --element-format; FP8 and FP6 codes one a byte), E8M0 scales, block 32, under each
+ScaleCalculationMode: --scale-rule floor <-> FLOOR, ceil-exponent <-> CEIL, even <-> EVEN, rceil <-> RCEIL
+(presets mxfp4, mxfp8, mxfp8-e5m2 with the rule as an override).
 Inputs come from seeded generators: normal data at several magnitudes, blocks whose amax is a random
 binary32 bit pattern (every exponent field 0..254, mantissas random or at the EVEN and CEIL boundaries of the
 element's mantissa width) over smaller random elements, blocks of the element grid's rounding midpoints and
