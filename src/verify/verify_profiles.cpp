@@ -1,10 +1,12 @@
 // verify quantize --profile auto: the user's bytes against every stack profile, ranked by fit, and the
 // best profile's verify report (whose explanations name the first divergent block and its cause).
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/json.hpp"
+#include "fp4sim/core/primitives.hpp"
 #include "fp4sim/verify/profiles.hpp"
 #include "report.hpp"
 
@@ -54,8 +56,8 @@ void count_matches(const QuantizedTensor& q, const TheirQuantized& theirs, Profi
 // a fits better than b: a larger share of matching blocks (compared exactly), then more matching elements.
 bool fits_better(const ProfileFit& a, const ProfileFit& b) {
   if (a.error.empty() != b.error.empty()) return a.error.empty();
-  const unsigned __int128 left = static_cast<unsigned __int128>(a.matching_blocks) * b.blocks;
-  const unsigned __int128 right = static_cast<unsigned __int128>(b.matching_blocks) * a.blocks;
+  const u128 left = static_cast<u128>(a.matching_blocks) * b.blocks;
+  const u128 right = static_cast<u128>(b.matching_blocks) * a.blocks;
   if (left != right) return left > right;
   if (a.matching_elements != b.matching_elements) return a.matching_elements > b.matching_elements;
   return a.matching_scales > b.matching_scales;
