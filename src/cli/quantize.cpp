@@ -136,7 +136,7 @@ void setup_quantize(CLI::App& app) {
   app.add_option("--in", o->in, "input .npy (float32, or float64 holding binary32 values; 1-D or 2-D)")->required();
   app.add_option("--out", o->out, "output HDF5 file, .h5 or .hdf5 (codes, scales, dequantized, attributes)")
       ->check(not_empty_path());
-  app.add_option("--codes", o->codes, "output the E2M1 codes as .npy (uint8, stored as --nibbles says)");
+  app.add_option("--codes", o->codes, "output the element codes as .npy (uint8, stored as --nibbles says; 8-bit codes one a byte)");
   app.add_option("--scales", o->scales, "output the block-scale codes as .npy (uint8, stored as --layout says)");
   app.add_option("--dequantized", o->dequantized, "output the dequantized values as .npy (float32, the input's rows x cols)");
   names_of<ScaleLayout>(app.add_option("--layout", o->layout, "how the scales are stored (docs/layouts.md)"))

@@ -95,7 +95,7 @@ void setup_verify_quantize(CLI::App& app) {
   add_arguments(app, front::quantize_arguments(), c.quantize);
   app.add_option("--rbits", o->rbits, "explicit stochastic-rounding integers (.npy uint8, shape of --in)");
   app.add_option("--in", o->in, "input tensor .npy (float32, 1-D or 2-D)")->required();
-  app.add_option("--codes", o->codes, "your packed E2M1 codes .npy (uint8 [rows, ceil(cols/2)]; see --nibbles)")
+  app.add_option("--codes", o->codes, "your packed E2M1 codes .npy (uint8 [rows, ceil(cols/2)]; see --nibbles; MXFP8: [rows, cols])")
       ->required();
   app.add_option("--scales", o->scales, "your block-scale bytes .npy (uint8; see --layout)")->required();
   add_arguments(app, front::verify_quantize_arguments(), c);
