@@ -50,8 +50,10 @@ std::string recipe_names_help() {
 std::vector<std::string> out_dtypes() { return {"f32", "bf16"}; }
 std::string tensor_scale_help() { return name_help<TensorScalePolicy>(); }
 std::string profile_help() {
-  std::string help;
-  for (const StackProfile& p : stack_profiles()) help += "\n  " + p.name + (p.follows.empty() ? "" : ": " + p.follows);
+  std::string help = "\n  auto: every profile below, ranked by how much of your bytes it reproduces";
+  for (const StackProfile& p : stack_profiles()) {
+    help += "\n  " + p.name + ": " + (p.follows.empty() ? "the preset of that name" : p.follows);
+  }
   return help;
 }
 std::string rht_signs_help() { return " (default TE's " + rht_signs_text(kRhtSigns) + "; CPU model only)"; }
