@@ -107,8 +107,8 @@ TEST(ProfileAuto, PlantedElementDefectIsFoundWithItsCause) {
   EXPECT_NE(to_text(ranking).find("best: mxfp4"), std::string::npos) << to_text(ranking);
 }
 
-// TE 4over6 MSE: one block's scale replaced by its other candidate's. The best profile still matches every
-// other block, and the first divergent block is that one, explained as a scale mismatch.
+// TE 4over6 MSE: one block's scale one code off. The best profile still matches every other block, and the
+// first divergent block is that one, explained as a scale mismatch with both 4over6 candidates.
 TEST(ProfileAuto, PlantedScaleDefectIsFoundInItsBlock) {
   const std::size_t rows = 32, cols = 64;
   const auto x = random_tensor(rows, cols, 3);
@@ -123,7 +123,9 @@ TEST(ProfileAuto, PlantedScaleDefectIsFoundInItsBlock) {
   EXPECT_EQ(n.kind, MismatchNote::Kind::scale);
   EXPECT_EQ(n.row, 5u);
   EXPECT_EQ(n.col, 2u);
-  EXPECT_FALSE(n.details.empty());
+  const auto kept = std::find_if(n.fields.begin(), n.fields.end(), [](const JsonField& f) { return f.key == "kept"; });
+  EXPECT_NE(kept, n.fields.end()) << joined(n);
+  EXPECT_NE(joined(n).find("is kept"), std::string::npos) << joined(n);
 }
 
 // MXFP8 codes are a byte each: an E5M2 kernel's bytes are named as such, the FP4 profiles cannot read them.
