@@ -72,6 +72,7 @@ std::string slurp(const fs::path& p) {
 
 TEST(Vectors, EveryPresetHasTwentyCasesEveryRoleAndTheThreeGemms) {
   for (const Recipe& r : recipe_presets()) {
+    if (!(r.element == formats::e2m1)) continue;  // vectors hold E2M1 payloads (MXFP8: refused, next test)
     const auto set = vectors::generate(r, 1, vectors::default_cases(r));
     EXPECT_GE(set.cases.size(), 20u) << r.name;
     EXPECT_EQ(set.cases.size(), vectors::minimum_cases(r) + 4) << r.name;
@@ -93,6 +94,13 @@ TEST(Vectors, EveryPresetHasTwentyCasesEveryRoleAndTheThreeGemms) {
     EXPECT_EQ(gemms.size(), 3u) << r.name;
     EXPECT_EQ(names.size(), set.cases.size()) << r.name << ": case names are unique";
   }
+}
+
+// MXFP8's codes have no GEMM datapath here and no place in the vector files: a usage error, not a file.
+TEST(Vectors, AnEightBitElementIsAUsageError) {
+  const Recipe* mxfp8 = find_recipe("mxfp8");
+  ASSERT_TRUE(mxfp8);
+  EXPECT_THROW(vectors::generate(*mxfp8, 1, vectors::default_cases(*mxfp8)), UsageError);
 }
 
 TEST(Vectors, SameSeedSameBytesAndACaseDependsOnlyOnSeedAndIndex) {

@@ -29,7 +29,8 @@ inline Golden golden(const Recipe& recipe, const QuantizeRequest& request, const
   Golden g;
   g.q = quantize(recipe, request, x, rows, cols);
   const ScaleGrid grid{rows, cols, g.q.block_rows, g.q.block_cols};
-  g.codes = codes_to_order(g.q.codes, rows, cols, nibbles);
+  if (!g.q.packed()) nibbles = NibbleOrder::unpacked;  // 8-bit codes: a byte each, the one order they have
+  g.codes = g.q.packed() ? codes_to_order(g.q.codes, rows, cols, nibbles) : g.q.codes;
   g.scales = scales_to_layout(g.q.scales, grid, layout);
   g.theirs.layout = layout;
   g.theirs.nibbles = nibbles;

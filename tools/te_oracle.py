@@ -160,10 +160,13 @@ def profiles():
     out.append(("row-scaled nan-amax propagate", ["--recipe", "nvfp4-norht", "--role", "activation", "--amax-scope",
                                                    "row", "--nan-amax", "propagate"], dict(row=True), True))
     for mode in ("MAE", "MSE"):
-        out.append((f"row-scaled 4over6 {mode} 256 fast-math",
-                    ["--recipe", "nvfp4-norht", "--role", "activation", "--amax-scope", "row", "--block-choice",
-                     f"4over6-{mode.lower()}", "--target", "256", "--four-over-six-error", "fast-math"],
-                    dict(row=True, four_over_six=mode, bound=256, fast_math=True), False))
+        for fast in (False, True):
+            flags = ["--recipe", "nvfp4-norht", "--role", "activation", "--amax-scope", "row", "--block-choice",
+                     f"4over6-{mode.lower()}", "--target", "256"]
+            if fast:
+                flags += ["--four-over-six-error", "fast-math"]
+            out.append((f"row-scaled 4over6 {mode} 256{' fast-math' if fast else ''}", flags,
+                        dict(row=True, four_over_six=mode, bound=256, fast_math=fast), False))
     return out
 
 

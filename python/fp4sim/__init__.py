@@ -294,7 +294,8 @@ def recipes() -> list:
 
     >>> fp4sim.recipes()
     ['ue5m3', 'ue5m3-b32', 'ue5m3-te', 'nvfp4', 'nvfp4-norht', 'nvfp4-4over6', 'mxfp4', 'nvfp4-4over6-mse',
-     'nvfp4-4over6-fast', 'mxfp4-rceil', 'mxfp4-ceil', 'mxfp4-even']
+     'nvfp4-4over6-fast', 'mxfp4-rceil', 'mxfp4-ceil', 'mxfp4-even', 'mxfp8', 'mxfp8-rceil', 'mxfp8-e5m2',
+     'mxfp8-e5m2-rceil']
     """
     return _fp4sim.recipes()
 

@@ -57,10 +57,11 @@ void check_output_names(const QuantizeOptions& o) {
 void run_quantize(const QuantizeOptions& o) {
   check_output_names(o);
   const ScaleLayout layout = parse_name_or_throw<ScaleLayout>(o.layout, "--layout");
-  const NibbleOrder nibbles = parse_name_or_throw<NibbleOrder>(o.nibbles, "--nibbles");
   QuantizeCall call = o.call;
   call.operand.random_bits = !o.rbits.empty();
   QuantizeCall::Resolved r = call.resolve();
+  const NibbleOrder nibbles =
+      stored_order(r.recipe.element, parse_name_or_throw<NibbleOrder>(o.nibbles, "--nibbles"));
   const npy::Array input = npy::read(o.in);
   const std::vector<float> x = npy::as_float32(input, o.in);
   const auto random = attach_random_bits(random_bits_file(o.rbits), input.shape, r.recipe.sr_bits, r.request);
@@ -69,7 +70,7 @@ void run_quantize(const QuantizeOptions& o) {
   const std::vector<float> dequantized = dequantize(q);
 
   const ScaleGrid grid{q.rows, q.cols, q.block_rows, q.block_cols};
-  const std::vector<std::uint8_t> codes = codes_to_order(q.codes, q.rows, q.cols, nibbles);
+  const std::vector<std::uint8_t> codes = q.packed() ? codes_to_order(q.codes, q.rows, q.cols, nibbles) : q.codes;
   const std::vector<std::size_t> codes_dims = codes_shape(nibbles, q.rows, q.cols);
   const std::vector<std::uint8_t> scales = scales_to_layout(q.scales, grid, layout);
   const std::vector<std::size_t> scales_dims = ScaleStorage::canonical_shape(layout, grid);
@@ -135,7 +136,7 @@ void setup_quantize(CLI::App& app) {
   app.add_option("--in", o->in, "input .npy (float32, or float64 holding binary32 values; 1-D or 2-D)")->required();
   app.add_option("--out", o->out, "output HDF5 file, .h5 or .hdf5 (codes, scales, dequantized, attributes)")
       ->check(not_empty_path());
-  app.add_option("--codes", o->codes, "output the E2M1 codes as .npy (uint8, stored as --nibbles says)");
+  app.add_option("--codes", o->codes, "output the element codes as .npy (uint8, stored as --nibbles says; 8-bit codes one a byte)");
   app.add_option("--scales", o->scales, "output the block-scale codes as .npy (uint8, stored as --layout says)");
   app.add_option("--dequantized", o->dequantized, "output the dequantized values as .npy (float32, the input's rows x cols)");
   names_of<ScaleLayout>(app.add_option("--layout", o->layout, "how the scales are stored (docs/layouts.md)"))

@@ -55,6 +55,26 @@ void run_verify_quantize(const VerifyQuantizeOptions& o) {
   r.theirs.scales = scales;
   r.theirs.codes_source = o.codes;
   r.theirs.scales_source = o.scales;
+  if (r.auto_profile) {
+    std::vector<std::vector<std::uint32_t>> bits;  // each profile's own check of the explicit bits
+    for (ProfileCandidate& p : r.profiles) {
+      if (!p.error.empty()) continue;
+      try {
+        bits.push_back(attach_random_bits(random_bits_file(o.rbits), input.shape, p.recipe.sr_bits, p.request));
+      } catch (const UsageError& e) {
+        p.error = e.what();
+      }
+    }
+    const ProfileRanking ranking =
+        rank_profiles(r.profiles, r.request.role, r.request.max_explained, x, input.rows(), input.cols(), r.theirs);
+    print(o.json ? to_json(ranking) : to_text(ranking));
+    if (!ranking.bit_exact()) {
+      throw Mismatch("verify quantize --profile auto: no stack profile reproduces every byte; the best, " +
+                     ranking.fits.front().name + ", leaves " + std::to_string(ranking.best.mismatched_elements) +
+                     " element and " + std::to_string(ranking.best.mismatched_scales) + " scale mismatch(es) (exit 4)");
+    }
+    return;
+  }
   const QuantizeVerifyReport report = verify_quantize(r.recipe, r.request, x, input.rows(), input.cols(), r.theirs);
   print(o.json ? to_json(report) : to_text(report));
   if (!report.bit_exact()) {
@@ -68,18 +88,20 @@ void setup_verify_quantize(CLI::App& app) {
   auto o = std::make_shared<VerifyQuantizeOptions>();
   VerifyQuantizeCall& c = o->call;
   add_recipe_options(app, c.quantize.recipe);
+  app.get_option("--recipe")->required(false);  // or --profile (the call's check says which is missing)
   app.get_option("--tensor-scale")
       ->description("a number: your FP32 tensor scale, compared with the golden one (see --tensor-scale-kind); "
                     "none, current or periodic:D: the tensor-scale policy override");
   add_arguments(app, front::quantize_arguments(), c.quantize);
   app.add_option("--rbits", o->rbits, "explicit stochastic-rounding integers (.npy uint8, shape of --in)");
   app.add_option("--in", o->in, "input tensor .npy (float32, 1-D or 2-D)")->required();
-  app.add_option("--codes", o->codes, "your packed E2M1 codes .npy (uint8 [rows, ceil(cols/2)]; see --nibbles)")
+  app.add_option("--codes", o->codes, "your packed E2M1 codes .npy (uint8 [rows, ceil(cols/2)]; see --nibbles; MXFP8: [rows, cols])")
       ->required();
   app.add_option("--scales", o->scales, "your block-scale bytes .npy (uint8; see --layout)")->required();
   add_arguments(app, front::verify_quantize_arguments(), c);
   app.add_flag("--json", o->json, "print one JSON object instead of text");
   add_example(app, "fp4sim verify quantize --recipe nvfp4 --in x.npy --codes my_codes.npy --scales my_scales.npy");
+  add_example(app, "fp4sim verify quantize --profile auto --in x.npy --codes my_codes.npy --scales my_scales.npy");
   app.callback([o] { run_verify_quantize(*o); });
 }
 
@@ -147,6 +169,7 @@ void setup_verify_gemm(CLI::App& app) {
 void setup_verify(CLI::App& app) {
   app.require_subcommand(1);
   add_example(app, "fp4sim verify quantize --recipe nvfp4 --in x.npy --codes my_codes.npy --scales my_scales.npy");
+  add_example(app, "fp4sim verify quantize --profile auto --in x.npy --codes my_codes.npy --scales my_scales.npy");
   setup_verify_quantize(*app.add_subcommand("quantize", "compare your quantized codes and scales with the golden model"));
   setup_verify_gemm(*app.add_subcommand("gemm", "compare your GEMM output with a golden datapath (or find the one that explains it)"));
 }

@@ -13,7 +13,7 @@ constexpr NameRow<ScaleLayout> kLayouts[] = {
 constexpr NameRow<NibbleOrder> kOrders[] = {
     {"low-first", NibbleOrder::low_first, "two codes per byte, element 2j in the low nibble (CUTLASS, PyTorch, TE)"},
     {"high-first", NibbleOrder::high_first, "two codes per byte, element 2j in the high nibble"},
-    {"unpacked", NibbleOrder::unpacked, "one code per byte, in the low four bits"}};
+    {"unpacked", NibbleOrder::unpacked, "one code per byte (the only order of 8-bit codes)"}};
 
 constexpr std::size_t kTileRows = 128, kTileCols = 4, kTileBytes = kTileRows * kTileCols;
 

@@ -44,6 +44,14 @@ GlobalScale global_scale(float amax_ref, float target, float element_max) {
   return g;
 }
 
+NibbleOrder stored_order(const Format& element, NibbleOrder asked) {
+  if (element.storage_bits() <= 4) return asked;
+  if (asked == NibbleOrder::high_first) {
+    throw UsageError("{nibbles} high-first: " + format_name(element) + " codes take a byte each ({nibbles} unpacked)");
+  }
+  return NibbleOrder::unpacked;
+}
+
 QuantizedTensor blank_quantized(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows,
                                 std::size_t cols) {
   QuantizedTensor q;
@@ -150,6 +158,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
   EncodeOptions element_options{spec.rounding, true, recipe.sr_bits, recipe.element_specials};
   const Float32Encoder to_element(recipe.element, element_options);
   const std::size_t code_cols = q.code_cols();
+  const bool packed = q.packed();
   const bool adaptive = two_level && recipe.block_choice != BlockScaleChoice::single;
   const FourOverSixError error_of{recipe, spec.target};
   if (trace) {
@@ -278,7 +287,8 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
           std::uint8_t* row_codes = q.codes.data() + r * code_cols;
           for (std::size_t j = 0; j < n; ++j) {
             const std::size_t c = c0 + j;
-            row_codes[c / 2] |= static_cast<std::uint8_t>((c & 1) ? block_codes[j] << 4 : block_codes[j]);
+            if (!packed) row_codes[c] = block_codes[j];
+            else row_codes[c / 2] |= static_cast<std::uint8_t>((c & 1) ? block_codes[j] << 4 : block_codes[j]);
           }
         }
       }
@@ -297,8 +307,8 @@ float decoded_scale(const QuantizedTensor& q, std::size_t r, std::size_t c) {
 
 std::vector<float> dequantize(const QuantizedTensor& q) {
   std::vector<float> out(q.rows * q.cols);
-  std::array<float, 16> element_values{};
-  for (std::uint32_t code = 0; code < q.element.code_count() && code < 16; ++code) {
+  std::array<float, 256> element_values{};
+  for (std::uint32_t code = 0; code < q.element.code_count() && code < 256; ++code) {
     element_values[code] = decode_to_float(q.element, code);
   }
   std::array<float, 256> scale_values{};

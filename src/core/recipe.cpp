@@ -159,6 +159,32 @@ const Recipe kPresets[] = {
             "torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx, ScaleCalculationMode.EVEN: amax rounded to "
             "E2M1 precision on its bits, then floor; a rounding to +Inf gives the NaN scale 0xFF",
             [](Recipe& r) { r.scale_rule = ScaleRule::pow2_even; }),
+    // MXFP8: mxfp4 with 8-bit elements (one code a byte); the GEMM datapaths model FP4 products only.
+    variant(kMxfp4, "mxfp8",
+            "OCP Microscaling Formats (MX) v1.0 MXFP8: E4M3 + E8M0 block 32, scale 2^(floor(log2 amax) - 8), RNE "
+            "saturating at 448; torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx(elem_dtype=float8_e4m3fn), "
+            "ScaleCalculationMode.FLOOR (clamp to +-448, then the cast)",
+            [](Recipe& r) { r.element = formats::e4m3; }),
+    variant(kMxfp4, "mxfp8-rceil",
+            "torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx(elem_dtype=float8_e4m3fn), "
+            "ScaleCalculationMode.RCEIL (_to_mx_rceil, cuBLAS's UE8M0 recipe): RN(amax * RN(1/448)) rounded up "
+            "into E8M0",
+            [](Recipe& r) {
+              r.element = formats::e4m3;
+              r.scale_rule = ScaleRule::pow2_rceil;
+            }),
+    variant(kMxfp4, "mxfp8-e5m2",
+            "OCP Microscaling Formats (MX) v1.0 MXFP8 E5M2: E5M2 + E8M0 block 32, scale 2^(floor(log2 amax) - 15), "
+            "RNE saturating at 57344; torchao 36027d8 mx_tensor.py to_mx(elem_dtype=float8_e5m2), "
+            "ScaleCalculationMode.FLOOR",
+            [](Recipe& r) { r.element = formats::e5m2; }),
+    variant(kMxfp4, "mxfp8-e5m2-rceil",
+            "torchao 36027d8 prototype/mx_formats/mx_tensor.py to_mx(elem_dtype=float8_e5m2), "
+            "ScaleCalculationMode.RCEIL: RN(amax * RN(1/57344)) rounded up into E8M0",
+            [](Recipe& r) {
+              r.element = formats::e5m2;
+              r.scale_rule = ScaleRule::pow2_rceil;
+            }),
 };
 
 constexpr NameRow<ScaleRule> kScaleRules[] = {
@@ -277,6 +303,7 @@ std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
   if (r.element_specials != SpecialConvention::hardware) keys.push_back("element_specials");
   if (r.rht_signs != kRhtSigns) keys.push_back("rht_signs");
+  if (r.element != formats::e2m1) keys.push_back("element_format");  // MXFP8 and other element formats
   return keys;
 }
 

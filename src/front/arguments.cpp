@@ -10,6 +10,7 @@
 #include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/verify/profiles.hpp"
 
 namespace fp4sim::front {
 
@@ -48,6 +49,13 @@ std::string recipe_names_help() {
 }
 std::vector<std::string> out_dtypes() { return {"f32", "bf16"}; }
 std::string tensor_scale_help() { return name_help<TensorScalePolicy>(); }
+std::string profile_help() {
+  std::string help = "\n  auto: every profile below, ranked by how much of your bytes it reproduces";
+  for (const StackProfile& p : stack_profiles()) {
+    help += "\n  " + p.name + ": " + (p.follows.empty() ? "the preset of that name" : p.follows);
+  }
+  return help;
+}
 std::string rht_signs_help() { return " (default TE's " + rht_signs_text(kRhtSigns) + "; CPU model only)"; }
 
 constexpr std::int64_t kIntMin = INT_MIN, kIntMax = INT_MAX;
@@ -200,6 +208,9 @@ const Argument<VerifyQuantizeCall> kVerifyQuantize[] = {
      .default_text = "low-first"},
     {.key = "max_explained", .type = ArgType::count, .help = "explain at most N mismatches",
      .set = FP4SIM_SETS(max_explained), .default_text = "10"},
+    {.key = "profile", .type = ArgType::text,
+     .help = "a stack profile instead of the recipe, or auto: rank every profile by fit (docs/recipes.md)",
+     .set = FP4SIM_SETS(profile), .metavar = "NAME", .names = &profile_names, .names_help = &profile_help},
 };
 
 const Argument<VerifyGemmCall> kVerifyGemm[] = {

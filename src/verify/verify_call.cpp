@@ -39,14 +39,44 @@ VerifyQuantizeCall::Resolved VerifyQuantizeCall::resolve() const {
     if (!q.recipe.tensor_scale.empty()) throw UsageError("{tensor_scale} P and {tensor_scale_policy} both set the policy");
     q.recipe.tensor_scale = tensor_scale_policy;
   }
-  const QuantizeCall::Resolved base = q.resolve();
   Resolved r;
+  if (profile.empty() && q.recipe.recipe.empty()) throw UsageError("{recipe} NAME or {profile} NAME|auto is required");
+  if (!profile.empty()) {
+    if (!(q.recipe == RecipeOverrides{})) {
+      throw UsageError("{profile} " + profile + " names the recipe: drop {recipe} and its overrides");
+    }
+    r.auto_profile = profile == "auto";
+    const StackProfile* named = r.auto_profile ? &stack_profiles().front() : find_profile(profile);
+    if (!named) throw UsageError("{profile}: unknown profile '" + profile + "' (fp4sim verify quantize --help lists them)");
+    q.recipe = named->recipe;
+  }
+  if (r.auto_profile) {
+    bool base_chosen = false;  // the base request: the first profile that can quantize this operand
+    for (const StackProfile& p : stack_profiles()) {
+      QuantizeCall call = q;
+      call.recipe = p.recipe;
+      ProfileCandidate candidate{p.name, {}, {}, {}};
+      try {
+        const QuantizeCall::Resolved made = call.resolve();
+        candidate.recipe = made.recipe;
+        candidate.recipe.name = p.name;  // reports name the profile, not only its preset
+        candidate.request = made.request;
+        if (!base_chosen) q.recipe = p.recipe;
+        base_chosen = true;
+      } catch (const UsageError& e) {
+        candidate.error = e.what();
+      }
+      r.profiles.push_back(std::move(candidate));
+    }
+  }
+  const QuantizeCall::Resolved base = q.resolve();
   r.recipe = base.recipe;
+  if (!profile.empty() && !r.auto_profile) r.recipe.name = profile;
   r.request.quantize = base.request;
   r.request.role = base.role;
   r.request.max_explained = max_explained;
   r.theirs.layout = parse_name_or_throw<ScaleLayout>(layout, "{layout}");
-  r.theirs.nibbles = parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}");
+  r.theirs.nibbles = stored_order(r.recipe.element, parse_name_or_throw<NibbleOrder>(nibbles, "{nibbles}"));
   r.theirs.tensor_scale_kind = parse_name_or_throw<TensorScaleKind>(tensor_scale_kind, "{tensor_scale_kind}");
   r.theirs.tensor_scale = tensor_scale;
   if (!value_text.empty()) {

@@ -72,9 +72,8 @@ std::span<const NameRow<TensorScaleKind>> names(TensorScaleKind) { return kKinds
 QuantizeVerifyReport verify_quantize(const Recipe& recipe, const VerifyQuantizeRequest& request,
                                      std::span<const float> input, std::size_t rows, std::size_t cols,
                                      const TheirQuantized& theirs) {
-  if (recipe.element.storage_bits() != 4) {
-    throw UsageError("verify quantize: packed codes need a 4-bit element format; " + format_name(recipe.element) +
-                     " has " + std::to_string(recipe.element.bits()) + " bits");
+  if (recipe.element.storage_bits() > 4 && theirs.nibbles != NibbleOrder::unpacked) {
+    throw UsageError("verify quantize: " + format_name(recipe.element) + " codes take a byte each: {nibbles} unpacked");
   }
   if (input.size() != rows * cols) {
     throw DataError("verify quantize: tensor holds " + std::to_string(input.size()) + " values, shape says " +

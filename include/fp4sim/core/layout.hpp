@@ -17,7 +17,7 @@
 //
 // Packed E2M1 codes: two per byte, [R, ceil(C/2)]. fp4sim (and CUTLASS array_subbyte, PyTorch
 // float4_e2m1fn_x2, TE) put element 2j in the low nibble (low-first); some kernels put it in the high
-// nibble (high-first); `unpacked` is one code per byte, [R, C], in the low four bits.
+// nibble (high-first); `unpacked` is one code per byte, [R, C] (the only order of 8-bit codes).
 #pragma once
 
 #include <cstddef>
@@ -89,10 +89,11 @@ std::vector<std::size_t> codes_shape(NibbleOrder order, std::size_t rows, std::s
 void check_codes_shape(NibbleOrder order, std::size_t rows, std::size_t cols, const std::vector<std::size_t>& shape,
                        std::string_view what = "codes");
 
-// The 4-bit code of element (r, c) in a stored array.
+// The code of element (r, c) in a stored array: a nibble, or under `unpacked` the whole byte (a 4-bit code
+// with a high bit set is no code of its format; 8-bit codes are stored only this way).
 inline std::uint8_t stored_code(std::span<const std::uint8_t> stored, NibbleOrder order, std::size_t cols,
                                 std::size_t r, std::size_t c) {
-  if (order == NibbleOrder::unpacked) return stored[r * cols + c] & 0xF;
+  if (order == NibbleOrder::unpacked) return stored[r * cols + c];
   const std::uint8_t byte = stored[r * ((cols + 1) / 2) + c / 2];
   const bool high = ((c & 1) != 0) == (order == NibbleOrder::low_first);
   return high ? byte >> 4 : byte & 0xF;

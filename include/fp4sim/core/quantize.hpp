@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fp4sim/core/host_device.hpp"
+#include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/random.hpp"
 #include "fp4sim/core/recipe.hpp"
 
@@ -30,11 +31,12 @@ struct QuantizeCounts {
   void merge(const QuantizeCounts& other);
 };
 
-// Packed payload codes (element 2j in the low nibble), block scale codes, the tensor scale, and the
-// recipe settings that made them: the same bytes on the CPU and from emu/ kernels.
+// Payload codes, block scale codes, the tensor scale, and the recipe settings that made them: the same
+// bytes on the CPU and from emu/ kernels. Elements of at most 4 bits are packed two to a byte (element 2j
+// in the low nibble); wider ones (MXFP8's E4M3 and E5M2) take a byte each.
 struct QuantizedTensor {
   std::size_t rows = 0, cols = 0;
-  std::vector<std::uint8_t> codes;   // [rows, ceil(cols/2)]
+  std::vector<std::uint8_t> codes;   // [rows, code_cols()]
   std::vector<std::uint8_t> scales;  // [scale_rows, scale_cols]
   std::size_t scale_rows = 0, scale_cols = 0;
   int block_rows = 1, block_cols = 16;
@@ -55,8 +57,10 @@ struct QuantizedTensor {
   std::uint64_t seed = 0;
   QuantizeCounts counts;
 
-  std::size_t code_cols() const { return (cols + 1) / 2; }
+  bool packed() const { return element.storage_bits() <= 4; }
+  std::size_t code_cols() const { return packed() ? (cols + 1) / 2 : cols; }
   std::uint8_t code(std::size_t r, std::size_t c) const {
+    if (!packed()) return codes[r * cols + c];
     const std::uint8_t byte = codes[r * code_cols() + c / 2];
     return (c & 1) ? byte >> 4 : byte & 0xF;
   }
@@ -64,6 +68,11 @@ struct QuantizedTensor {
     return scales[(r / block_rows) * scale_cols + c / block_cols];
   }
 };
+
+// The order a tensor's codes are stored in when `asked` is requested: as asked for elements of at most 4
+// bits; for wider ones (a byte each) unpacked, which the default low-first also means there; UsageError
+// for high-first, which would say that bytes hold two codes.
+NibbleOrder stored_order(const Format& element, NibbleOrder asked);
 
 // Where stochastic-rounding integers come from: an explicit array shaped like the operand, or
 // Philox(seed, stream, linear element index) with the recipe's sr_bits (docs/random-bits.md).

@@ -168,8 +168,8 @@ inline bool has_tensor_scale(const Recipe& recipe) {
 }
 
 // The settings of a recipe that only the CPU golden model implements, as the keys of their overrides
-// ("block_choice", ...): a non-default element scaling, block choice, 4over6 error domain, amax scope, NaN
-// amax rule, element specials or RHT sign vector. The
+// ("block_choice", ...): an element format other than E2M1 (MXFP8), a non-default element scaling, block
+// choice, 4over6 error domain, amax scope, NaN amax rule, element specials or RHT sign vector. The
 // emu/ kernels refuse a recipe with any of them; empty when they can run it.
 std::vector<std::string_view> cpu_only_settings(const Recipe& recipe);
 

@@ -10,6 +10,7 @@
 
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/quantize_call.hpp"
+#include "fp4sim/verify/profiles.hpp"
 #include "fp4sim/verify/verify.hpp"
 
 namespace fp4sim {
@@ -27,11 +28,16 @@ struct VerifyQuantizeCall {
   std::string tensor_scale_policy;
   std::string tensor_scale_kind = "any";  // which golden value theirs is: any, encode, decode, amax
   std::size_t max_explained = 10;
+  // A stack profile (profiles.hpp) instead of {recipe} and its overrides, or "auto": every profile ranked
+  // by fit ("" = none: {recipe} is required).
+  std::string profile;
 
   struct Resolved {
-    Recipe recipe;
+    Recipe recipe;  // auto: the first profile's, for the role and the stochastic-rounding bits' check
     VerifyQuantizeRequest request;
     TheirQuantized theirs;  // layout, nibbles and tensor scale; the arrays are the caller's to fill
+    bool auto_profile = false;
+    std::vector<ProfileCandidate> profiles;  // auto: every stack profile made for the call
   };
   Resolved resolve() const;  // UsageError
 };

@@ -1,0 +1,86 @@
+// The stack profiles: every preset, then each stack quantizer that is a preset plus overrides (the rows of
+// docs/recipes.md "Stack profiles" that name overrides). tools/te_oracle.py and tools/torchao_oracle.py
+// check these settings against the stacks' own code.
+#include "fp4sim/verify/profiles.hpp"
+
+#include <vector>
+
+namespace fp4sim {
+
+namespace {
+
+constexpr const char* kTeReference =
+    "TransformerEngine d0067d0 transformer_engine/pytorch/custom_recipes/reference_nvfp4.py";
+constexpr const char* kTorchao = "torchao 36027d8 torchao/prototype/mx_formats/mx_tensor.py to_mx";
+
+StackProfile variant(std::string name, std::string preset, std::string follows, auto change) {
+  StackProfile p{std::move(name), RecipeOverrides{}, std::move(follows)};
+  p.recipe.recipe = std::move(preset);
+  change(p.recipe);
+  return p;
+}
+
+std::vector<StackProfile> make_profiles() {
+  std::vector<StackProfile> out;
+  for (const Recipe& preset : recipe_presets()) {
+    StackProfile p{preset.name, RecipeOverrides{}, ""};
+    p.recipe.recipe = preset.name;
+    out.push_back(std::move(p));
+  }
+  const std::string te = kTeReference;
+  const std::string ao = kTorchao;
+  auto four_over_six_448 = [](RecipeOverrides& o) { o.target = 448.0f; };
+  auto fast_math = [](RecipeOverrides& o) { o.four_over_six_error = "fast-math"; };
+  auto row_scaled = [](RecipeOverrides& o) {
+    o.amax_scope = "row";
+    o.two_d = false;  // TE scales rows of 1-D blocks only
+  };
+  out.push_back(variant("nvfp4-row", "nvfp4-norht", te + " row_scaled_nvfp4: one amax per row", row_scaled));
+  out.push_back(variant("nvfp4-te-reference", "nvfp4-norht",
+                        te + " NVFP4QuantizerRef: -0 and NaN give code 0, torch.amax propagates NaN",
+                        [](RecipeOverrides& o) {
+                          o.element_specials = "te-python";
+                          o.nan_amax = "propagate";
+                        }));
+  out.push_back(variant("nvfp4-4over6-448", "nvfp4-4over6", te + " nvfp4_e4m3_max=448", four_over_six_448));
+  out.push_back(variant("nvfp4-4over6-mse-448", "nvfp4-4over6-mse", te + " nvfp4_e4m3_max=448", four_over_six_448));
+  out.push_back(variant("nvfp4-4over6-fast-448", "nvfp4-4over6-fast", te + " nvfp4_e4m3_max=448", four_over_six_448));
+  out.push_back(variant("nvfp4-4over6-mse-fast", "nvfp4-4over6-mse", te + " nvfp4_4over6_err_use_fast_math=True",
+                        fast_math));
+  out.push_back(variant("nvfp4-4over6-mse-fast-448", "nvfp4-4over6-mse",
+                        te + " nvfp4_4over6_err_use_fast_math=True, nvfp4_e4m3_max=448", [&](RecipeOverrides& o) {
+                          fast_math(o);
+                          four_over_six_448(o);
+                        }));
+  out.push_back(variant("nvfp4-4over6-row", "nvfp4-4over6", te + " row_scaled_nvfp4 with nvfp4_4over6='all'",
+                        row_scaled));
+  for (const char* element : {"mxfp8", "mxfp8-e5m2"}) {
+    out.push_back(variant(std::string(element) + "-ceil", element, ao + ", ScaleCalculationMode.CEIL",
+                          [](RecipeOverrides& o) { o.scale_rule = "ceil-exponent"; }));
+    out.push_back(variant(std::string(element) + "-even", element, ao + ", ScaleCalculationMode.EVEN",
+                          [](RecipeOverrides& o) { o.scale_rule = "even"; }));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const StackProfile> stack_profiles() {
+  static const std::vector<StackProfile> profiles = make_profiles();
+  return profiles;
+}
+
+const StackProfile* find_profile(std::string_view name) {
+  for (const StackProfile& p : stack_profiles()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> profile_names() {
+  std::vector<std::string> names{"auto"};
+  for (const StackProfile& p : stack_profiles()) names.push_back(p.name);
+  return names;
+}
+
+}  // namespace fp4sim
