@@ -523,6 +523,8 @@ float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o, std::span<float> c) {
   if (a.cols != b.cols || c.size() < a.rows * b.rows) return Status::invalid_argument;
   if (a.element != formats::e2m1 || b.element != formats::e2m1) return Status::unsupported_format;
+  // Row-scaled operands need a per-row alpha, which no kernel (and no golden datapath) has yet.
+  if (!a.row_amax.empty() || !b.row_amax.empty()) return Status::unsupported_options;
   const GemmKernel& kernel = gemm_kernel(o.path);
   if (!kernel.takes_k(a.cols)) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;

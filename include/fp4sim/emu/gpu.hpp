@@ -45,10 +45,11 @@ Status convert(const Format& format, const EncodeOptions& options, std::span<con
 
 // ---- Block quantization (emu/quantize.cu) ----
 //
-// The same QuantizedTensor bytes as fp4sim::quantize (codes, scales, tensor_amax, G, Gd and the recipe
+// The same QuantizedTensor bytes as fp4sim::quantize (codes, scales, tensor_amax, G, Gd, row_amax and the recipe
 // settings); the GPU fills counts.elements and counts.blocks only. Supports E2M1 elements with block 16
 // or 32, 1-D and 2-D blocks, two-level scales in any unsigned small format with a mantissa and no Inf
-// (ue5m3, ue4m3, ...), OCP's floor rule with E8M0, element rounding rne / sr-fast / sr-fast-f32 /
+// (ue5m3, ue4m3, ...), with TE's 4over6 block choice (RNE elements only) and row-scaled amax (1-D blocks;
+// row_amax filled) too, every power-of-two scale rule with E8M0, element rounding rne / sr-fast / sr-fast-f32 /
 // sr-fastest (Philox bits as random_bits(), or request.random.explicit_bits), and the 16-point RHT on
 // 1-D blocks. Anything else: unsupported_format / unsupported_options. x is host memory.
 Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
@@ -75,7 +76,7 @@ struct GemmOptions {
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b);
 
 // c.size() >= a.rows * b.rows; a.cols == b.cols, a multiple of the kernel's k_multiple; both E2M1 with the
-// same block shape along K.
+// same block shape along K; neither row-scaled (unsupported_options: that needs a per-row alpha).
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);
 
 }  // namespace fp4sim::gpu
