@@ -261,9 +261,11 @@ struct Shape {
 
 void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, const Options& o, std::mt19937_64& rng,
                  std::vector<PathCheck>& checks, const PhaseProgress& phase, const std::vector<Shape>& fixed = {}) {
-  // A row-scaled operand needs a per-row alpha, which the golden GEMM does not model yet (gemm refuses it).
-  if (recipe.amax_scope == AmaxScope::row) return;
+  // A row-scaled recipe: A (activations, 1-D) row-scaled, with one alpha per row; B (the weight, 2-D) keeps
+  // its tensor amax, as TE's row-scaled activations leave the weights.
   const GemmOperands ops = operands_for(recipe, Gemm::fprop);
+  Recipe b_recipe = recipe;
+  b_recipe.amax_scope = AmaxScope::tensor;
   if (!fixed.empty()) {
     count = static_cast<int>(fixed.size());
     large = count;
@@ -296,7 +298,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
     ra.random.stream = 1;
     rb.random.stream = 2;
     const QuantizedTensor qa = quantize(recipe, ra, xa, m, k);
-    const QuantizedTensor qb = quantize(recipe, rb, xb, n, k);
+    const QuantizedTensor qb = quantize(b_recipe, rb, xb, n, k);
     const bool snap = rng() % 4 != 0;  // probe-matched: the recipe's snap mostly, --no-snap too
     for (PathCheck& pc : checks) {
       const gpu::GemmKernel& kernel = *pc.kernel;
@@ -307,6 +309,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
       const AlphaRule rule = alpha_rule_for(*kernel.golden, recipe);
       go.alpha = gemm_alpha(rule, qa.tensor_amax, qa.target, qb.tensor_amax, qb.target, 6.0f);
       if (!qa.tensor_scaled || !qb.tensor_scaled) go.alpha = 1.0f;
+      if (!qa.row_amax.empty()) go.row_alpha = gemm_row_alpha(rule, qa, qb, 6.0f);
       std::vector<float> cg;
       auto t0 = Clock::now();
       const auto case_start = t0;
@@ -322,6 +325,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
       gpu::GemmOptions gopt;
       gopt.path = kernel.path;
       gopt.alpha = go.alpha;
+      gopt.row_alpha = go.row_alpha;
       gopt.snap = snap;
       std::vector<float> cd(m * n);
       t0 = Clock::now();

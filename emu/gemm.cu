@@ -188,7 +188,9 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint
         } else {
           v = acc[i][j][r];
         }
-        if (row < M && col < N) epilogue_finish(epilogue, C, N, row, col, __fmul_rn(v, alpha));
+        if (row < M && col < N) {
+          epilogue_finish(epilogue, C, N, row, col, __fmul_rn(v, epilogue_row_alpha(epilogue, alpha, row)));
+        }
       }
     }
   }
@@ -394,7 +396,7 @@ __global__ void gemm_exact_kernel(ExactArgs a) {
     limb[idx] += v & 0xFFFFFFFFll;
     limb[idx + 1] += v >> 32;
   }
-  const float alpha = epilogue_alpha(a.epilogue);
+  const float alpha = epilogue_row_alpha(a.epilogue, epilogue_alpha(a.epilogue), static_cast<int>(i));
   const float c = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu)
                   : alpha == 0.0f     ? 0.0f
                                       : limbs_to_float_rne(limb, alpha);
@@ -523,19 +525,22 @@ float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o, std::span<float> c) {
   if (a.cols != b.cols || c.size() < a.rows * b.rows) return Status::invalid_argument;
   if (a.element != formats::e2m1 || b.element != formats::e2m1) return Status::unsupported_format;
-  // Row-scaled operands need a per-row alpha, which no kernel (and no golden datapath) has yet.
-  if (!a.row_amax.empty() || !b.row_amax.empty()) return Status::unsupported_options;
+  // A row-scaled A takes one alpha per row (o.row_alpha); a row-scaled B would need one per column.
+  if (!b.row_amax.empty()) return Status::unsupported_options;
+  if ((!a.row_amax.empty() || !o.row_alpha.empty()) && o.row_alpha.size() != a.rows) return Status::invalid_argument;
   const GemmKernel& kernel = gemm_kernel(o.path);
   if (!kernel.takes_k(a.cols)) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;
-  DeviceBuffer ac, as, bc, bs, dc;
+  DeviceBuffer ac, as, bc, bs, dc, drow;
   if (!upload<std::uint8_t>(ac, a.codes) || !upload<std::uint8_t>(as, a.scales) || !upload<std::uint8_t>(bc, b.codes) ||
-      !upload<std::uint8_t>(bs, b.scales) || !dc.allocate(a.rows * b.rows * sizeof(float)))
+      !upload<std::uint8_t>(bs, b.scales) || !dc.allocate(a.rows * b.rows * sizeof(float)) ||
+      (!o.row_alpha.empty() && !upload<float>(drow, o.row_alpha)))
     return cuda_failed();
+  const Epilogue epilogue{.alpha = o.alpha, .row_alpha = o.row_alpha.empty() ? nullptr : drow.as<float>()};
   Status st;
   if (o.path == GemmPath::exact) {
     st = launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
-                           bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
+                           bs.as<std::uint8_t>(), dc.as<float>(), epilogue, nullptr);
   } else {
     const std::size_t kp = kernel.workspace_cols(a.cols);
     DeviceBuffer ea, eb;
@@ -545,7 +550,7 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
       st = launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp, nullptr);
     if (st == Status::success)
       st = launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows, kp,
-                            kernel.group_k, o.snap, {o.alpha}, nullptr);
+                            kernel.group_k, o.snap, epilogue, nullptr);
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)

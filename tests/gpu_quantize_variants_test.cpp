@@ -1,7 +1,8 @@
 // TE 2.17's quantizer variants on the GPU (emu/quantize.cu) judged by the golden model bit for bit: 4over6
 // (BlockScaleChoice::four_over_six_mae/_mse, input and fast-math error, E4M3 bound 256 and 448, 1-D blocks
 // and 16 x 16 tiles) and row-scaled NVFP4 (AmaxScope::row), through the host API and through the device
-// API with the tensor scalars in device memory (fp4sim.torch's path). Without a usable CUDA device every
+// API with the tensor scalars in device memory (fp4sim.torch's path), and a row-scaled A's per-row alpha in
+// every GEMM kernel's epilogue. Without a usable CUDA device every
 // test here GTEST_SKIPs; `fp4sim crosscheck` is the large-scale version.
 #include <gtest/gtest.h>
 
@@ -13,15 +14,18 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/gemm.hpp"
 #include "fp4sim/core/quantize.hpp"
 #include "fp4sim/core/quantize_trace.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/emu/device.hpp"
 #include "fp4sim/emu/device_buffer.hpp"
+#include "fp4sim/emu/gemm_kernels.hpp"
 #include "fp4sim/emu/gpu.hpp"
 
 namespace fp4sim {
@@ -235,6 +239,64 @@ TEST(Device, DeviceScalarsPathTakesFourOverSixAndRowScale) {
                 gpu::Status::invalid_argument);
     }
   }
+}
+
+// A row-scaled A through every GEMM kernel of the table: each output row's alpha (gemm_row_alpha) in the
+// kernel's epilogue against the golden GEMM with GemmOptions::row_alpha, B (the 2-D weight) with its tensor
+// amax, f32 outputs bit for bit.
+TEST(Device, EveryGemmKernelTakesARowAlpha) {
+  if (!gpu::device_available()) GTEST_SKIP() << "no CUDA device that can run sm_90 kernels";
+  Recipe row = *find_recipe("nvfp4-4over6");
+  row.amax_scope = AmaxScope::row;
+  Recipe tensor = row;
+  tensor.amax_scope = AmaxScope::tensor;
+  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{40, 72, 128}, {130, 33, 256}}) {
+    QuantizeRequest ra, rb;
+    ra.spec = operands_for(row, Gemm::fprop).a;
+    rb.spec = operands_for(row, Gemm::fprop).b;
+    const QuantizedTensor qa = quantize(row, ra, adversarial(m, k, 51, true), m, k);
+    const QuantizedTensor qb = quantize(tensor, rb, adversarial(n, k, 52, false), n, k);
+    for (const gpu::GemmKernel& kernel : gpu::gemm_kernels()) {
+      if (!kernel.takes_k(k)) continue;
+      GemmOptions golden;
+      golden.datapath = kernel.golden;
+      const AlphaRule rule = alpha_rule_for(*kernel.golden, row);
+      golden.alpha = gemm_alpha(rule, qa.tensor_amax, qa.target, qb.tensor_amax, qb.target, 6.0f);
+      golden.row_alpha = gemm_row_alpha(rule, qa, qb, 6.0f);
+      const std::vector<float> want = gemm(qa, qb, golden);
+      gpu::GemmOptions options;
+      options.path = kernel.path;
+      options.alpha = golden.alpha;
+      options.row_alpha = golden.row_alpha;
+      options.snap = golden.snap;
+      std::vector<float> got(m * n);
+      ASSERT_EQ(gpu::gemm(qa, qb, options, got), gpu::Status::success) << kernel.name;
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        bad += !(std::isnan(want[i]) && std::isnan(got[i])) && bits(want[i]) != bits(got[i]);
+      }
+      EXPECT_EQ(bad, 0u) << kernel.name << " " << m << "x" << n << "x" << k;
+    }
+  }
+}
+
+// The GEMM host API's refusals, before any device is looked for: a row-scaled A without one alpha per row,
+// and a row-scaled B (which would need one per column).
+TEST(Api, GemmRefusesRowScalingItCannotApply) {
+  Recipe row = *find_recipe("nvfp4");
+  row.amax_scope = AmaxScope::row;
+  QuantizeRequest req;
+  req.spec = operands_for(row, Gemm::fprop).a;
+  const QuantizedTensor q = quantize(row, req, adversarial(16, 64, 5, false), 16, 64);
+  std::vector<float> c(16 * 16);
+  gpu::GemmOptions options;
+  EXPECT_EQ(gpu::gemm(q, q, options, c), gpu::Status::unsupported_options);  // B row-scaled
+  Recipe tensor = row;
+  tensor.amax_scope = AmaxScope::tensor;
+  const QuantizedTensor b = quantize(tensor, req, adversarial(16, 64, 6, false), 16, 64);
+  EXPECT_EQ(gpu::gemm(q, b, options, c), gpu::Status::invalid_argument);  // no row alphas
+  options.row_alpha.assign(15, 1.0f);
+  EXPECT_EQ(gpu::gemm(q, b, options, c), gpu::Status::invalid_argument);  // one short
 }
 
 }  // namespace

@@ -128,7 +128,8 @@ Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_
 
 // What a GEMM kernel does with each accumulated output (emu/epilogue.cuh): RN(C·alpha) with alpha = `alpha`,
 // or *alpha_device when set (fp4sim.torch keeps alpha in device memory, written by launch_gemm_alpha, so that
-// nothing waits for the host); then, with a bias [N], RN(· + bias[col]) in binary32, as torch adds a Linear's
+// nothing waits for the host), or, when row_alpha is set (a row-scaled A: gemm_row_alpha), row_alpha[row] for
+// output row `row` (every kernel of gemm_kernels.hpp takes it); then, with a bias [N], RN(· + bias[col]) in binary32, as torch adds a Linear's
 // bias to a float32 output; stored as binary32, or rounded to nearest even BF16 when bf16_out (C then holds
 // [M, N] uint16 bit patterns).
 struct Epilogue {
@@ -136,6 +137,7 @@ struct Epilogue {
   const float* alpha_device = nullptr;
   const float* bias = nullptr;
   bool bf16_out = false;
+  const float* row_alpha = nullptr;  // device float [M]
 };
 
 // Encoded-domain operand: out[r, k] = BF16(element value * block scale value) (exact for the presets),

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/format.hpp"
@@ -67,6 +68,7 @@ Status dequantize(const QuantizedTensor& q, std::span<float> out);
 struct GemmOptions {
   GemmPath path = GemmPath::bf16_tc;
   float alpha = 1.0f;  // the recipe's alpha, formed by the caller (gemm_alpha below)
+  std::vector<float> row_alpha;  // a row-scaled A: one alpha per row of A instead (fp4sim::gemm_row_alpha)
   bool snap = true;    // probe-matched only
 };
 
@@ -76,7 +78,8 @@ struct GemmOptions {
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b);
 
 // c.size() >= a.rows * b.rows; a.cols == b.cols, a multiple of the kernel's k_multiple; both E2M1 with the
-// same block shape along K; neither row-scaled (unsupported_options: that needs a per-row alpha).
+// same block shape along K. A row-scaled A needs row_alpha (one per row, else invalid_argument); a row-scaled
+// B is unsupported_options (it would need a per-column alpha).
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);
 
 }  // namespace fp4sim::gpu
