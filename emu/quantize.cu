@@ -1,4 +1,5 @@
-// Block quantization and dequantization on the GPU (fp4sim::gpu::quantize / dequantize).
+// Block quantization on the GPU (fp4sim::gpu::quantize; the amax passes: emu/amax.cu; dequantization:
+// emu/dequantize.cu; what they share: emu/quantize_common.cuh).
 //
 // Written for the GPU, independently of src/core/quantize.cpp (which judges it through `fp4sim crosscheck`):
 //  * one thread owns one 1 x B row segment of a block (B = 16 or 32): it loads its B floats with 16-byte
@@ -21,7 +22,7 @@
 //    block serves 16 consecutive elements (a byte each); at k = 8 (every preset) a thread whose first element
 //    starts a block draws its BC / 16 blocks right after the loads are issued, so the Philox rounds overlap
 //    the memory latency; other threads (ragged rows) and other k draw per element.
-// The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
+// The current tensor amax (and under AmaxScope::row each row's) is a separate pass (emu/amax.cu).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -37,6 +38,7 @@
 #include "fp4sim/emu/element_convert.hpp"
 #include "fp4sim/emu/gpu.hpp"
 #include "kernels.hpp"
+#include "quantize_common.cuh"
 
 namespace fp4sim::gpu {
 namespace {
@@ -123,28 +125,6 @@ __device__ __forceinline__ float decode_scale(const QuantArgs& a, std::uint32_t 
   return static_cast<float>(mant | (1u << m)) * pow2f(static_cast<int>(field) - a.scale_bias - m);
 }
 
-// The scalars a block's scale is formed with: the tensor's (host arguments, or device memory), or under
-// AmaxScope::row its row's, global_scale() of the row amax (src/core/quantize.cpp) in the same binary32
-// order as tensor_scalars: G = min(RN(RN(6T) / amax), FLT_MAX), left 1 when amax is 0 or G is 0 or NaN
-// (amax +Inf); Gd = RN(1 / G); the block multiplier RN(G * RN(1/6)).
-struct BlockScalars {
-  float amax, encode, decode, block_multiplier;
-};
-
-__device__ __forceinline__ BlockScalars global_scalars(float amax, float six_target) {
-  BlockScalars s{amax, 1.0f, 1.0f, 0.0f};
-  if (amax != 0.0f) {
-    float g = __fdiv_rn(six_target, amax);
-    g = g > FLT_MAX ? FLT_MAX : g;
-    if (g != 0.0f && !isnan(g)) {
-      s.encode = g;
-      s.decode = __fdiv_rn(1.0f, g);
-    }
-  }
-  s.block_multiplier = __fmul_rn(s.encode, __fdiv_rn(1.0f, 6.0f));
-  return s;
-}
-
 __device__ __forceinline__ BlockScalars block_scalars(const QuantArgs& a, std::uint64_t r) {
   if (a.row_amax != nullptr) return global_scalars(a.row_amax[r], a.six_target);
   if (a.device_scalars != nullptr) {
@@ -204,38 +184,6 @@ __device__ __forceinline__ float four_over_six_row_error(const QuantArgs& a, con
   return err;
 }
 
-// The 16-point RHT of 16 values in place: out_j = BF16_RNE(sum_i (x_i * s_i H[i][j] / 4)), FP32 sums
-// in ascending i from +0.
-__device__ __forceinline__ void rht16(float* v) {
-  constexpr int kSigns[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
-  float quarter[16];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) quarter[i] = __fmul_rn(v[i], 0.25f);  // RN(x * 0.25); sign applied below
-  float out[16];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const bool negative = (kSigns[i] < 0) != ((__popc(i & j) & 1) != 0);
-      sum = __fadd_rn(sum, negative ? -quarter[i] : quarter[i]);
-    }
-    out[j] = sum;
-  }
-  // BF16 RNE two at a time (cvt.rn.bf16x2.f32): the golden bits except a NaN's payload (canonical
-  // here), which no consumer of v can see: E2M1 codes a NaN as 0x7 whatever its payload, and
-  // the amax (fmaxf) and the non-finite test do not look at payloads.
-#pragma unroll
-  for (int j = 0; j < 16; j += 2) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(out[j], out[j + 1]);
-    const std::uint32_t packed = *reinterpret_cast<const std::uint32_t*>(&h);
-    out[j] = __uint_as_float(packed << 16);
-    out[j + 1] = __uint_as_float(packed & 0xFFFF0000u);
-  }
-#pragma unroll
-  for (int j = 0; j < 16; ++j) v[j] = out[j];
-}
-
 // E2M1 stochastic rounding of y with the k-bit integer r.
 template <ElementRound R>
 __device__ __forceinline__ std::uint32_t e2m1_stochastic(float y, std::uint32_t r, int k) {
@@ -289,60 +237,6 @@ __device__ __forceinline__ void draw_byte_lanes(const QuantArgs& a, std::uint64_
     const Philox4x32::Counter w = Philox4x32::block(a.seed, a.stream, base / 16 + q);
 #pragma unroll
     for (int j = 0; j < 4; ++j) words[4 * q + j] = w[j];
-  }
-}
-
-// Elements c0 .. c0 + N - 1 of one row (zeros past `cols`): as N/4 streaming float4 loads when `vector`
-// (the row holds whole groups of N, so they are aligned), element by element otherwise.
-template <int N>
-__device__ __forceinline__ void load_block(const float* row, std::uint64_t c0, std::uint64_t cols, bool vector,
-                                           float (&v)[N]) {
-  if (vector) {
-    const float4* p = reinterpret_cast<const float4*>(row + c0);
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const float4 q = __ldcs(p + i);
-      v[4 * i] = q.x;
-      v[4 * i + 1] = q.y;
-      v[4 * i + 2] = q.z;
-      v[4 * i + 3] = q.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = c0 + i < cols ? row[c0 + i] : 0.0f;
-  }
-}
-
-// The same from a row of bfloat16 bit patterns (N/8 streaming 16-byte loads when `vector`), widened exactly.
-template <int N>
-__device__ __forceinline__ void load_block(const std::uint16_t* row, std::uint64_t c0, std::uint64_t cols,
-                                           bool vector, float (&v)[N]) {
-  if (vector) {
-    const uint4* p = reinterpret_cast<const uint4*>(row + c0);
-#pragma unroll
-    for (int i = 0; i < N / 8; ++i) {
-      const uint4 q = __ldcs(p + i);
-      const std::uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
-        v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = c0 + i < cols ? __uint_as_float(static_cast<std::uint32_t>(row[c0 + i]) << 16) : 0.0f;
-  }
-}
-
-// Row r's elements c0 .. c0 + N - 1 of whichever tensor x holds.
-template <int N>
-__device__ __forceinline__ void load_block(QuantizeInput x, std::uint64_t r, std::uint64_t c0, std::uint64_t cols,
-                                           bool vector, float (&v)[N]) {
-  if (x.bf16 != nullptr) {
-    load_block<N>(x.bf16 + r * cols, c0, cols, vector, v);
-  } else {
-    load_block<N>(x.f32 + r * cols, c0, cols, vector, v);
   }
 }
 
@@ -515,127 +409,6 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   }
 }
 
-// Current amax: plain grid-stride over all elements, or per 16-group after the RHT.
-__device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ float widen(std::uint16_t bf16) { return __uint_as_float(static_cast<std::uint32_t>(bf16) << 16); }
-
-// T: float, or std::uint16_t (bfloat16 bit patterns); 16-byte loads of 16 / sizeof(T) elements.
-template <class T>
-__global__ void amax_kernel(const T* __restrict__ x, std::uint64_t n, unsigned int* out) {
-  constexpr int kPer = 16 / sizeof(T);
-  float m = 0.0f;
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  const std::uint64_t vectors = n / kPer;
-  const uint4* x4 = reinterpret_cast<const uint4*>(x);
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
-    const uint4 q = __ldcs(x4 + i);
-    T e[kPer];
-    memcpy(e, &q, 16);
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) m = fmaxf(m, fabsf(widen(e[j])));
-  }
-  for (std::uint64_t i = vectors * kPer + static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    m = fmaxf(m, fabsf(widen(x[i])));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
-}
-
-__global__ void amax_rht_kernel(QuantizeInput x, std::uint64_t rows, std::uint64_t cols, unsigned int* out) {
-  const std::uint64_t groups = (cols + 15) / 16;
-  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  float m = 0.0f;
-  if (t < rows * groups) {
-    const std::uint64_t r = t / groups, c0 = (t % groups) * 16;
-    float v[16];
-    load_block<16>(x, r, c0, cols, cols % 16 == 0, v);
-    rht16(v);
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      if (c0 + i < cols) m = fmaxf(m, fabsf(v[i]));
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
-}
-
-// Each row's amax (AmaxScope::row), NaN-ignoring, after the RHT when asked, into out[rows]: one warp per row,
-// its lanes striding over the row's 16-element groups (loaded and transformed as amax_rht_kernel does), then
-// a shuffle butterfly (max is exact, so the order cannot change the value).
-__global__ void row_amax_kernel(QuantizeInput x, std::uint64_t rows, std::uint64_t cols, bool rht, float* out) {
-  const std::uint64_t r = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (r >= rows) return;  // whole warps
-  const std::uint64_t groups = (cols + 15) / 16;
-  float m = 0.0f;
-  for (std::uint64_t g = threadIdx.x & 31; g < groups; g += 32) {
-    float v[16];
-    load_block<16>(x, r, g * 16, cols, cols % 16 == 0, v);
-    if (rht) rht16(v);
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      if (g * 16 + i < cols) m = fmaxf(m, fabsf(v[i]));
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-  if ((threadIdx.x & 31) == 0) out[r] = m;
-}
-
-struct DequantArgs {
-  PackedOperand in;
-  float* out;
-  std::int32_t order;  // 0 portable, 1 kernel, 2 te_kernel, 3 single-level q*s
-  float gd, amax, te_factor;
-  const float* device_scalars;  // non-null: gd and amax are read from here (DeviceScalar order)
-  const float* row_amax;        // non-null (AmaxScope::row): row r's amax and its Gd (global_scalars) instead
-  float six_target;             // RN(6 * T)
-};
-
-__device__ __forceinline__ float dequant_one(const DequantArgs& a, float gd, float amax, std::uint32_t code,
-                                             std::uint32_t scode) {
-  const float e = a.in.element[code];
-  const float s = a.in.scale[scode];
-  switch (a.order) {
-    case 0: return __fmul_rn(e, __fmul_rn(s, gd));
-    case 1: return __fmul_rn(__fmul_rn(e, s), gd);
-    case 2: return __fmul_rn(e, __fmul_rn(__fmul_rn(s, amax), a.te_factor));
-    default: return __fmul_rn(e, s);
-  }
-}
-
-// One thread per 8 elements (one 32-bit code word) when cols % 8 == 0; per element otherwise.
-__global__ void dequantize_kernel(DequantArgs a, std::uint64_t units) {
-  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= units) return;
-  const PackedOperand& q = a.in;
-  float gd = a.device_scalars ? a.device_scalars[kDecode] : a.gd;
-  float amax = a.device_scalars ? a.device_scalars[kTensorAmax] : a.amax;
-  auto use_row = [&](std::uint64_t r) {
-    if (a.row_amax == nullptr) return;
-    amax = a.row_amax[r];
-    gd = global_scalars(amax, a.six_target).decode;
-  };
-  if (q.cols % 8 == 0) {
-    const std::uint64_t per_row = q.cols / 8;
-    const std::uint64_t r = t / per_row, c0 = (t % per_row) * 8;
-    use_row(r);
-    const std::uint32_t word = *reinterpret_cast<const std::uint32_t*>(q.codes + r * q.code_cols + c0 / 2);
-    const std::uint8_t* srow = q.scales + (r / q.block_rows) * q.scale_cols;
-    float o[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) o[j] = dequant_one(a, gd, amax, (word >> (4 * j)) & 0xFu, srow[(c0 + j) / q.block_cols]);
-    float4* dst = reinterpret_cast<float4*>(a.out + r * q.cols + c0);
-    __stcs(dst, make_float4(o[0], o[1], o[2], o[3]));
-    __stcs(dst + 1, make_float4(o[4], o[5], o[6], o[7]));
-  } else {
-    const std::uint64_t r = t / q.cols, c = t % q.cols;
-    use_row(r);
-    const std::uint8_t byte = q.codes[r * q.code_cols + c / 2];
-    const std::uint32_t code = (c & 1) ? byte >> 4 : byte & 0xFu;
-    a.out[t] = dequant_one(a, gd, amax, code, q.scales[(r / q.block_rows) * q.scale_cols + c / q.block_cols]);
-  }
-}
-
 template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
 cudaError_t launch_q(const QuantArgs& args, cudaStream_t s) {
   const std::uint64_t blocks = (args.threads + kThreads - 1) / kThreads;
@@ -675,39 +448,6 @@ cudaError_t dispatch_round(const QuantizePlan& p, const QuantArgs& args, cudaStr
 
 }  // namespace
 
-Status launch_row_amax(const QuantizePlan& p, QuantizeInput d_x, float* d_row_amax, void* stream) {
-  if (p.rows == 0) return Status::success;
-  const std::uint64_t threads = static_cast<std::uint64_t>(p.rows) * 32;
-  row_amax_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      d_x, p.rows, p.cols, p.rht, d_row_amax);
-  return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
-}
-
-Status launch_amax(const QuantizePlan& p, QuantizeInput d_x, float* d_amax, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  if (cudaMemsetAsync(d_amax, 0, sizeof(float), s) != cudaSuccess) return Status::cuda_error;
-  const std::uint64_t n = static_cast<std::uint64_t>(p.rows) * p.cols;
-  if (n == 0) return Status::success;
-  auto* out = reinterpret_cast<unsigned int*>(d_amax);
-  if (p.rht) {
-    const std::uint64_t units = static_cast<std::uint64_t>(p.rows) * ((p.cols + 15) / 16);
-    amax_rht_kernel<<<static_cast<unsigned>((units + 255) / 256), 256, 0, s>>>(d_x, p.rows, p.cols, out);
-  } else {
-    int device = 0, sms = 132;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const std::uint64_t want = (n / 4 + 255) / 256 + 1;  // (n / 8 suffices for BF16)
-    const std::uint64_t cap = static_cast<std::uint64_t>(sms) * 16;
-    const unsigned blocks = static_cast<unsigned>(want < cap ? want : cap);
-    if (d_x.bf16 != nullptr) {
-      amax_kernel<<<blocks, 256, 0, s>>>(d_x.bf16, n, out);
-    } else {
-      amax_kernel<<<blocks, 256, 0, s>>>(d_x.f32, n, out);
-    }
-  }
-  return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
-}
-
 // Both launch_quantize overloads: the scalars from sc, or from device memory when d_scalars is given.
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
                                       QuantizeInput d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
@@ -724,12 +464,6 @@ Status launch_quantize(const QuantizePlan& p, const float* d_scalars, QuantizeIn
                        void* stream, const float* d_row_amax) {
   return launch_quantize_scalars(p, TensorScalars{}, d_scalars, d_x, d_explicit_bits, d_codes, d_scales, d_row_amax,
                                  stream);
-}
-
-// RN(6 * T) in binary32 (exact for the targets in use), as tensor_scalars and the golden model form it.
-static float six_times(float target) {
-  const volatile float six = 6.0f;
-  return six * target;
 }
 
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
@@ -773,43 +507,6 @@ static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars
     e = p.block_rows == 1 ? dispatch_round<32, 1>(p, a, s) : dispatch_round<32, 32>(p, a, s);
   }
   return e == cudaSuccess ? Status::success : Status::cuda_error;
-}
-
-Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
-                         float* d_out, void* stream, const float* d_row_amax) {
-  return launch_dequantize(q, d_codes, d_scales, nullptr, d_out, stream, d_row_amax);
-}
-
-Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
-                         const float* d_scalars, float* d_out, void* stream, const float* d_row_amax) {
-  if (q.element != formats::e2m1) return Status::unsupported_format;
-  if (q.row_amax.empty() != (d_row_amax == nullptr)) return Status::invalid_argument;
-  DequantArgs a{};
-  a.device_scalars = d_scalars;
-  a.row_amax = d_row_amax;
-  a.six_target = six_times(q.target);
-  a.in = packed_operand(q, d_codes, d_scales);
-  a.out = d_out;
-  a.gd = q.global_decode_scale;
-  a.amax = q.tensor_amax;
-  {
-    volatile float ft = 6.0f * q.target;
-    a.te_factor = 1.0f / ft;
-  }
-  if (q.scale.specials == Specials::pow2_nan) {
-    a.order = 3;
-  } else {
-    switch (q.dequantize_order) {
-      case DequantizeOrder::portable: a.order = 0; break;
-      case DequantizeOrder::kernel: a.order = 1; break;
-      case DequantizeOrder::te_kernel: a.order = q.tensor_scaled ? 2 : 3; break;
-    }
-  }
-  const std::uint64_t units = q.cols % 8 == 0 ? q.rows * (q.cols / 8) : q.rows * q.cols;
-  if (units == 0) return Status::success;
-  dequantize_kernel<<<static_cast<unsigned>((units + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      a, units);
-  return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
 // ---- host-memory API ----
@@ -887,23 +584,6 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
 Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const std::uint16_t> x_bf16,
                 std::size_t rows, std::size_t cols, QuantizedTensor& q) {
   return quantize_host(recipe, request, x_bf16, rows, cols, q);
-}
-
-Status dequantize(const QuantizedTensor& q, std::span<float> out) {
-  if (out.size() < q.rows * q.cols) return Status::invalid_argument;
-  if (q.element != formats::e2m1) return Status::unsupported_format;
-  if (!device_available()) return Status::no_device;
-  DeviceBuffer dcodes, dscales, dout, drow;
-  if (!upload<std::uint8_t>(dcodes, q.codes) || !upload<std::uint8_t>(dscales, q.scales) ||
-      !dout.allocate(q.rows * q.cols * 4) || (!q.row_amax.empty() && !upload<float>(drow, q.row_amax)))
-    return cuda_failed();
-  if (const Status s = launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(), dout.as<float>(),
-                                         nullptr, q.row_amax.empty() ? nullptr : drow.as<float>());
-      s != Status::success)
-    return s;
-  if (cudaMemcpy(out.data(), dout.as<float>(), q.rows * q.cols * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
-    return cuda_failed();
-  return Status::success;
 }
 
 }  // namespace fp4sim::gpu
