@@ -302,7 +302,9 @@ __device__ __forceinline__ void scale_parts(const ExactArgs& a, std::uint32_t co
 }
 
 // RN32(alpha * value of the superaccumulator): the exact product, rounded once to binary32 (RNE,
-// subnormals, overflow to Inf); +0 for an exact zero. alpha is finite and nonzero.
+// subnormals, overflow to Inf); +0 for an exact zero; alpha = +-0 times a nonzero sum: the zero of the
+// product's sign, as the golden exact row has it (a row-scaled A's row of zeros and NaNs: amax 0, alpha 0,
+// codes nonzero). alpha is not NaN.
 __device__ float limbs_to_float_rne(long long* limb, float alpha) {
   auto propagate = [&] {
     for (int l = 0; l < kLimbs - 1; ++l) {
@@ -317,9 +319,10 @@ __device__ float limbs_to_float_rne(long long* limb, float alpha) {
     for (int l = 0; l < kLimbs; ++l) limb[l] = -limb[l];
     propagate();
   }
-  if (isinf(alpha)) {  // Inf * exact sum: +-Inf, or NaN for an exact zero
+  if (isinf(alpha) || alpha == 0.0f) {  // Inf * exact sum: +-Inf, or NaN for an exact zero; 0 * sum: +-0
     bool zero = true;
     for (int l = 0; l < kLimbs; ++l) zero &= limb[l] == 0;
+    if (alpha == 0.0f) return zero || negative == static_cast<bool>(signbit(alpha)) ? 0.0f : -0.0f;
     if (zero) return __uint_as_float(0x7FFFFFFFu);
     return (negative != (alpha < 0.0f)) ? -INFINITY : INFINITY;
   }
@@ -397,9 +400,7 @@ __global__ void gemm_exact_kernel(ExactArgs a) {
     limb[idx + 1] += v >> 32;
   }
   const float alpha = epilogue_row_alpha(a.epilogue, epilogue_alpha(a.epilogue), static_cast<int>(i));
-  const float c = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu)
-                  : alpha == 0.0f     ? 0.0f
-                                      : limbs_to_float_rne(limb, alpha);
+  const float c = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu) : limbs_to_float_rne(limb, alpha);
   epilogue_finish(a.epilogue, a.c, static_cast<int>(a.n), static_cast<int>(i), static_cast<int>(j), c);
 }
 
