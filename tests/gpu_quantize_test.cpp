@@ -310,6 +310,8 @@ TEST(Plan, RefusesWhatOnlyTheCpuModelImplements) {
        gpu::Status::unsupported_options},
       {with(nvfp4, [](Recipe& r) { r.element_specials = SpecialConvention::te_python; }), activation, false,
        gpu::Status::unsupported_options},
+      {with(nvfp4, [](Recipe& r) { r.element = formats::e2m3; }), activation, false, gpu::Status::unsupported_format},
+      {with(nvfp4, [](Recipe& r) { r.block = 64; }), activation, false, gpu::Status::unsupported_options},
       {four_over_six, stochastic, false, gpu::Status::unsupported_options},  // 4over6 rounds to nearest only
       {with(nvfp4, [](Recipe& r) { r.amax_scope = AmaxScope::row; }), weight_2d, false, gpu::Status::unsupported_options},
       {with(nvfp4, [](Recipe& r) { r.amax_scope = AmaxScope::row; }), activation, true, gpu::Status::invalid_argument},
@@ -323,6 +325,8 @@ TEST(Plan, RefusesWhatOnlyTheCpuModelImplements) {
     EXPECT_EQ(gpu::quantize(refusal.recipe, req, values(32 * 32, 3), 32, 32, q), refusal.status)
         << refusal.recipe.name << " " << name_of(refusal.spec.rounding) << (refusal.spec.two_d ? " 2-D" : " 1-D");
   }
+  EXPECT_EQ(cpu_only_settings(with(nvfp4, [](Recipe& r) { r.element = formats::e2m3; })),
+            std::vector<std::string_view>{"element_format"});
   // What the kernels now serve is no longer listed as CPU-only.
   EXPECT_TRUE(cpu_only_settings(four_over_six).empty());
   EXPECT_TRUE(cpu_only_settings(with(four_over_six, [](Recipe& r) {

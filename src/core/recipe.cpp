@@ -270,6 +270,8 @@ bool valid_target(float target) { return std::isnormal(target) && target > 0.0f;
 
 std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   std::vector<std::string_view> keys;
+  if (r.element != formats::e2m1) keys.push_back("element_format");  // the kernels quantize to E2M1 only
+  if (r.block != 16 && r.block != 32) keys.push_back("block");
   if (r.element_scaling != ElementScaling::reciprocal) keys.push_back("element_scaling");
   if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
   if (r.element_specials != SpecialConvention::hardware) keys.push_back("element_specials");
