@@ -99,11 +99,14 @@ struct Tally {
   double golden_s = 0.0, gpu_s = 0.0;
 };
 
+// Row-scaled amax (AmaxScope::row) takes 1-D blocks only: its 2-D weight specs are left out.
 std::vector<OperandSpec> specs_of(const Recipe& r) {
+  const bool row_scaled = r.amax_scope == AmaxScope::row;
   std::vector<OperandSpec> specs;
   for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
     const GemmOperands ops = operands_for(r, g);
     for (const OperandSpec& s : {ops.a, ops.b}) {
+      if (row_scaled && s.two_d) continue;
       const bool dup = std::any_of(specs.begin(), specs.end(), [&](const OperandSpec& o) {
         return o.two_d == s.two_d && o.rounding == s.rounding && o.rht == s.rht && o.target == s.target;
       });
@@ -159,7 +162,8 @@ void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std:
     req.spec = spec;
     req.random.seed = rng();
     req.random.stream = rng() % 3;
-    if (recipe.tensor_scale == TensorScalePolicy::periodic || (rng() % 3 == 0)) {
+    // A held amax now and then (row-scaled amax takes none).
+    if (recipe.amax_scope != AmaxScope::row && (recipe.tensor_scale == TensorScalePolicy::periodic || (rng() % 3 == 0))) {
       if (rng() % 2) req.amax_ref = std::ldexp(1.0f + static_cast<float>(rng() % 100) / 100.0f, static_cast<int>(rng() % 40) - 10);
     }
     auto t0 = Clock::now();
@@ -180,6 +184,11 @@ void check_quantize(std::FILE* log, const Recipe& recipe, const Options& o, std:
       for (std::size_t i = 0; i < golden.scales.size(); ++i) bad += golden.scales[i] != gpu_q.scales[i];
       bad += !same(golden.tensor_amax, gpu_q.tensor_amax) + !same(golden.global_encode_scale, gpu_q.global_encode_scale) +
              !same(golden.global_decode_scale, gpu_q.global_decode_scale);
+      if (gpu_q.row_amax.size() != golden.row_amax.size()) {
+        bad += golden.row_amax.size() + 1;
+      } else {
+        for (std::size_t i = 0; i < golden.row_amax.size(); ++i) bad += !same(golden.row_amax[i], gpu_q.row_amax[i]);
+      }
     }
     tq.cases++;
     tq.elements += rows * cols;
@@ -252,7 +261,11 @@ struct Shape {
 
 void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, const Options& o, std::mt19937_64& rng,
                  std::vector<PathCheck>& checks, const PhaseProgress& phase, const std::vector<Shape>& fixed = {}) {
+  // A row-scaled recipe: A (activations, 1-D) row-scaled, with one alpha per row; B (the weight, 2-D) keeps
+  // its tensor amax, as TE's row-scaled activations leave the weights.
   const GemmOperands ops = operands_for(recipe, Gemm::fprop);
+  Recipe b_recipe = recipe;
+  b_recipe.amax_scope = AmaxScope::tensor;
   if (!fixed.empty()) {
     count = static_cast<int>(fixed.size());
     large = count;
@@ -285,7 +298,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
     ra.random.stream = 1;
     rb.random.stream = 2;
     const QuantizedTensor qa = quantize(recipe, ra, xa, m, k);
-    const QuantizedTensor qb = quantize(recipe, rb, xb, n, k);
+    const QuantizedTensor qb = quantize(b_recipe, rb, xb, n, k);
     const bool snap = rng() % 4 != 0;  // probe-matched: the recipe's snap mostly, --no-snap too
     for (PathCheck& pc : checks) {
       const gpu::GemmKernel& kernel = *pc.kernel;
@@ -296,6 +309,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
       const AlphaRule rule = alpha_rule_for(*kernel.golden, recipe);
       go.alpha = gemm_alpha(rule, qa.tensor_amax, qa.target, qb.tensor_amax, qb.target, 6.0f);
       if (!qa.tensor_scaled || !qb.tensor_scaled) go.alpha = 1.0f;
+      if (!qa.row_amax.empty()) go.row_alpha = gemm_row_alpha(rule, qa, qb, 6.0f);
       std::vector<float> cg;
       auto t0 = Clock::now();
       const auto case_start = t0;
@@ -311,6 +325,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
       gpu::GemmOptions gopt;
       gopt.path = kernel.path;
       gopt.alpha = go.alpha;
+      gopt.row_alpha = go.row_alpha;
       gopt.snap = snap;
       std::vector<float> cd(m * n);
       t0 = Clock::now();
@@ -347,6 +362,9 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
   }
 }
 
+// The presets "all" also checks row-scaled: plain NVFP4 (with its SR and RHT specs) and 4over6.
+constexpr const char* kRowScaledChecks[] = {"nvfp4", "nvfp4-4over6"};
+
 }  // namespace
 
 std::uint64_t run(const Options& o, std::FILE* log) {
@@ -360,11 +378,17 @@ std::uint64_t run(const Options& o, std::FILE* log) {
     for (const Recipe& r : recipe_presets()) {
       if (cpu_only_settings(r).empty()) recipes.push_back(r);  // the rest have no kernel path to check
     }
+    for (const char* name : kRowScaledChecks) recipes.push_back(row_scaled(*find_recipe(name)));
   } else {
     for (const auto& name : o.recipes) {
-      const Recipe* r = find_recipe(name);
-      if (!r) throw UsageError("crosscheck: unknown recipe '" + name + "' (known: " + recipe_names() + ")");
-      recipes.push_back(*r);
+      const auto names = recipe_names();
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        throw UsageError("crosscheck: unknown recipe '" + name + "' (known: " + fp4sim::recipe_names() +
+                         ", and PRESET" + std::string(kRowScaled) + " for those with current tensor scaling)");
+      }
+      const bool row = name.ends_with(kRowScaled);
+      const Recipe& preset = *find_recipe(row ? name.substr(0, name.size() - kRowScaled.size()) : name);
+      recipes.push_back(row ? row_scaled(preset) : preset);
     }
   }
   auto wants = [&](std::string_view p) { return std::find(o.paths.begin(), o.paths.end(), p) != o.paths.end(); };

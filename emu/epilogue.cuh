@@ -14,6 +14,11 @@ __device__ __forceinline__ float epilogue_alpha(const Epilogue& e) {
   return e.alpha_device != nullptr ? *e.alpha_device : e.alpha;
 }
 
+// Output row `row`'s alpha: Epilogue::row_alpha[row] when given (a row-scaled A), else the GEMM's `alpha`.
+__device__ __forceinline__ float epilogue_row_alpha(const Epilogue& e, float alpha, int row) {
+  return e.row_alpha != nullptr ? e.row_alpha[row] : alpha;
+}
+
 // Output (row, col) of a value that already holds alpha: + bias[col], then stored.
 __device__ __forceinline__ void epilogue_finish(const Epilogue& e, void* C, int N, int row, int col, float v) {
   if (e.bias != nullptr) v = __fadd_rn(v, e.bias[col]);
@@ -25,11 +30,13 @@ __device__ __forceinline__ void epilogue_finish(const Epilogue& e, void* C, int 
   }
 }
 
-// Outputs (row, col) and (row, col + 1) from accumulators (col even; either may lie past N): RN(acc·alpha),
-// + bias, stored as one 8- or 4-byte word when both exist and N is even.
+// Outputs (row, col) and (row, col + 1) from accumulators (col even; either may lie past N): RN(acc·alpha)
+// (the row's alpha under Epilogue::row_alpha), + bias, stored as one 8- or 4-byte word when both exist and N
+// is even.
 __device__ __forceinline__ void epilogue_pair(const Epilogue& e, float alpha, void* C, int N, int row, int col,
                                               float acc0, float acc1) {
   if (col >= N) return;
+  alpha = epilogue_row_alpha(e, alpha, row);
   const bool both = col + 1 < N;
   float v0 = __fmul_rn(acc0, alpha), v1 = __fmul_rn(acc1, alpha);
   if (e.bias != nullptr) {

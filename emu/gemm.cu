@@ -188,7 +188,9 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_bf16_kernel(const std::uint
         } else {
           v = acc[i][j][r];
         }
-        if (row < M && col < N) epilogue_finish(epilogue, C, N, row, col, __fmul_rn(v, alpha));
+        if (row < M && col < N) {
+          epilogue_finish(epilogue, C, N, row, col, __fmul_rn(v, epilogue_row_alpha(epilogue, alpha, row)));
+        }
       }
     }
   }
@@ -300,7 +302,9 @@ __device__ __forceinline__ void scale_parts(const ExactArgs& a, std::uint32_t co
 }
 
 // RN32(alpha * value of the superaccumulator): the exact product, rounded once to binary32 (RNE,
-// subnormals, overflow to Inf); +0 for an exact zero. alpha is finite and nonzero.
+// subnormals, overflow to Inf); +0 for an exact zero; alpha = +-0 times a nonzero sum: the zero of the
+// product's sign, as the golden exact row has it (a row-scaled A's row of zeros and NaNs: amax 0, alpha 0,
+// codes nonzero). alpha is not NaN.
 __device__ float limbs_to_float_rne(long long* limb, float alpha) {
   auto propagate = [&] {
     for (int l = 0; l < kLimbs - 1; ++l) {
@@ -315,9 +319,10 @@ __device__ float limbs_to_float_rne(long long* limb, float alpha) {
     for (int l = 0; l < kLimbs; ++l) limb[l] = -limb[l];
     propagate();
   }
-  if (isinf(alpha)) {  // Inf * exact sum: +-Inf, or NaN for an exact zero
+  if (isinf(alpha) || alpha == 0.0f) {  // Inf * exact sum: +-Inf, or NaN for an exact zero; 0 * sum: +-0
     bool zero = true;
     for (int l = 0; l < kLimbs; ++l) zero &= limb[l] == 0;
+    if (alpha == 0.0f) return zero || negative == static_cast<bool>(signbit(alpha)) ? 0.0f : -0.0f;
     if (zero) return __uint_as_float(0x7FFFFFFFu);
     return (negative != (alpha < 0.0f)) ? -INFINITY : INFINITY;
   }
@@ -394,10 +399,8 @@ __global__ void gemm_exact_kernel(ExactArgs a) {
     limb[idx] += v & 0xFFFFFFFFll;
     limb[idx + 1] += v >> 32;
   }
-  const float alpha = epilogue_alpha(a.epilogue);
-  const float c = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu)
-                  : alpha == 0.0f     ? 0.0f
-                                      : limbs_to_float_rne(limb, alpha);
+  const float alpha = epilogue_row_alpha(a.epilogue, epilogue_alpha(a.epilogue), static_cast<int>(i));
+  const float c = nan || isnan(alpha) ? __uint_as_float(0x7FFFFFFFu) : limbs_to_float_rne(limb, alpha);
   epilogue_finish(a.epilogue, a.c, static_cast<int>(a.n), static_cast<int>(i), static_cast<int>(j), c);
 }
 
@@ -523,17 +526,22 @@ float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& o, std::span<float> c) {
   if (a.cols != b.cols || c.size() < a.rows * b.rows) return Status::invalid_argument;
   if (a.element != formats::e2m1 || b.element != formats::e2m1) return Status::unsupported_format;
+  // A row-scaled A takes one alpha per row (o.row_alpha); a row-scaled B would need one per column.
+  if (!b.row_amax.empty()) return Status::unsupported_options;
+  if ((!a.row_amax.empty() || !o.row_alpha.empty()) && o.row_alpha.size() != a.rows) return Status::invalid_argument;
   const GemmKernel& kernel = gemm_kernel(o.path);
   if (!kernel.takes_k(a.cols)) return Status::invalid_argument;
   if (!device_available()) return Status::no_device;
-  DeviceBuffer ac, as, bc, bs, dc;
+  DeviceBuffer ac, as, bc, bs, dc, drow;
   if (!upload<std::uint8_t>(ac, a.codes) || !upload<std::uint8_t>(as, a.scales) || !upload<std::uint8_t>(bc, b.codes) ||
-      !upload<std::uint8_t>(bs, b.scales) || !dc.allocate(a.rows * b.rows * sizeof(float)))
+      !upload<std::uint8_t>(bs, b.scales) || !dc.allocate(a.rows * b.rows * sizeof(float)) ||
+      (!o.row_alpha.empty() && !upload<float>(drow, o.row_alpha)))
     return cuda_failed();
+  const Epilogue epilogue{.alpha = o.alpha, .row_alpha = o.row_alpha.empty() ? nullptr : drow.as<float>()};
   Status st;
   if (o.path == GemmPath::exact) {
     st = launch_gemm_exact(a, ac.as<std::uint8_t>(), as.as<std::uint8_t>(), b, bc.as<std::uint8_t>(),
-                           bs.as<std::uint8_t>(), dc.as<float>(), {o.alpha}, nullptr);
+                           bs.as<std::uint8_t>(), dc.as<float>(), epilogue, nullptr);
   } else {
     const std::size_t kp = kernel.workspace_cols(a.cols);
     DeviceBuffer ea, eb;
@@ -543,7 +551,7 @@ Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOption
       st = launch_encode_bf16(b, bc.as<std::uint8_t>(), bs.as<std::uint8_t>(), eb.as<std::uint16_t>(), kp, nullptr);
     if (st == Status::success)
       st = launch_gemm_bf16(ea.as<std::uint16_t>(), eb.as<std::uint16_t>(), dc.as<float>(), a.rows, b.rows, kp,
-                            kernel.group_k, o.snap, {o.alpha}, nullptr);
+                            kernel.group_k, o.snap, epilogue, nullptr);
   }
   if (st != Status::success) return st;
   if (cudaMemcpy(c.data(), dc.as<float>(), a.rows * b.rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)

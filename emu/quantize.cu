@@ -1,4 +1,5 @@
-// Block quantization and dequantization on the GPU (fp4sim::gpu::quantize / dequantize).
+// Block quantization on the GPU (fp4sim::gpu::quantize; the amax passes: emu/amax.cu; dequantization:
+// emu/dequantize.cu; what they share: emu/quantize_common.cuh).
 //
 // Written for the GPU, independently of src/core/quantize.cpp (which judges it through `fp4sim crosscheck`):
 //  * one thread owns one 1 x B row segment of a block (B = 16 or 32): it loads its B floats with 16-byte
@@ -8,7 +9,10 @@
 //    butterfly of shuffles, so a tile costs no shared memory and no second pass;
 //  * the block scale: two-level u = RN(amax * RN(G * RN(1/6))) through the integer bit path of
 //    emu::f32_to_small (RNE, saturating), the zero-scale repair, mult = min(RN(1/RN(s * Gd)), FLT_MAX);
-//    or OCP's floor rule 2^(field - 127 - 2) from amax's exponent field, clamped to E8M0;
+//    or a power-of-two rule into E8M0 (e8m0_scale_code); under 4over6 (BlockScaleChoice::four_over_six_*)
+//    both TE candidates, map-to-6 and map-to-4, each row's error under each in FourOverSixError's FP32
+//    order, a 2-D tile's rows summed by shuffles in block_sum's tree; under AmaxScope::row the row's own
+//    amax (row_amax_kernel, a pass before) gives the row's G and Gd, computed in the thread;
 //  * E2M1 elements: RNE branch-free by emu::f32_to_e2m1_rne_fast (equal to the seven thresholds of
 //    emu::f32_to_e2m1<rne> on all 2^32 inputs, tests/gpu_quantize_test.cpp); stochastic rounding from the
 //    fraction delta = (|y| - lower) / step, exact in binary32 (Sterbenz), compared per mode: sr-fastest
@@ -18,7 +22,7 @@
 //    block serves 16 consecutive elements (a byte each); at k = 8 (every preset) a thread whose first element
 //    starts a block draws its BC / 16 blocks right after the loads are issued, so the Philox rounds overlap
 //    the memory latency; other threads (ragged rows) and other k draw per element.
-// The current tensor amax is a separate grid-stride pass (atomicMax on the bit pattern of |x|).
+// The current tensor amax (and under AmaxScope::row each row's) is a separate pass (emu/amax.cu).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -34,6 +38,7 @@
 #include "fp4sim/emu/element_convert.hpp"
 #include "fp4sim/emu/gpu.hpp"
 #include "kernels.hpp"
+#include "quantize_common.cuh"
 
 namespace fp4sim::gpu {
 namespace {
@@ -47,7 +52,11 @@ struct QuantArgs {
   std::uint8_t* codes;
   std::uint8_t* scales;
   std::uint64_t rows, cols, code_cols, scale_rows, scale_cols, threads;
-  float block_multiplier, gd;
+  float tensor_amax, encode, block_multiplier, gd;
+  float six_target;              // RN(6 * T): per-row G under AmaxScope::row, the 4over6 error's RN(F * T)
+  const float* row_amax;         // non-null (AmaxScope::row): each row's amax makes that row's G and Gd
+  std::uint32_t error_squared;   // 4over6: MSE (else MAE)
+  std::uint32_t error_fast_math; // 4over6: the error in the fast-math domain (else the input domain)
   emu::SmallFormat scale_format;
   std::uint32_t scale_mbits;
   std::int32_t scale_bias;
@@ -116,36 +125,63 @@ __device__ __forceinline__ float decode_scale(const QuantArgs& a, std::uint32_t 
   return static_cast<float>(mant | (1u << m)) * pow2f(static_cast<int>(field) - a.scale_bias - m);
 }
 
-// The 16-point RHT of 16 values in place: out_j = BF16_RNE(sum_i (x_i * s_i H[i][j] / 4)), FP32 sums
-// in ascending i from +0.
-__device__ __forceinline__ void rht16(float* v) {
-  constexpr int kSigns[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
-  float quarter[16];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) quarter[i] = __fmul_rn(v[i], 0.25f);  // RN(x * 0.25); sign applied below
-  float out[16];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const bool negative = (kSigns[i] < 0) != ((__popc(i & j) & 1) != 0);
-      sum = __fadd_rn(sum, negative ? -quarter[i] : quarter[i]);
-    }
-    out[j] = sum;
+__device__ __forceinline__ BlockScalars block_scalars(const QuantArgs& a, std::uint64_t r) {
+  if (a.row_amax != nullptr) return global_scalars(a.row_amax[r], a.six_target);
+  if (a.device_scalars != nullptr) {
+    const float* d = a.device_scalars;
+    return {d[kTensorAmax], d[kEncode], d[kDecode], d[kBlockMultiplier]};
   }
-  // BF16 RNE two at a time (cvt.rn.bf16x2.f32): the golden bits except a NaN's payload (canonical
-  // here), which no consumer of v can see: E2M1 codes a NaN as 0x7 whatever its payload, and
-  // the amax (fmaxf) and the non-finite test do not look at payloads.
-#pragma unroll
-  for (int j = 0; j < 16; j += 2) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(out[j], out[j + 1]);
-    const std::uint32_t packed = *reinterpret_cast<const std::uint32_t*>(&h);
-    out[j] = __uint_as_float(packed << 16);
-    out[j + 1] = __uint_as_float(packed & 0xFFFF0000u);
+  return {a.tensor_amax, a.encode, a.gd, a.block_multiplier};
+}
+
+// A two-level block scale from its ideal value u (ScaleChooser::two_level_from_ideal): the code by saturating
+// RNE into the scale format, the zero-scale repair, and the element multiplier min(RN(1 / RN(s * Gd)), FLT_MAX).
+struct TwoLevelScale {
+  std::uint32_t code;
+  float value, multiplier;
+};
+
+__device__ __forceinline__ TwoLevelScale two_level_scale(const QuantArgs& a, float ideal, float gd) {
+  TwoLevelScale s;
+  s.code = emu::f32_to_small<emu::Round::rne>(a.scale_format, __float_as_uint(ideal));
+  s.value = decode_scale(a, s.code);
+  if (s.value == 0.0f && a.zero_to_one) {
+    s.code = a.one_code;
+    s.value = 1.0f;
   }
+  s.multiplier = fminf(__frcp_rn(__fmul_rn(s.value, gd)), FLT_MAX);
+  return s;
+}
+
+// Value of an E2M1 code (sign bit 3, exponent field bits 2-1, mantissa bit 0), exact.
+__device__ __forceinline__ float e2m1_value(std::uint32_t code) {
+  const std::uint32_t field = (code >> 1) & 3u, m = code & 1u;
+  const float magnitude = field == 0 ? 0.5f * static_cast<float>(m)
+                                     : (1.0f + 0.5f * static_cast<float>(m)) * static_cast<float>(1u << (field - 1));
+  return (code & 8u) ? -magnitude : magnitude;
+}
+
+// The 4over6 error of one row segment of a block under one candidate scale, FourOverSixError::operator()
+// (src/core/four_over_six.cpp) operation for operation: from +0, in ascending column, err += |diff| (MAE) or
+// RN(diff * diff) (MSE), with q the RNE code's value, s the candidate's scale value, A and G the block's
+// amax scalars (tensor or row) and
+//   input:     diff = RN(RN(RN(RN(q * s) * A) / RN(6T)) - x)
+//   fast_math: diff = RN(RN(q * s) - RN(x * G)).
+// Columns past the tensor's (zeros in v) take no part.
+template <int BC>
+__device__ __forceinline__ float four_over_six_row_error(const QuantArgs& a, const float (&v)[BC], std::uint64_t c0,
+                                                         const TwoLevelScale& s, const BlockScalars& sc) {
+  float err = 0.0f;
 #pragma unroll
-  for (int j = 0; j < 16; ++j) v[j] = out[j];
+  for (int i = 0; i < BC; ++i) {
+    if (c0 + i >= a.cols) break;
+    const float q = e2m1_value(emu::f32_to_e2m1_rne_fast(__float_as_uint(__fmul_rn(v[i], s.multiplier))));
+    const float product = __fmul_rn(q, s.value);
+    const float diff = a.error_fast_math ? __fsub_rn(product, __fmul_rn(v[i], sc.encode))
+                                         : __fsub_rn(__fdiv_rn(__fmul_rn(product, sc.amax), a.six_target), v[i]);
+    err = __fadd_rn(err, a.error_squared ? __fmul_rn(diff, diff) : fabsf(diff));
+  }
+  return err;
 }
 
 // E2M1 stochastic rounding of y with the k-bit integer r.
@@ -201,60 +237,6 @@ __device__ __forceinline__ void draw_byte_lanes(const QuantArgs& a, std::uint64_
     const Philox4x32::Counter w = Philox4x32::block(a.seed, a.stream, base / 16 + q);
 #pragma unroll
     for (int j = 0; j < 4; ++j) words[4 * q + j] = w[j];
-  }
-}
-
-// Elements c0 .. c0 + N - 1 of one row (zeros past `cols`): as N/4 streaming float4 loads when `vector`
-// (the row holds whole groups of N, so they are aligned), element by element otherwise.
-template <int N>
-__device__ __forceinline__ void load_block(const float* row, std::uint64_t c0, std::uint64_t cols, bool vector,
-                                           float (&v)[N]) {
-  if (vector) {
-    const float4* p = reinterpret_cast<const float4*>(row + c0);
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const float4 q = __ldcs(p + i);
-      v[4 * i] = q.x;
-      v[4 * i + 1] = q.y;
-      v[4 * i + 2] = q.z;
-      v[4 * i + 3] = q.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = c0 + i < cols ? row[c0 + i] : 0.0f;
-  }
-}
-
-// The same from a row of bfloat16 bit patterns (N/8 streaming 16-byte loads when `vector`), widened exactly.
-template <int N>
-__device__ __forceinline__ void load_block(const std::uint16_t* row, std::uint64_t c0, std::uint64_t cols,
-                                           bool vector, float (&v)[N]) {
-  if (vector) {
-    const uint4* p = reinterpret_cast<const uint4*>(row + c0);
-#pragma unroll
-    for (int i = 0; i < N / 8; ++i) {
-      const uint4 q = __ldcs(p + i);
-      const std::uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
-        v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = c0 + i < cols ? __uint_as_float(static_cast<std::uint32_t>(row[c0 + i]) << 16) : 0.0f;
-  }
-}
-
-// Row r's elements c0 .. c0 + N - 1 of whichever tensor x holds.
-template <int N>
-__device__ __forceinline__ void load_block(QuantizeInput x, std::uint64_t r, std::uint64_t c0, std::uint64_t cols,
-                                           bool vector, float (&v)[N]) {
-  if (x.bf16 != nullptr) {
-    load_block<N>(x.bf16 + r * cols, c0, cols, vector, v);
-  } else {
-    load_block<N>(x.f32 + r * cols, c0, cols, vector, v);
   }
 }
 
@@ -320,21 +302,43 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
       nonfinite |= __shfl_xor_sync(0xFFFFFFFFu, nonfinite, o);
     }
   }
+  // 4over6 (ScaleChooser::four_over_six and quantize()'s candidate choice): from base =
+  // min(RN(RN(amax / 6) * G), FLT_MAX), map-to-6 scales min(base, max) and map-to-4 min(RN(base * 1.5), max);
+  // each row's error under each (RNE codes), a 2-D tile's rows summed by the shuffle tree of
+  // FourOverSixError::block_sum (v[i] + v[i ^ offset], offsets BR/2 .. 1; lanes past the tensor's rows add
+  // +0, which leaves every partial sum as the golden tree's, padded to the next power of two, has it);
+  // map-to-4 wins only with the strictly smaller error (a NaN error keeps map-to-6). Lanes of a tile that
+  // hold no row still take part in the shuffles.
+  TwoLevelScale chosen{};
+  if constexpr (SK == ScaleKind::four_over_six) {
+    if (BR == 1 && !valid) return;
+    const BlockScalars sc = block_scalars(a, valid ? r : 0);
+    const float base = fminf(__fmul_rn(__fdiv_rn(amax, 6.0f), sc.encode), FLT_MAX);
+    const TwoLevelScale map6 = two_level_scale(a, base, sc.decode);
+    const TwoLevelScale map4 = two_level_scale(a, fminf(__fmul_rn(base, 1.5f), FLT_MAX), sc.decode);
+    float error6 = valid ? four_over_six_row_error<BC>(a, v, c0, map6, sc) : 0.0f;
+    float error4 = valid ? four_over_six_row_error<BC>(a, v, c0, map4, sc) : 0.0f;
+    if constexpr (BR > 1) {
+#pragma unroll
+      for (int o = BR / 2; o > 0; o >>= 1) {
+        error6 = __fadd_rn(error6, __shfl_xor_sync(0xFFFFFFFFu, error6, o));
+        error4 = __fadd_rn(error4, __shfl_xor_sync(0xFFFFFFFFu, error4, o));
+      }
+    }
+    chosen = error4 < error6 ? map4 : map6;
+  }
   if (!valid) return;
 
   std::uint32_t scale_code;
   float mult;
   if constexpr (SK == ScaleKind::two_level) {
-    const float block_multiplier = a.device_scalars ? a.device_scalars[kBlockMultiplier] : a.block_multiplier;
-    const float gd = a.device_scalars ? a.device_scalars[kDecode] : a.gd;
-    const float ideal = fminf(__fmul_rn(amax, block_multiplier), FLT_MAX);
-    scale_code = emu::f32_to_small<emu::Round::rne>(a.scale_format, __float_as_uint(ideal));
-    float s = decode_scale(a, scale_code);
-    if (s == 0.0f && a.zero_to_one) {
-      scale_code = a.one_code;
-      s = 1.0f;
-    }
-    mult = fminf(__frcp_rn(__fmul_rn(s, gd)), FLT_MAX);
+    const BlockScalars sc = block_scalars(a, r);
+    const TwoLevelScale s = two_level_scale(a, fminf(__fmul_rn(amax, sc.block_multiplier), FLT_MAX), sc.decode);
+    scale_code = s.code;
+    mult = s.multiplier;
+  } else if constexpr (SK == ScaleKind::four_over_six) {
+    scale_code = chosen.code;
+    mult = chosen.multiplier;
   } else {
     scale_code = nonfinite ? 0xFFu : e8m0_scale_code(a.pow2_rule, amax);
     // NaN or Inf in the block (or torchao EVEN's rounded amax overflowing): scale NaN (0xFF), the
@@ -405,97 +409,6 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantArgs a) {
   }
 }
 
-// Current amax: plain grid-stride over all elements, or per 16-group after the RHT.
-__device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ float widen(std::uint16_t bf16) { return __uint_as_float(static_cast<std::uint32_t>(bf16) << 16); }
-
-// T: float, or std::uint16_t (bfloat16 bit patterns); 16-byte loads of 16 / sizeof(T) elements.
-template <class T>
-__global__ void amax_kernel(const T* __restrict__ x, std::uint64_t n, unsigned int* out) {
-  constexpr int kPer = 16 / sizeof(T);
-  float m = 0.0f;
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  const std::uint64_t vectors = n / kPer;
-  const uint4* x4 = reinterpret_cast<const uint4*>(x);
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
-    const uint4 q = __ldcs(x4 + i);
-    T e[kPer];
-    memcpy(e, &q, 16);
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) m = fmaxf(m, fabsf(widen(e[j])));
-  }
-  for (std::uint64_t i = vectors * kPer + static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    m = fmaxf(m, fabsf(widen(x[i])));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
-}
-
-__global__ void amax_rht_kernel(QuantizeInput x, std::uint64_t rows, std::uint64_t cols, unsigned int* out) {
-  const std::uint64_t groups = (cols + 15) / 16;
-  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  float m = 0.0f;
-  if (t < rows * groups) {
-    const std::uint64_t r = t / groups, c0 = (t % groups) * 16;
-    float v[16];
-    load_block<16>(x, r, c0, cols, cols % 16 == 0, v);
-    rht16(v);
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      if (c0 + i < cols) m = fmaxf(m, fabsf(v[i]));
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
-}
-
-struct DequantArgs {
-  PackedOperand in;
-  float* out;
-  std::int32_t order;  // 0 portable, 1 kernel, 2 te_kernel, 3 single-level q*s
-  float gd, amax, te_factor;
-  const float* device_scalars;  // non-null: gd and amax are read from here (DeviceScalar order)
-};
-
-__device__ __forceinline__ float dequant_one(const DequantArgs& a, float gd, float amax, std::uint32_t code,
-                                             std::uint32_t scode) {
-  const float e = a.in.element[code];
-  const float s = a.in.scale[scode];
-  switch (a.order) {
-    case 0: return __fmul_rn(e, __fmul_rn(s, gd));
-    case 1: return __fmul_rn(__fmul_rn(e, s), gd);
-    case 2: return __fmul_rn(e, __fmul_rn(__fmul_rn(s, amax), a.te_factor));
-    default: return __fmul_rn(e, s);
-  }
-}
-
-// One thread per 8 elements (one 32-bit code word) when cols % 8 == 0; per element otherwise.
-__global__ void dequantize_kernel(DequantArgs a, std::uint64_t units) {
-  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= units) return;
-  const PackedOperand& q = a.in;
-  const float gd = a.device_scalars ? a.device_scalars[kDecode] : a.gd;
-  const float amax = a.device_scalars ? a.device_scalars[kTensorAmax] : a.amax;
-  if (q.cols % 8 == 0) {
-    const std::uint64_t per_row = q.cols / 8;
-    const std::uint64_t r = t / per_row, c0 = (t % per_row) * 8;
-    const std::uint32_t word = *reinterpret_cast<const std::uint32_t*>(q.codes + r * q.code_cols + c0 / 2);
-    const std::uint8_t* srow = q.scales + (r / q.block_rows) * q.scale_cols;
-    float o[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) o[j] = dequant_one(a, gd, amax, (word >> (4 * j)) & 0xFu, srow[(c0 + j) / q.block_cols]);
-    float4* dst = reinterpret_cast<float4*>(a.out + r * q.cols + c0);
-    __stcs(dst, make_float4(o[0], o[1], o[2], o[3]));
-    __stcs(dst + 1, make_float4(o[4], o[5], o[6], o[7]));
-  } else {
-    const std::uint64_t r = t / q.cols, c = t % q.cols;
-    const std::uint8_t byte = q.codes[r * q.code_cols + c / 2];
-    const std::uint32_t code = (c & 1) ? byte >> 4 : byte & 0xFu;
-    a.out[t] = dequant_one(a, gd, amax, code, q.scales[(r / q.block_rows) * q.scale_cols + c / q.block_cols]);
-  }
-}
-
 template <int BC, int BR, ElementRound R, ScaleKind SK, bool RHT>
 cudaError_t launch_q(const QuantArgs& args, cudaStream_t s) {
   const std::uint64_t blocks = (args.threads + kThreads - 1) / kThreads;
@@ -514,6 +427,11 @@ cudaError_t dispatch_rht(bool rht, const QuantArgs& args, cudaStream_t s) {
 template <int BC, int BR, ElementRound R>
 cudaError_t dispatch_scale(const QuantizePlan& p, const QuantArgs& args, cudaStream_t s) {
   if (p.scale_kind == ScaleKind::pow2) return dispatch_rht<BC, BR, R, ScaleKind::pow2>(p.rht, args, s);
+  if (p.scale_kind == ScaleKind::four_over_six) {
+    // RNE only (make_plan): TE's 4over6 kernel has no stochastic path.
+    if constexpr (R == ElementRound::rne) return dispatch_rht<BC, BR, R, ScaleKind::four_over_six>(p.rht, args, s);
+    return cudaErrorInvalidValue;
+  }
   return dispatch_rht<BC, BR, R, ScaleKind::two_level>(p.rht, args, s);
 }
 
@@ -530,51 +448,28 @@ cudaError_t dispatch_round(const QuantizePlan& p, const QuantArgs& args, cudaStr
 
 }  // namespace
 
-Status launch_amax(const QuantizePlan& p, QuantizeInput d_x, float* d_amax, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  if (cudaMemsetAsync(d_amax, 0, sizeof(float), s) != cudaSuccess) return Status::cuda_error;
-  const std::uint64_t n = static_cast<std::uint64_t>(p.rows) * p.cols;
-  if (n == 0) return Status::success;
-  auto* out = reinterpret_cast<unsigned int*>(d_amax);
-  if (p.rht) {
-    const std::uint64_t units = static_cast<std::uint64_t>(p.rows) * ((p.cols + 15) / 16);
-    amax_rht_kernel<<<static_cast<unsigned>((units + 255) / 256), 256, 0, s>>>(d_x, p.rows, p.cols, out);
-  } else {
-    int device = 0, sms = 132;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const std::uint64_t want = (n / 4 + 255) / 256 + 1;  // (n / 8 suffices for BF16)
-    const std::uint64_t cap = static_cast<std::uint64_t>(sms) * 16;
-    const unsigned blocks = static_cast<unsigned>(want < cap ? want : cap);
-    if (d_x.bf16 != nullptr) {
-      amax_kernel<<<blocks, 256, 0, s>>>(d_x.bf16, n, out);
-    } else {
-      amax_kernel<<<blocks, 256, 0, s>>>(d_x.f32, n, out);
-    }
-  }
-  return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
-}
-
 // Both launch_quantize overloads: the scalars from sc, or from device memory when d_scalars is given.
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
                                       QuantizeInput d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
-                                      std::uint8_t* d_scales, void* stream);
+                                      std::uint8_t* d_scales, const float* d_row_amax, void* stream);
 
 Status launch_quantize(const QuantizePlan& p, const TensorScalars& sc, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
-                       void* stream) {
-  return launch_quantize_scalars(p, sc, nullptr, d_x, d_explicit_bits, d_codes, d_scales, stream);
+                       void* stream, const float* d_row_amax) {
+  return launch_quantize_scalars(p, sc, nullptr, d_x, d_explicit_bits, d_codes, d_scales, d_row_amax, stream);
 }
 
 Status launch_quantize(const QuantizePlan& p, const float* d_scalars, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
-                       void* stream) {
-  return launch_quantize_scalars(p, TensorScalars{}, d_scalars, d_x, d_explicit_bits, d_codes, d_scales, stream);
+                       void* stream, const float* d_row_amax) {
+  return launch_quantize_scalars(p, TensorScalars{}, d_scalars, d_x, d_explicit_bits, d_codes, d_scales, d_row_amax,
+                                 stream);
 }
 
 static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars& sc, const float* d_scalars,
                                       QuantizeInput d_x, const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes,
-                                      std::uint8_t* d_scales, void* stream) {
+                                      std::uint8_t* d_scales, const float* d_row_amax, void* stream) {
+  if (p.row_scaled != (d_row_amax != nullptr)) return Status::invalid_argument;
   const QuantArgs a{.x = d_x,
                     .explicit_bits = d_explicit_bits,
                     .codes = d_codes,
@@ -585,8 +480,14 @@ static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars
                     .scale_rows = p.scale_rows,
                     .scale_cols = p.scale_cols,
                     .threads = static_cast<std::uint64_t>(p.scale_rows) * p.block_rows * p.scale_cols,
+                    .tensor_amax = sc.tensor_amax,
+                    .encode = sc.encode,
                     .block_multiplier = sc.block_multiplier,
                     .gd = sc.decode,
+                    .six_target = six_times(p.target),
+                    .row_amax = d_row_amax,
+                    .error_squared = p.four_over_six_mse ? 1u : 0u,
+                    .error_fast_math = p.four_over_six_fast_math ? 1u : 0u,
                     .scale_format = p.scale_format,
                     .scale_mbits = p.scale_format.mantissa_bits,
                     .scale_bias = p.scale_format.bias,
@@ -606,40 +507,6 @@ static Status launch_quantize_scalars(const QuantizePlan& p, const TensorScalars
     e = p.block_rows == 1 ? dispatch_round<32, 1>(p, a, s) : dispatch_round<32, 32>(p, a, s);
   }
   return e == cudaSuccess ? Status::success : Status::cuda_error;
-}
-
-Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
-                         float* d_out, void* stream) {
-  return launch_dequantize(q, d_codes, d_scales, nullptr, d_out, stream);
-}
-
-Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
-                         const float* d_scalars, float* d_out, void* stream) {
-  if (q.element != formats::e2m1) return Status::unsupported_format;
-  DequantArgs a{};
-  a.device_scalars = d_scalars;
-  a.in = packed_operand(q, d_codes, d_scales);
-  a.out = d_out;
-  a.gd = q.global_decode_scale;
-  a.amax = q.tensor_amax;
-  {
-    volatile float ft = 6.0f * q.target;
-    a.te_factor = 1.0f / ft;
-  }
-  if (q.scale.specials == Specials::pow2_nan) {
-    a.order = 3;
-  } else {
-    switch (q.dequantize_order) {
-      case DequantizeOrder::portable: a.order = 0; break;
-      case DequantizeOrder::kernel: a.order = 1; break;
-      case DequantizeOrder::te_kernel: a.order = q.tensor_scaled ? 2 : 3; break;
-    }
-  }
-  const std::uint64_t units = q.cols % 8 == 0 ? q.rows * (q.cols / 8) : q.rows * q.cols;
-  if (units == 0) return Status::success;
-  dequantize_kernel<<<static_cast<unsigned>((units + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      a, units);
-  return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error;
 }
 
 // ---- host-memory API ----
@@ -679,13 +546,25 @@ Status quantize_host(const Recipe& recipe, const QuantizeRequest& request, std::
       return cuda_failed();
   }
   const TensorScalars sc = tensor_scalars(plan, amax);
+  DeviceBuffer drow;
+  if (plan.row_scaled) {
+    if (!drow.allocate(rows * sizeof(float))) return cuda_failed();
+    if (const Status s = launch_row_amax(plan, dx.as<const T>(), drow.as<float>(), nullptr); s != Status::success)
+      return s;
+  }
   if (const Status s = launch_quantize(plan, sc, dx.as<const T>(), bits, dcodes.as<std::uint8_t>(),
-                                       dscales.as<std::uint8_t>(), nullptr);
+                                       dscales.as<std::uint8_t>(), nullptr,
+                                       plan.row_scaled ? drow.as<float>() : nullptr);
       s != Status::success)
     return s;
   if (cudaMemcpy(q.codes.data(), dcodes.as<std::uint8_t>(), q.codes.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
       cudaMemcpy(q.scales.data(), dscales.as<std::uint8_t>(), q.scales.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
     return cuda_failed();
+  if (plan.row_scaled) {
+    q.row_amax.resize(rows);
+    if (cudaMemcpy(q.row_amax.data(), drow.as<float>(), rows * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+      return cuda_failed();
+  }
   q.tensor_amax = sc.tensor_amax;
   q.tensor_scaled = plan.tensor_scaled;
   q.global_encode_scale = sc.encode;
@@ -705,23 +584,6 @@ Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<
 Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const std::uint16_t> x_bf16,
                 std::size_t rows, std::size_t cols, QuantizedTensor& q) {
   return quantize_host(recipe, request, x_bf16, rows, cols, q);
-}
-
-Status dequantize(const QuantizedTensor& q, std::span<float> out) {
-  if (out.size() < q.rows * q.cols) return Status::invalid_argument;
-  if (q.element != formats::e2m1) return Status::unsupported_format;
-  if (!device_available()) return Status::no_device;
-  DeviceBuffer dcodes, dscales, dout;
-  if (!upload<std::uint8_t>(dcodes, q.codes) || !upload<std::uint8_t>(dscales, q.scales) ||
-      !dout.allocate(q.rows * q.cols * 4))
-    return cuda_failed();
-  if (const Status s =
-          launch_dequantize(q, dcodes.as<std::uint8_t>(), dscales.as<std::uint8_t>(), dout.as<float>(), nullptr);
-      s != Status::success)
-    return s;
-  if (cudaMemcpy(out.data(), dout.as<float>(), q.rows * q.cols * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
-    return cuda_failed();
-  return Status::success;
 }
 
 }  // namespace fp4sim::gpu

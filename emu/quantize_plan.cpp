@@ -74,7 +74,9 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     if (!no_inf || sf.is_signed || sf.mantissa_bits < 1 || sf.bits() > 8 || sf.bias > 126) {
       return Status::unsupported_format;
     }
-    p.scale_kind = ScaleKind::two_level;
+    p.scale_kind = recipe.block_choice == BlockScaleChoice::single ? ScaleKind::two_level : ScaleKind::four_over_six;
+    p.four_over_six_mse = recipe.block_choice == BlockScaleChoice::four_over_six_mse;
+    p.four_over_six_fast_math = recipe.four_over_six_error == FourOverSixErrorDomain::fast_math;
     p.scale_format.mantissa_bits = static_cast<std::uint32_t>(sf.mantissa_bits);
     p.scale_format.bias = sf.bias;
     p.scale_format.max_magnitude = sf.max_finite_code();
@@ -96,6 +98,11 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
   p.zero_scale_to_one = recipe.zero_scale == ZeroScale::one;
   p.rht = request.spec.rht;
   if (p.rht && (p.block_rows != 1 || p.block_cols % 16 != 0)) return Status::unsupported_options;
+  // 4over6 rounds to nearest even only (TE's kernel has no stochastic path, and the presets use none).
+  if (p.scale_kind == ScaleKind::four_over_six && p.rounding != ElementRound::rne) return Status::unsupported_options;
+  p.row_scaled = p.tensor_scaled && recipe.amax_scope == AmaxScope::row;
+  if (p.row_scaled && p.block_rows != 1) return Status::unsupported_options;
+  if (p.row_scaled && request.amax_ref) return Status::invalid_argument;
   p.target = request.spec.target;
   p.amax_ref = request.amax_ref;
   p.seed = request.random.seed;

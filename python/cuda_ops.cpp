@@ -45,6 +45,12 @@ void quantize(PlanHandle plan, std::uintptr_t x, bool bf16, std::size_t rows, st
   const QuantizePlan& p = quantize_plan_of(plan);
   gpu::QuantizePlan launch;
   check(gpu::make_plan(p.recipe, p.request_for(seed, std::nullopt, rbits != 0), rows, cols, launch), "quantize");
+  // The kernels quantize row-scaled operands (gpu::launch_row_amax), but the operand form here holds one tensor
+  // scale, and a GEMM of them needs a per-row alpha that no datapath has yet.
+  if (launch.row_scaled) {
+    throw UsageError("quantize: amax_scope row: fp4sim.torch's operands and GEMMs take one tensor scale, not one "
+                     "per row (fp4sim.quantize takes it)");
+  }
   float* s = ptr<float>(scalars);
   const bool held_used = launch.tensor_scaled && held != 0;
   const gpu::QuantizeInput input =

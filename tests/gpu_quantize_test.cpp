@@ -283,19 +283,57 @@ TEST(KernelTable, EachRowIsItsGoldenDatapath) {
   EXPECT_EQ(gpu::gemm_kernel_for(gemm_options(r, what_if)), nullptr);
 }
 
-// A preset whose settings only the CPU model implements (nvfp4-4over6) is refused by the plan, before any
-// device is looked for, rather than quantized without them.
-TEST(Plan, RefusesTheCpuModelsVariants) {
-  int refused = 0;
-  for (const Recipe& r : recipe_presets()) {
-    if (cpu_only_settings(r).empty()) continue;
+// The settings only the CPU model implements (cpu_only_settings), and the combinations of 4over6 and
+// row-scaled amax the kernels do not take, are refused by the plan before any device is looked for, rather
+// than quantized without them (so this test runs on any machine).
+TEST(Plan, RefusesWhatOnlyTheCpuModelImplements) {
+  const Recipe nvfp4 = *find_recipe("nvfp4");
+  const Recipe four_over_six = *find_recipe("nvfp4-4over6");
+  auto with = [](Recipe r, auto change) {
+    change(r);
+    return r;
+  };
+  struct Refusal {
+    Recipe recipe;
+    OperandSpec spec;
+    bool held_amax;
+    gpu::Status status;
+  };
+  const OperandSpec activation = operands_for(nvfp4, Gemm::fprop).a;
+  const OperandSpec weight_2d = operands_for(nvfp4, Gemm::fprop).b;
+  OperandSpec stochastic = activation;
+  stochastic.rounding = Rounding::sr_fast;
+  const Refusal refusals[] = {
+      {with(nvfp4, [](Recipe& r) { r.element_scaling = ElementScaling::division; }), activation, false,
+       gpu::Status::unsupported_options},
+      {with(nvfp4, [](Recipe& r) { r.nan_amax = NanAmax::propagate; }), activation, false,
+       gpu::Status::unsupported_options},
+      {with(nvfp4, [](Recipe& r) { r.element_specials = SpecialConvention::te_python; }), activation, false,
+       gpu::Status::unsupported_options},
+      {with(nvfp4, [](Recipe& r) { r.element = formats::e2m3; }), activation, false, gpu::Status::unsupported_format},
+      {with(nvfp4, [](Recipe& r) { r.block = 64; }), activation, false, gpu::Status::unsupported_options},
+      {four_over_six, stochastic, false, gpu::Status::unsupported_options},  // 4over6 rounds to nearest only
+      {with(nvfp4, [](Recipe& r) { r.amax_scope = AmaxScope::row; }), weight_2d, false, gpu::Status::unsupported_options},
+      {with(nvfp4, [](Recipe& r) { r.amax_scope = AmaxScope::row; }), activation, true, gpu::Status::invalid_argument},
+  };
+  ASSERT_TRUE(weight_2d.two_d);
+  for (const Refusal& refusal : refusals) {
     QuantizeRequest req;
-    req.spec = operands_for(r, Gemm::fprop).a;
+    req.spec = refusal.spec;
+    if (refusal.held_amax) req.amax_ref = 3.0f;
     QuantizedTensor q;
-    EXPECT_EQ(gpu::quantize(r, req, values(16 * 32, 3), 16, 32, q), gpu::Status::unsupported_options) << r.name;
-    ++refused;
+    EXPECT_EQ(gpu::quantize(refusal.recipe, req, values(32 * 32, 3), 32, 32, q), refusal.status)
+        << refusal.recipe.name << " " << name_of(refusal.spec.rounding) << (refusal.spec.two_d ? " 2-D" : " 1-D");
   }
-  EXPECT_GE(refused, 1);
+  EXPECT_EQ(cpu_only_settings(with(nvfp4, [](Recipe& r) { r.element = formats::e2m3; })),
+            std::vector<std::string_view>{"element_format"});
+  // What the kernels now serve is no longer listed as CPU-only.
+  EXPECT_TRUE(cpu_only_settings(four_over_six).empty());
+  EXPECT_TRUE(cpu_only_settings(with(four_over_six, [](Recipe& r) {
+                r.block_choice = BlockScaleChoice::four_over_six_mse;
+                r.four_over_six_error = FourOverSixErrorDomain::fast_math;
+                r.amax_scope = AmaxScope::row;
+              })).empty());
 }
 
 }  // namespace

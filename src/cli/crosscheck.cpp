@@ -45,10 +45,10 @@ void setup_crosscheck(CLI::App& app) {
   crosscheck::Options* o = &cli->run;
   // Names checked here, before the GPU is looked for: an unknown preset is a usage error (2) on any machine.
   std::vector<std::string> presets{"all"};
-  for (const Recipe& preset : recipe_presets()) presets.push_back(preset.name);
+  for (const std::string& name : crosscheck::recipe_names()) presets.push_back(name);
   CLI::Validator member = CLI::IsMember(presets);
   member.description("");
-  app.add_option("--recipe", o->recipes, "presets to check (default: all)")->check(member);
+  app.add_option("--recipe", o->recipes, "presets to check, or PRESET:amax_scope=row (default: all)")->check(member);
   std::string known;
   for (const std::string& path : crosscheck::all_paths()) known += (known.empty() ? "" : " ") + path;
   app.add_option("--paths", o->paths, known + " (default: all)");

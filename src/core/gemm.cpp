@@ -42,6 +42,20 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
         t->scale_rows != (t->rows + static_cast<std::size_t>(t->block_rows) - 1) / static_cast<std::size_t>(t->block_rows))
       throw DataError("gemm: malformed quantized tensor (codes/scales sizes do not match its shape and blocks)");
   }
+  // A row-scaled operand's G differs per row: A's rows take their own alpha (row_alpha), B's would need one
+  // per output column, which is not modelled.
+  if (!b.row_amax.empty()) {
+    throw DataError("gemm: B is row-scaled ({amax_scope} row): that needs a per-column alpha, which fp4sim does "
+                    "not model (only A may be row-scaled)");
+  }
+  if (!a.row_amax.empty() && o.row_alpha.size() != a.rows) {
+    throw DataError("gemm: A is row-scaled ({amax_scope} row) but the epilogue has " +
+                    std::to_string(o.row_alpha.size()) + " row alphas for its " + std::to_string(a.rows) + " rows");
+  }
+  if (!o.row_alpha.empty() && o.row_alpha.size() != a.rows) {
+    throw DataError("gemm: " + std::to_string(o.row_alpha.size()) + " row alphas for the " + std::to_string(a.rows) +
+                    " rows of A");
+  }
   const bool sign_ignored = dp.kind == DatapathKind::gst_fdpa && dp.fused.scale_sign_ignored;
   const OperandInfo ia(a, sign_ignored);
   if (!ia.elem_ok)
@@ -129,6 +143,15 @@ float gemm_alpha(AlphaRule rule, float amax_a, float target_a, float amax_b, flo
   return fp32::mul_rn(num, fp32::div_rn(1.0f, den));
 }
 
+std::vector<float> gemm_row_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b,
+                                  float element_max) {
+  std::vector<float> alpha(a.row_amax.size());
+  for (std::size_t i = 0; i < alpha.size(); ++i) {
+    alpha[i] = gemm_alpha(rule, a.row_amax[i], a.target, b.tensor_amax, b.target, element_max);
+  }
+  return alpha;
+}
+
 AlphaRule alpha_rule_for(const Datapath& dp, const Recipe& recipe) {
   if (recipe.alpha == AlphaRule::one || recipe.tensor_scale == TensorScalePolicy::none) return AlphaRule::one;
   switch (dp.alpha) {
@@ -192,8 +215,9 @@ GemmOptions resolve_gemm(const Recipe& recipe, const QuantizedTensor& a, const Q
                          const GemmRequest& request) {
   GemmOptions o = gemm_options(recipe, request);
   const float element_max = decode_to_float(a.element, a.element.max_finite_code());
-  o.alpha = gemm_alpha(alpha_rule_for(*o.datapath, recipe), a.tensor_amax, a.target, b.tensor_amax, b.target,
-                       element_max);
+  const AlphaRule rule = alpha_rule_for(*o.datapath, recipe);
+  o.alpha = gemm_alpha(rule, a.tensor_amax, a.target, b.tensor_amax, b.target, element_max);
+  if (!a.row_amax.empty()) o.row_alpha = gemm_row_alpha(rule, a, b, element_max);
   return o;
 }
 

@@ -9,8 +9,9 @@ GemmCall::Resolved GemmCall::resolve() const {
   Resolved r;
   r.recipe = recipe.resolve();
   if (r.recipe.amax_scope == AmaxScope::row) {
-    throw UsageError("{amax_scope} row: a GEMM of row-scaled operands needs a per-row alpha, which fp4sim does not "
-                     "model; quantize and verify quantize take it");
+    throw UsageError("{amax_scope} row: a recipe's amax scope applies to both operands here, and only a row-scaled "
+                     "A has an epilogue (one alpha per row; B's rows would need one per column); quantize and "
+                     "verify quantize take it");
   }
   r.gemm = parse_name_or_throw<Gemm>(gemm, "{gemm}");
   if (out_dtype != "f32" && out_dtype != "bf16") {

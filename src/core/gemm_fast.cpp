@@ -256,7 +256,7 @@ std::uint32_t exact_scalar(const ReferenceContext& ref, const OperandInfo& a, st
     const i128 v = static_cast<i128>(static_cast<u128>(p < 0 ? -p : p) * sa.sig * sb.sig) << (lsb - base);
     sum += p < 0 ? -v : v;
   }
-  const float alpha = ref.options.alpha;
+  const float alpha = alpha_of_row(ref.options, i);
   if (std::isnan(alpha)) return ref.options.datapath->nan_bits;
   if (std::isinf(alpha)) {
     if (sum == 0) return ref.options.datapath->nan_bits;
@@ -385,7 +385,7 @@ std::uint64_t epilogues(const QuantizedTensor& qa, const QuantizedTensor& qb, co
         case DatapathKind::exact: {
           const bool zero = sa.lo[i] == kPos || sb.lo[j] == kPos;
           const int width = zero ? 0 : (sa.hi[i] - sa.lo[i]) + (sb.hi[j] - sb.lo[j]) + log2_k;
-          if (width <= 53) bits = round_scaled_exact(state_d[s], options.alpha, dp.nan_bits);
+          if (width <= 53) bits = round_scaled_exact(state_d[s], alpha_of_row(options, i), dp.nan_bits);
           else {
             bits = exact_scalar(ref, a, i, b, j, sa.lo[i] + sb.lo[j], width <= 120);
             ++reference_outputs;
@@ -396,13 +396,13 @@ std::uint64_t epilogues(const QuantizedTensor& qa, const QuantizedTensor& qb, co
         case DatapathKind::tfdpa:
         case DatapathKind::gst_fdpa: {
           const std::uint32_t acc = dp.kind == DatapathKind::gst_fdpa ? state_u[s] : std::bit_cast<std::uint32_t>(state_f[s]);
-          bits = epilogue(dp, acc, options.alpha);
+          bits = epilogue(dp, acc, alpha_of_row(options, i));
           break;
         }
         case DatapathKind::probe_matched: {
           std::uint32_t cb = std::bit_cast<std::uint32_t>(state2_f[s]);
           if (options.snap) cb = snap_1024(cb);
-          bits = epilogue(dp, (cb & 0x7FFFFFFFu) > 0x7F800000u ? dp.nan_bits : cb, options.alpha);
+          bits = epilogue(dp, (cb & 0x7FFFFFFFu) > 0x7F800000u ? dp.nan_bits : cb, alpha_of_row(options, i));
           break;
         }
       }

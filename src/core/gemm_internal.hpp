@@ -44,6 +44,11 @@ const Datapath& inner_of(const GemmOptions& options);
 // The input format the encoded operands must fit: the T-FDPA row's (or the inner row's) first input.
 Format encoded_input(const GemmOptions& options);
 
+// The epilogue's alpha of output row i: GemmOptions::row_alpha[i] when given (A row-scaled), else alpha.
+inline float alpha_of_row(const GemmOptions& options, std::size_t i) {
+  return options.row_alpha.empty() ? options.alpha : options.row_alpha[i];
+}
+
 // RN32(acc * alpha), NaN -> the row's NaN.
 std::uint32_t epilogue(const Datapath& dp, std::uint32_t acc, float alpha);
 // RNE to BF16 (as float32 bits) when asked.

@@ -208,18 +208,18 @@ std::uint32_t ReferenceContext::element(std::size_t i, std::size_t j, GemmTrace*
   const Datapath& dp = *options.datapath;
   std::uint32_t out = 0;
   switch (dp.kind) {
-    case DatapathKind::exact: out = exact_element(dp, a, i, b, j, options.alpha, trace); break;
-    case DatapathKind::fp32_seq: out = fp32_seq_element(dp, a, i, b, j, options.alpha, trace); break;
+    case DatapathKind::exact: out = exact_element(dp, a, i, b, j, alpha_of_row(options, i), trace); break;
+    case DatapathKind::fp32_seq: out = fp32_seq_element(dp, a, i, b, j, alpha_of_row(options, i), trace); break;
     case DatapathKind::tfdpa: {
       const std::uint32_t acc = tfdpa_chain(dp, *ta, a, i, *tb, b, j, 0, a.k, 0u, trace);
       if (trace) trace->accumulator = acc;
-      out = epilogue(dp, acc, options.alpha);
+      out = epilogue(dp, acc, alpha_of_row(options, i));
       break;
     }
     case DatapathKind::gst_fdpa: {
       const std::uint32_t acc = gst_chain(dp, a, i, b, j, trace);
       if (trace) trace->accumulator = acc;
-      out = epilogue(dp, acc, options.alpha);
+      out = epilogue(dp, acc, alpha_of_row(options, i));
       break;
     }
     case DatapathKind::probe_matched: {
@@ -241,7 +241,7 @@ std::uint32_t ReferenceContext::element(std::size_t i, std::size_t j, GemmTrace*
         trace->before_snap = c;
         trace->accumulator = std::isnan(c) ? dp.nan_bits : cb;
       }
-      out = epilogue(dp, std::isnan(c) ? dp.nan_bits : cb, options.alpha);
+      out = epilogue(dp, std::isnan(c) ? dp.nan_bits : cb, alpha_of_row(options, i));
       break;
     }
   }

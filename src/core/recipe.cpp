@@ -296,14 +296,12 @@ bool valid_target(float target) { return std::isnormal(target) && target > 0.0f;
 
 std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   std::vector<std::string_view> keys;
+  if (r.element != formats::e2m1) keys.push_back("element_format");  // the kernels quantize to E2M1 only
+  if (r.block != 16 && r.block != 32) keys.push_back("block");
   if (r.element_scaling != ElementScaling::reciprocal) keys.push_back("element_scaling");
-  if (r.block_choice != BlockScaleChoice::single) keys.push_back("block_choice");
-  if (r.four_over_six_error != FourOverSixErrorDomain::input) keys.push_back("four_over_six_error");
-  if (r.amax_scope != AmaxScope::tensor) keys.push_back("amax_scope");
   if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
   if (r.element_specials != SpecialConvention::hardware) keys.push_back("element_specials");
   if (r.rht_signs != kRhtSigns) keys.push_back("rht_signs");
-  if (r.element != formats::e2m1) keys.push_back("element_format");  // MXFP8 and other element formats
   return keys;
 }
 

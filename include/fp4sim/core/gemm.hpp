@@ -52,6 +52,8 @@ struct GemmOptions {
                                             // datapath or inner points at, kept alive with the options
   bool snap = true;                    // probe-matched: RNE(C*1024)/1024 (--no-snap clears it)
   float alpha = 1.0f;                  // the epilogue's post-scale (gemm_alpha)
+  std::vector<float> row_alpha;        // non-empty (A row-scaled, AmaxScope::row): output row i's alpha
+                                       // instead of alpha, one per row of A (gemm_row_alpha)
   bool bf16_output = false;            // round every output RNE to BF16 (kept as float32 values)
   GemmImpl impl = GemmImpl::fast;
   std::string_view isa{};              // fast kernels: "" = best the CPU has; "avx512", "avx2", "portable"
@@ -91,6 +93,11 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
 //   division:   RN(RN(A_a·A_b) / RN(RN(F·T_a)·RN(F·T_b)))          (TE reference qgemm)
 //   reciprocal: RN(RN(A_a·A_b) · RN(1 / RN(RN(F·T_a)·RN(F·T_b))))   (the paper's code; TE's kernel)
 float gemm_alpha(AlphaRule rule, float amax_a, float target_a, float amax_b, float target_b, float element_max);
+// A row-scaled A (QuantizedTensor::row_amax): the epilogue's alpha of each output row i, gemm_alpha with
+// A's row i amax in place of its tensor amax and B's tensor amax: D[i, j] = RN(acc[i, j] · alpha_i). (A
+// row-scaled B would need a per-column alpha, which is not modelled: check_gemm_operands refuses it.)
+std::vector<float> gemm_row_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b,
+                                  float element_max);
 // The rule a datapath applies for a recipe: AlphaRule::one when the recipe has no tensor scale,
 // else the row's own rule (fp32-seq: division, probe-matched: reciprocal) or the recipe's.
 AlphaRule alpha_rule_for(const Datapath& datapath, const Recipe& recipe);

@@ -168,9 +168,10 @@ inline bool has_tensor_scale(const Recipe& recipe) {
 }
 
 // The settings of a recipe that only the CPU golden model implements, as the keys of their overrides
-// ("block_choice", ...): an element format other than E2M1 (MXFP8), a non-default element scaling, block
-// choice, 4over6 error domain, amax scope, NaN amax rule, element specials or RHT sign vector. The
-// emu/ kernels refuse a recipe with any of them; empty when they can run it.
+// ("element_format", ...): an element format other than E2M1 (MXFP8, MXFP6), a block other than 16 or 32, a non-default
+// element scaling, NaN amax rule, element specials or RHT sign vector. The emu/ kernels refuse a recipe
+// with any of them; empty when they can run it (4over6 and row-scaled amax run there too, within the
+// limits gpu::make_plan states).
 std::vector<std::string_view> cpu_only_settings(const Recipe& recipe);
 
 // Problems that make a recipe unusable (empty when valid), CPFloat VALIDATE_INPUT style.

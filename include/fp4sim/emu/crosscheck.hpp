@@ -1,14 +1,16 @@
 // The CUDA kernels of emu/ against the golden model on the same inputs (`fp4sim crosscheck`, docs/gpu.md):
-// quantize and dequantize per recipe preset over mixed shapes and adversarial values, and the GEMM paths
+// quantize and dequantize per recipe preset (and row-scaled variants) over mixed shapes and adversarial values, and the GEMM paths
 // against their golden datapaths (bf16-tc vs the sm90-bf16 chain, probe-matched, exact).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fp4sim/core/progress.hpp"
+#include "fp4sim/core/recipe.hpp"
 #include "fp4sim/emu/gemm_kernels.hpp"
 
 namespace fp4sim::crosscheck {
@@ -20,8 +22,30 @@ inline std::vector<std::string> all_paths() {
   return paths;
 }
 
+// The row-scaled variant of a preset (TE's row-scaled NVFP4: one amax, G and Gd per row, 1-D blocks), named
+// as its override reads.
+inline constexpr std::string_view kRowScaled = ":amax_scope=row";
+inline Recipe row_scaled(const Recipe& preset) {
+  Recipe r = preset;
+  r.name += kRowScaled;
+  r.amax_scope = AmaxScope::row;
+  return r;
+}
+
+// What `recipes` may name: every preset, and PRESET:amax_scope=row for each that takes a row-scaled amax
+// (two-level with current tensor scaling). Needs no GPU.
+inline std::vector<std::string> recipe_names() {
+  std::vector<std::string> names;
+  for (const Recipe& r : recipe_presets()) {
+    names.push_back(r.name);
+    if (validate(row_scaled(r)).empty()) names.push_back(r.name + std::string(kRowScaled));
+  }
+  return names;
+}
+
 struct Options {
-  std::vector<std::string> recipes;  // preset names; empty or {"all"}: every preset
+  std::vector<std::string> recipes;  // recipe_names(); empty or {"all"}: every preset the kernels serve, and
+                                     // nvfp4 and nvfp4-4over6 row-scaled
   std::vector<std::string> paths = all_paths();
   double elements = 1e8;             // quantize elements per preset (at least)
   int gemms = 10000;                 // GEMMs in total, spread over the presets

@@ -29,9 +29,10 @@ namespace fp4sim::gpu {
 
 // Which element rounding a quantize kernel instantiates.
 enum class ElementRound : std::uint8_t { rne, sr_fast, sr_fast_f32, sr_fastest };
-// Which kind of block scale a quantize kernel instantiates: two-level (UE4M3/UE5M3 and a tensor scale), or a
+// Which kind of block scale a quantize kernel instantiates: two-level (UE4M3/UE5M3 and a tensor scale), TE's
+// 4over6 choice between two two-level candidates (BlockScaleChoice::four_over_six_*; RNE elements only), or a
 // power of two (E8M0) by one of the recipe's power-of-two scale rules (QuantizePlan::pow2_rule).
-enum class ScaleKind : std::uint8_t { two_level, pow2 };
+enum class ScaleKind : std::uint8_t { two_level, four_over_six, pow2 };
 
 // Everything a quantize launch needs, resolved on the host from (recipe, request, shape).
 struct QuantizePlan {
@@ -43,6 +44,9 @@ struct QuantizePlan {
   ScaleRule pow2_rule = ScaleRule::pow2_floor;  // pow2: floor, ceil, ceil-exponent, even or rceil
   bool rht = false;
   bool tensor_scaled = false;
+  bool row_scaled = false;           // AmaxScope::row: each row's amax (launch_row_amax) makes its G and Gd
+  bool four_over_six_mse = false;    // four_over_six: summed squared error (else summed |error|)
+  bool four_over_six_fast_math = false;  // four_over_six: the error in the fast-math domain (else the input's)
   bool zero_scale_to_one = true;
   emu::SmallFormat scale_format{};   // two-level: the block-scale format's bit-path constants
   std::uint32_t one_code = 0;        // the scale code of 1.0 (zero-scale repair)
@@ -54,7 +58,9 @@ struct QuantizePlan {
 
 // Resolves a plan; unsupported_* when the GPU has no kernel for the recipe (element format other than
 // e2m1, a power-of-two rule with a scale format other than e8m0, RHT with 2-D tiles or a block that is not
-// 16 or 32, or a setting cpu_only_settings names).
+// 16 or 32, 4over6 with stochastic rounding, row-scaled amax with 2-D blocks, or a setting
+// cpu_only_settings names); invalid_argument for row-scaled amax with a held amax (the golden model refuses
+// both).
 Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows, std::size_t cols,
                  QuantizePlan& plan);
 
@@ -89,20 +95,26 @@ struct QuantizeInput {
 
 // Current amax of x (after the RHT when plan.rht), NaN-ignoring, into *d_amax (device float).
 Status launch_amax(const QuantizePlan& plan, QuantizeInput d_x, float* d_amax, void* stream);
+// plan.row_scaled: the amax of each row of x (after the RHT when plan.rht), NaN-ignoring, into
+// d_row_amax[plan.rows] (QuantizedTensor::row_amax). The tensor amax (launch_amax) is still what G, Gd and
+// tensor_amax record.
+Status launch_row_amax(const QuantizePlan& plan, QuantizeInput d_x, float* d_row_amax, void* stream);
 // Codes and scales of x under the plan and scalars. explicit_bits: nullptr or one integer per element.
+// d_row_amax: launch_row_amax's output, given exactly when plan.row_scaled (else invalid_argument).
 Status launch_quantize(const QuantizePlan& plan, const TensorScalars& scalars, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
-                       void* stream);
+                       void* stream, const float* d_row_amax = nullptr);
 // The same with the scalars read from device memory (DeviceScalar order) instead.
 Status launch_quantize(const QuantizePlan& plan, const float* d_scalars, QuantizeInput d_x,
                        const std::uint32_t* d_explicit_bits, std::uint8_t* d_codes, std::uint8_t* d_scales,
-                       void* stream);
-// Dequantize (codes, scales) of q's shape and settings into d_out (float [rows, cols]).
+                       void* stream, const float* d_row_amax = nullptr);
+// Dequantize (codes, scales) of q's shape and settings into d_out (float [rows, cols]). d_row_amax: q.row_amax
+// in device memory, given exactly when q has one (row-scaled: each row's amax and Gd), else invalid_argument.
 Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
-                         float* d_out, void* stream);
+                         float* d_out, void* stream, const float* d_row_amax = nullptr);
 // The same with Gd and the tensor amax read from d_scalars (DeviceScalar order) instead of q.
 Status launch_dequantize(const QuantizedTensor& q, const std::uint8_t* d_codes, const std::uint8_t* d_scales,
-                         const float* d_scalars, float* d_out, void* stream);
+                         const float* d_scalars, float* d_out, void* stream, const float* d_row_amax = nullptr);
 
 // out [cols, rows] = the transpose of in [rows, cols] (row-major, element_bytes 2 or 4; rows < 2^22).
 Status launch_transpose(const void* d_in, void* d_out, std::size_t rows, std::size_t cols, int element_bytes,
@@ -116,7 +128,8 @@ Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_
 
 // What a GEMM kernel does with each accumulated output (emu/epilogue.cuh): RN(C·alpha) with alpha = `alpha`,
 // or *alpha_device when set (fp4sim.torch keeps alpha in device memory, written by launch_gemm_alpha, so that
-// nothing waits for the host); then, with a bias [N], RN(· + bias[col]) in binary32, as torch adds a Linear's
+// nothing waits for the host), or, when row_alpha is set (a row-scaled A: gemm_row_alpha), row_alpha[row] for
+// output row `row` (every kernel of gemm_kernels.hpp takes it); then, with a bias [N], RN(· + bias[col]) in binary32, as torch adds a Linear's
 // bias to a float32 output; stored as binary32, or rounded to nearest even BF16 when bf16_out (C then holds
 // [M, N] uint16 bit patterns).
 struct Epilogue {
@@ -124,6 +137,7 @@ struct Epilogue {
   const float* alpha_device = nullptr;
   const float* bias = nullptr;
   bool bf16_out = false;
+  const float* row_alpha = nullptr;  // device float [M]
 };
 
 // Encoded-domain operand: out[r, k] = BF16(element value * block scale value) (exact for the presets),

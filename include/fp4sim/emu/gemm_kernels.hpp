@@ -18,7 +18,9 @@
 
 namespace fp4sim::gpu {
 
-// C [M, N] = A [M, K] . B [N, K]^T from two quantized operands, in the order of kGemmKernels.
+// C [M, N] = A [M, K] . B [N, K]^T from two quantized operands, in the order of kGemmKernels. Every kernel
+// ends in emu/epilogue.cuh, so every one takes a per-row alpha (Epilogue::row_alpha: a row-scaled A, the
+// golden GemmOptions::row_alpha) wherever its rule below says alpha.
 enum class GemmPath : std::uint8_t {
   bf16_tc,        // encoded-domain operands (q * s, exact in BF16) through bf16 tensor cores (wgmma m64n256k16
                   // on an sm_90a build, else mma.sync.m16n8k16: the same bits), FP32 accumulation chained in

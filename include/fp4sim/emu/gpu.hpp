@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/format.hpp"
@@ -45,10 +46,11 @@ Status convert(const Format& format, const EncodeOptions& options, std::span<con
 
 // ---- Block quantization (emu/quantize.cu) ----
 //
-// The same QuantizedTensor bytes as fp4sim::quantize (codes, scales, tensor_amax, G, Gd and the recipe
+// The same QuantizedTensor bytes as fp4sim::quantize (codes, scales, tensor_amax, G, Gd, row_amax and the recipe
 // settings); the GPU fills counts.elements and counts.blocks only. Supports E2M1 elements with block 16
 // or 32, 1-D and 2-D blocks, two-level scales in any unsigned small format with a mantissa and no Inf
-// (ue5m3, ue4m3, ...), OCP's floor rule with E8M0, element rounding rne / sr-fast / sr-fast-f32 /
+// (ue5m3, ue4m3, ...), with TE's 4over6 block choice (RNE elements only) and row-scaled amax (1-D blocks;
+// row_amax filled) too, every power-of-two scale rule with E8M0, element rounding rne / sr-fast / sr-fast-f32 /
 // sr-fastest (Philox bits as random_bits(), or request.random.explicit_bits), and the 16-point RHT on
 // 1-D blocks. Anything else: unsupported_format / unsupported_options. x is host memory.
 Status quantize(const Recipe& recipe, const QuantizeRequest& request, std::span<const float> x, std::size_t rows,
@@ -66,6 +68,7 @@ Status dequantize(const QuantizedTensor& q, std::span<float> out);
 struct GemmOptions {
   GemmPath path = GemmPath::bf16_tc;
   float alpha = 1.0f;  // the recipe's alpha, formed by the caller (gemm_alpha below)
+  std::vector<float> row_alpha;  // a row-scaled A: one alpha per row of A instead (fp4sim::gemm_row_alpha)
   bool snap = true;    // probe-matched only
 };
 
@@ -75,7 +78,8 @@ struct GemmOptions {
 float gemm_alpha(AlphaRule rule, const QuantizedTensor& a, const QuantizedTensor& b);
 
 // c.size() >= a.rows * b.rows; a.cols == b.cols, a multiple of the kernel's k_multiple; both E2M1 with the
-// same block shape along K.
+// same block shape along K. A row-scaled A needs row_alpha (one per row, else invalid_argument); a row-scaled
+// B is unsupported_options (it would need a per-column alpha).
 Status gemm(const QuantizedTensor& a, const QuantizedTensor& b, const GemmOptions& options, std::span<float> c);
 
 }  // namespace fp4sim::gpu
