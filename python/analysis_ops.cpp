@@ -15,6 +15,7 @@
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/replay.hpp"
 #include "fp4sim/front/arguments.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 #include "fp4sim/analysis/sweep.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/quantize.hpp"
@@ -59,7 +60,7 @@ void register_analysis_ops(nb::module_& m) {
       [](const std::string& trace, std::string recipes, std::optional<std::string> recipe_map, std::string datapath, std::string steps,
          std::string layers, std::uint64_t seed, std::string hold, bool gemms, int period, double slab_mib) {
         replay::Call call;
-        call.recipes = std::move(recipes);
+        call.recipes = front::recipe_spec_list(recipes);
         call.recipe_map = std::move(recipe_map);
         call.datapath = std::move(datapath);
         call.steps = std::move(steps);
@@ -91,7 +92,7 @@ void register_analysis_ops(nb::module_& m) {
         call.tensor_scales = std::move(tensor_scales);
         call.roundings = std::move(roundings);
         call.rhos = std::move(rhos);
-        call.base = std::move(base);
+        call.base = front::recipe_spec(base, "base");
         call.steps = std::move(steps);
         call.layers = std::move(layers);
         call.recipe_map = std::move(recipe_map);

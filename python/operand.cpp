@@ -6,6 +6,7 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/quantize_call.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 
 namespace nb = nanobind;
 
@@ -124,8 +125,7 @@ template bool set_keyword(std::span<const front::Argument<VerifyGemmCall>>, Veri
                           nb::handle);
 
 RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
-  RecipeOverrides o;
-  o.recipe = recipe;
+  RecipeOverrides o = front::recipe_spec(recipe);  // the keywords override the spec, as they override a preset
   const auto rows = front::recipe_arguments();
   for (auto [key, value] : d) {
     const std::string k = utf8("a recipe override's name", key);

@@ -29,14 +29,9 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-std::vector<Recipe> recipes_from(const std::string& text) {
+std::vector<Recipe> recipes_from(const std::vector<RecipeOverrides>& specs) {
   std::vector<Recipe> out;
-  for (const std::string& name : split_list(text)) {
-    const Recipe* r = find_recipe(name);
-    if (!r) throw UsageError("{recipes}: unknown recipe '" + name + "' (known: " + recipe_names() + ")");
-    out.push_back(*r);
-  }
-  if (out.empty()) throw UsageError("{recipes}: no recipe named");
+  for (const RecipeOverrides& spec : specs) out.push_back(spec.resolve());
   return out;
 }
 
@@ -110,8 +105,7 @@ replay::Options replay::Call::resolve() const {
 
 sweep::Options sweep::Call::resolve() const {
   Options s;
-  if (!find_recipe(base)) throw UsageError("{base}: unknown recipe '" + base + "' (known: " + recipe_names() + ")");
-  s.grid.base = base;
+  if (base) s.grid.base = base->resolve();
   s.grid.element_formats.clear();
   for (const auto& f : split_list(element_formats)) s.grid.element_formats.push_back(format_argument(f, "{element_formats}"));
   s.grid.scale_formats.clear();
@@ -135,6 +129,23 @@ sweep::Options sweep::Call::resolve() const {
   }
   s.grid.roundings.clear();
   for (const auto& r : split_list(roundings)) s.grid.roundings.push_back(parse_name_or_throw<Rounding>(r, "{roundings}"));
+  for (const auto& name : split_list(scale_rules)) {
+    const ScaleRule rule = parse_name_or_throw<ScaleRule>(name, "{scale_rules}");
+    // A rule that does not suit a scale format of the grid is refused before any work: crossed, the pair
+    // would be a grid point of no recipe.
+    for (const Format& format : s.grid.scale_formats) {
+      Recipe r = s.grid.base;
+      r.scale = format;
+      r.scale_rule = rule;
+      r.tensor_scale = TensorScalePolicy::none;
+      for (const std::string& problem : validate(r)) {
+        if (problem.find("scale format") != std::string::npos) {
+          throw UsageError("{scale_rules} " + name + " with {scale_formats} " + format_name(format) + ": " + problem);
+        }
+      }
+    }
+    s.grid.scale_rules.push_back(rule);
+  }
   s.grid.rhos.clear();
   for (const auto& r : split_list(rhos)) {
     char* end = nullptr;

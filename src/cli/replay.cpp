@@ -9,6 +9,7 @@
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/result_bytes.hpp"
 #include "fp4sim/core/names.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 #include "progress.hpp"
 #include "ranks.hpp"
 #include "replay_common.hpp"
@@ -75,7 +76,13 @@ void setup_replay(CLI::App& app) {
       "error, underflow/saturation and per-block statistics; per GEMM the relative Frobenius error; periodic "
       "tensor scaling carried across steps (Proposition 1 headroom).");
   app.add_option("trace", o->trace, "TRACE.h5 (docs/trace-format.md, version 1)")->required();
-  auto* recipes = app.add_option("--recipes", o->call.recipes, "comma-separated recipe presets")->capture_default_str();
+  auto* recipes = app.add_option_function<std::string>(
+                          "--recipes", [o](const std::string& list) { o->call.recipes = front::recipe_spec_list(list); },
+                          "recipes separated by ',': presets, or user-defined PRESET:KEY=VALUE,... whose KEY=VALUE items "
+                          "continue the recipe before them (--recipes nvfp4,mxfp4:scale_rule=rceil,block=16; docs/cli.md "
+                          "\"User-defined recipes\")")
+                      ->type_name("SPECS")
+                      ->default_str("ue5m3,nvfp4,mxfp4");
   app.add_option("--recipe-map", o->call.recipe_map,
                  "policies per layer and step instead of --recipes: maps separated by ';', each a list of "
                  "PATTERN[@STEPS]=RECIPE|bf16 rules, the first that matches a layer (regex as --layers, * = every "
@@ -105,7 +112,7 @@ void setup_replay(CLI::App& app) {
   add_progress_flags(app, o->progress);
   app.add_option("--slab-mib", o->call.slab_mib, "memory bound: tensors larger than this many MiB of float32 are streamed in row slabs, GEMM entries computed in tiles of at most this much (over the recipes)")
       ->capture_default_str();
-  add_example(app, "fp4sim replay traces/trace_a.h5 --recipes ue5m3,nvfp4 --json a.json --plots plots/");
+  add_example(app, "fp4sim replay traces/trace_a.h5 --recipes ue5m3,nvfp4,mxfp4:scale_rule=rceil,block=16 --json a.json --plots plots/");
   app.callback([o] { run_replay(*o); });
 }
 

@@ -9,6 +9,7 @@
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/core/rounding.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 #include "progress.hpp"
 #include "ranks.hpp"
 #include "replay_common.hpp"
@@ -67,15 +68,23 @@ void setup_sweep(CLI::App& app) {
   app.add_option("--role", o->call.role, "how synthetic tensors are quantized:" + name_help<Role>())
       ->capture_default_str();
   app.add_option("--element-formats", o->call.element_formats, "element formats (docs/cli.md names or eXmY)")->capture_default_str();
-  app.add_option("--scale-formats", o->call.scale_formats, "block-scale formats (e8m0 uses the OCP floor rule)")
+  app.add_option("--scale-formats", o->call.scale_formats, "block-scale formats (e8m0 uses the OCP floor rule unless --scale-rules)")
       ->capture_default_str();
   app.add_option("--blocks", o->call.blocks, "block sizes")->capture_default_str();
   app.add_option("--tensor-scales", o->call.tensor_scales, "tensor-scale policies:" + name_help<TensorScalePolicy>())
       ->capture_default_str();
   app.add_option("--roundings", o->call.roundings, "element roundings:" + name_help<Rounding>())->capture_default_str();
+  app.add_option("--scale-rules", o->call.scale_rules,
+                 "scale rules, each suiting every --scale-formats (default: each format's own, floor on e8m0 and "
+                 "two-level otherwise; given, the configurations name their rule):" + name_help<ScaleRule>());
   app.add_option("--rho", o->call.rhos, "synthetic periodic scaling: held amax = amax / rho, for each rho")
       ->capture_default_str();
-  app.add_option("--base", o->call.base, "recipe preset every other setting comes from")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--base", [o](const std::string& spec) { o->call.base = front::recipe_spec(spec, "base"); },
+         "recipe every other setting comes from: a preset or PRESET:KEY=VALUE,... (docs/cli.md \"User-defined "
+         "recipes\")")
+      ->type_name("SPEC")
+      ->default_str("ue5m3");
   app.add_option("--steps", o->call.steps, "trace steps (default: all)");
   app.add_option("--layers", o->call.layers, "trace layers: regular expression");
   app.add_option("--recipe-map", o->call.recipe_map,
@@ -92,7 +101,8 @@ void setup_sweep(CLI::App& app) {
       ->check(not_empty_path());
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
   add_progress_flags(app, o->progress);
-  add_example(app, "fp4sim sweep --rows 64 --cols 1024 --blocks 16,32 --csv sweep.csv");
+  add_example(app, "fp4sim sweep --rows 64 --cols 1024 --scale-formats e8m0 --scale-rules floor,rceil --blocks 16,32 "
+                   "--tensor-scales none --csv sweep.csv");
   app.callback([o] { run_sweep(*o); });
 }
 

@@ -9,6 +9,7 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/analysis/vectors.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 
 namespace fp4sim::cli {
 
@@ -39,13 +40,12 @@ void run_discriminate(const VectorsOptions& o, const Recipe& recipe) {
 }
 
 void run_vectors(const VectorsOptions& o) {
-  const Recipe* recipe = find_recipe(o.recipe);
-  if (!recipe) throw UsageError("--recipe: unknown recipe '" + o.recipe + "' (known: " + recipe_names() + ")");
-  if (!o.discriminate.empty()) return run_discriminate(o, *recipe);
-  const std::size_t cases = o.cases.value_or(vectors::default_cases(*recipe));
-  const std::size_t files = vectors::write(*recipe, o.seed, cases, o.out);
+  const Recipe recipe = front::recipe_spec(o.recipe).resolve();
+  if (!o.discriminate.empty()) return run_discriminate(o, recipe);
+  const std::size_t cases = o.cases.value_or(vectors::default_cases(recipe));
+  const std::size_t files = vectors::write(recipe, o.seed, cases, o.out);
   std::printf("vectors: %zu cases for recipe %s (seed %llu) in %s: manifest.json and %zu .npy files\n",
-              cases, recipe->name.c_str(), static_cast<unsigned long long>(o.seed), o.out.c_str(),
+              cases, recipe.name.c_str(), static_cast<unsigned long long>(o.seed), o.out.c_str(),
               files - 1);
 }
 

@@ -10,6 +10,7 @@
 #include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 
 namespace fp4sim::front {
 
@@ -36,11 +37,10 @@ constexpr std::vector<std::string> (*kNames)() = &name_strings<E>;
 template <class E>
 constexpr std::string (*kNamesHelp)() = &name_help<E>;
 
-std::vector<std::string> recipe_names_list() {
-  std::vector<std::string> out;
-  for (const Recipe& preset : recipe_presets()) out.push_back(preset.name);
-  return out;
-}
+// The recipe row's setter, the one that checks: a spec sets every override it names, so it runs before the
+// other rows (the first row; CLI11 runs callbacks in the order the options were added), whose flags and
+// keywords then override the spec as they override a preset.
+void set_recipe(RecipeOverrides& call, const ArgValue& v) { call = recipe_spec(std::get<std::string>(v)); }
 std::string recipe_names_help() {
   std::string help;
   for (const Recipe& preset : recipe_presets()) help += "\n  " + preset.name + ": " + preset.source;
@@ -53,8 +53,10 @@ std::string rht_signs_help() { return " (default TE's " + rht_signs_text(kRhtSig
 constexpr std::int64_t kIntMin = INT_MIN, kIntMax = INT_MAX;
 
 const Argument<RecipeOverrides> kRecipe[] = {
-    {.key = "recipe", .type = ArgType::text, .help = "recipe preset", .set = FP4SIM_SETS(recipe), .metavar = "NAME",
-     .names = &recipe_names_list, .names_help = &recipe_names_help},
+    {.key = "recipe", .type = ArgType::text,
+     .help = "recipe: a preset, or a preset with overrides PRESET:KEY=VALUE,... in the keys of the overrides here "
+             "(mxfp4:scale_rule=rceil,block=16; docs/cli.md \"User-defined recipes\"); the presets:",
+     .set = &set_recipe, .metavar = "SPEC", .names_help = &recipe_names_help},
     {.key = "block", .type = ArgType::integer, .help = "block size B along the reduction dimension",
      .set = FP4SIM_SETS(block), .min = kIntMin, .max = kIntMax},
     {.key = "two_d", .type = ArgType::switch_, .help = "B x B tiles", .set = FP4SIM_SETS(two_d), .off = "one-d",
@@ -247,7 +249,7 @@ std::string render(std::string_view keyed, Spelling spelling) {
   });
 }
 
-std::string recipe_help() { return "recipe preset:" + recipe_names_help(); }
+std::string recipe_help() { return std::string(kRecipe[0].help) + recipe_names_help(); }
 
 std::string datapath_help() {
   std::string help;
