@@ -33,6 +33,13 @@ std::vector<std::string_view> items_of(std::string_view text) {
   }
 }
 
+// 'text' (built by append: GCC 12 sees a false -Wrestrict in "'" + std::string(text))
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  out.append(text).append("'");
+  return out;
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -133,14 +140,15 @@ RecipeOverrides recipe_spec(std::string_view text, std::string_view key) {
   for (const std::string_view item : items_of(spec.substr(colon + 1))) {
     const std::size_t eq = item.find('=');
     if (item.empty() || eq == npos) {
-      fail("'" + std::string(item) + "' is no override KEY=VALUE (after ':' and between ',')");
+      fail(quoted(item) + " is no override KEY=VALUE (after ':' and between ',')");
     }
     const std::string_view k = trimmed(item.substr(0, eq)), v = trimmed(item.substr(eq + 1));
     const Argument<RecipeOverrides>* row = override_row(k);
     if (!row) fail("unknown override '" + std::string(k) + "' (keys: " + override_keys() + ")");
     if (!given.insert(k).second) fail(std::string(k) + " is given twice");
     row->set(o, value_of(*row, v, fail));
-    name += (given.size() > 1 ? "," : "") + std::string(k) + "=" + std::string(v);
+    if (given.size() > 1) name += ',';
+    name.append(k).append("=").append(v);
   }
   o.name = name;
   try {
@@ -166,12 +174,13 @@ std::vector<RecipeOverrides> recipe_spec_list(std::string_view list, std::string
       continue;
     }
     // KEY=VALUE: the next override of the spec before it
-    if (specs.empty()) throw UsageError("{" + k + "}: '" + std::string(item) + "' follows no recipe (PRESET:KEY=VALUE)");
-    if (specs.back().find(':') == std::string::npos) {
-      throw UsageError("{" + k + "}: '" + std::string(item) + "' follows the preset " + specs.back() + " without ':' (" +
-                       specs.back() + ":" + std::string(item) + ")");
+    if (specs.empty()) throw UsageError("{" + k + "}: " + quoted(item) + " follows no recipe (PRESET:KEY=VALUE)");
+    std::string& spec = specs.back();
+    if (spec.find(':') == std::string::npos) {
+      throw UsageError("{" + k + "}: " + quoted(item) + " follows the preset " + spec + " without ':' (" + spec + ":" +
+                       std::string(item) + ")");
     }
-    specs.back() += "," + std::string(item);
+    spec.append(",").append(item);
   }
   if (specs.empty()) throw UsageError("{" + k + "}: no recipe named");
   std::vector<RecipeOverrides> recipes;
