@@ -642,11 +642,11 @@ def _maps(maps) -> str:
         raise TypeError(f"recipe_map: expected a string or a list of strings, got {type(maps).__name__}") from None
 
 
-def _steps(steps) -> str:
+def _steps(steps) -> Optional[str]:
     """``steps`` as --steps takes it: None selects every captured step; an empty selection ([] or ",") is
     passed on as one, so that it is refused, not read as None."""
     if steps is None:
-        return ""
+        return None
     return _names(steps, "steps") or ","
 
 
@@ -713,10 +713,10 @@ def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", st
     if recipes is not None and recipe_map is not None:
         raise UsageError("give recipes or recipe_map, not both")
     maps = None if recipe_map is None else recipe_map if isinstance(recipe_map, str) else _maps(recipe_map)
-    json_text, summary = native.replay(_trace_file(trace), _names("ue5m3,nvfp4,mxfp4" if recipes is None else recipes,
-                                                                  "recipes"), maps, datapath,
-                                       _steps(steps), layers, seed, hold,
-                                       gemms, period, slab_mib)
+    json_text, summary = native.replay(_trace_file(trace), dict(
+        recipes=None if recipes is None else _names(recipes, "recipes"), recipe_map=maps, datapath=datapath,
+        steps=_steps(steps), layers=layers or None, seed=seed, hold=hold, gemms=gemms, period=period,
+        slab_mib=slab_mib))
     return AnalysisReport(json_text, summary)
 
 
@@ -724,10 +724,11 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
           rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
           scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",
           rho="1", base: str = "ue5m3", steps=None, layers: str = "", recipe_map=None, hold: str = "window",
-          seed: int = 0, slab_mib: float = 256) -> AnalysisReport:
+          seed: int = 0, slab_mib: float = 256, scale_rules=None) -> AnalysisReport:
     """A grid of element format x scale format x block size x tensor-scale policy x rounding over a trace's
     tensors or, without ``trace``, over seeded synthetic distributions: ``fp4sim sweep`` with its options as
-    keywords (each list a Python list or the CLI's comma-separated text). Returns an
+    keywords (each list a Python list or the CLI's comma-separated text; ``scale_rules``, e.g. ``["floor",
+    "rceil"]``, crosses the scale rules with the other axes; ``base`` may be a user-defined recipe). Returns an
     :class:`AnalysisReport` whose ``tensors`` hold one entry per (input, configuration), ``recipe`` naming
     the configuration; ``skipped`` lists the grid points that are not valid recipes. ``recipe_map`` (trace
     only): one map as :func:`replay` takes, whose ``grid`` rules take each grid point (``"lm_head=bf16,*=grid"``).
@@ -740,9 +741,11 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
     [('normal', 'b16'), ('normal', 'b32'), ('laplace', 'b16'), ('laplace', 'b32')]
     """
     native = _analysis()
-    json_text, summary = native.sweep(
-        "" if trace is None else _trace_file(trace), _names(synthetic, "synthetic"), rows, cols, role,
-        _names(element_formats, "element_formats"), _names(scale_formats, "scale_formats"), _names(blocks, "blocks"),
-        _names(tensor_scales, "tensor_scales"), _names(roundings, "roundings"), _names(rho, "rho"), base,
-        _steps(steps), layers, recipe_map, hold, seed, slab_mib)
+    json_text, summary = native.sweep("" if trace is None else _trace_file(trace), dict(
+        synthetic=_names(synthetic, "synthetic"), rows=rows, cols=cols, role=role,
+        element_formats=_names(element_formats, "element_formats"), scale_formats=_names(scale_formats, "scale_formats"),
+        blocks=_names(blocks, "blocks"), tensor_scales=_names(tensor_scales, "tensor_scales"),
+        roundings=_names(roundings, "roundings"), rho=_names(rho, "rho"), base=base, steps=_steps(steps),
+        layers=layers or None, recipe_map=recipe_map, hold=hold, seed=seed, slab_mib=slab_mib,
+        scale_rules=None if scale_rules is None else _names(scale_rules, "scale_rules")))
     return AnalysisReport(json_text, summary)

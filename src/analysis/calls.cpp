@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/analysis/sweep.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/names.hpp"
 

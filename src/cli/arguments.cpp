@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "fp4sim/core/names.hpp"
+#include "fp4sim/front/analysis_arguments.hpp"
 #include "fp4sim/io/npy.hpp"
 
 namespace fp4sim::cli {
@@ -79,6 +80,8 @@ template void add_arguments(CLI::App&, std::span<const front::Argument<ConvertCa
 template void add_arguments(CLI::App&, std::span<const front::Argument<MmaCall>>, MmaCall&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyQuantizeCall>>, VerifyQuantizeCall&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<replay::Call>>, replay::Call&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<sweep::Call>>, sweep::Call&);
 
 CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
   return app.add_option("--recipe", recipe, front::recipe_help())->check(kNotEmpty)->type_name("SPEC");

@@ -569,6 +569,15 @@ def test_replay_takes_user_defined_recipes_in_a_list():
 
 
 @needs_analyses
+def test_sweep_crosses_scale_rules_and_refuses_one_a_scale_format_cannot_take():
+    kw = dict(synthetic="normal", rows=16, cols=64, tensor_scales="none", blocks=32)
+    r = fp4sim.sweep(scale_formats="e8m0", scale_rules=["floor", "rceil"], **kw)
+    assert r["configs"] == ["e2m1/e8m0/b32/none/rne/floor", "e2m1/e8m0/b32/none/rne/rceil"]
+    with pytest.raises(fp4sim.UsageError, match="^scale_rules rceil with scale_formats ue4m3: scale rules floor/"):
+        fp4sim.sweep(scale_formats="ue4m3", scale_rules="rceil", **kw)
+
+
+@needs_analyses
 def test_replay_records_are_rows_of_scalars():
     r = fp4sim.replay(TRACE, "nvfp4", steps="1", layers="lm_head", gemms=False)
     assert r["gemms"] == [] and len(r["tensors"]) == 3

@@ -1,16 +1,23 @@
 // The arguments of `replay` and `sweep` as the command line gives them (lists and names as text; recipes
 // as their front end parsed them, fp4sim/front/recipe_spec.hpp), and the one place they are checked and
-// turned into replay::Options and sweep::Options.
+// turned into replay::Options and sweep::Options. The front ends' argument tables set these fields
+// (fp4sim/front/analysis_arguments.hpp): this header needs neither HDF5 nor the analysis library.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "fp4sim/analysis/replay.hpp"
-#include "fp4sim/analysis/sweep.hpp"
 #include "fp4sim/core/recipe_overrides.hpp"
+
+namespace fp4sim::replay {
+struct Options;  // fp4sim/analysis/replay.hpp
+}  // namespace fp4sim::replay
+namespace fp4sim::sweep {
+struct Options;  // fp4sim/analysis/sweep.hpp
+}  // namespace fp4sim::sweep
 
 namespace fp4sim::replay {
 
