@@ -9,6 +9,7 @@
 
 #include "fp4sim/analysis/replay.hpp"
 #include "fp4sim/analysis/sweep.hpp"
+#include "fp4sim/analysis/vectors.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/names.hpp"
 
@@ -190,6 +191,16 @@ sweep::Options sweep::Call::resolve() const {
     }
   }
   return s;
+}
+
+vectors::Call::Resolved vectors::Call::resolve() const {
+  if (recipe.recipe.empty()) throw UsageError("{recipe} is required");
+  Resolved r;
+  r.recipe = recipe.resolve();
+  for (const std::string& name : split_list(discriminate)) r.discriminate.push_back(&datapath_argument(name, "{discriminate}"));
+  if (!discriminate.empty() && r.discriminate.empty()) throw UsageError("{discriminate}: '" + discriminate + "' names no datapath");
+  r.cases = cases.value_or(r.discriminate.empty() ? default_cases(r.recipe) : 4);
+  return r;
 }
 
 }  // namespace fp4sim

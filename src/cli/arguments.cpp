@@ -82,10 +82,7 @@ template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyQua
 template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<replay::Call>>, replay::Call&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<sweep::Call>>, sweep::Call&);
-
-CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
-  return app.add_option("--recipe", recipe, front::recipe_help())->check(kNotEmpty)->type_name("SPEC");
-}
+template void add_arguments(CLI::App&, std::span<const front::Argument<vectors::Call>>, vectors::Call&);
 
 void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
   add_arguments(app, front::recipe_arguments(), o);

@@ -35,9 +35,6 @@ void add_example(CLI::App& app, const std::string& example);
 template <class Call>
 void add_arguments(CLI::App& app, std::span<const front::Argument<Call>> rows, Call& call);
 
-// --recipe SPEC: a preset or a user-defined recipe (fp4sim/front/recipe_spec.hpp), the presets listed in --help
-// with their sources.
-CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe);
 // --recipe (required) and every recipe override.
 void add_recipe_options(CLI::App& app, RecipeOverrides& overrides);
 

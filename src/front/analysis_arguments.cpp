@@ -15,6 +15,7 @@ void assign(std::string& field, const ArgValue& v) { field = std::get<std::strin
 void assign(std::optional<std::string>& field, const ArgValue& v) { field = std::get<std::string>(v); }
 void assign(bool& field, const ArgValue& v) { field = std::get<bool>(v); }
 void assign(std::uint64_t& field, const ArgValue& v) { field = std::get<std::uint64_t>(v); }
+void assign(std::optional<std::uint64_t>& field, const ArgValue& v) { field = std::get<std::uint64_t>(v); }
 void assign(int& field, const ArgValue& v) { field = static_cast<int>(std::get<std::int64_t>(v)); }  // row's range
 void assign(double& field, const ArgValue& v) { field = std::get<double>(v); }
 
@@ -115,11 +116,29 @@ const Argument<sweep::Call> kSweep[] = {
      .default_text = "256"},
 };
 
+const Argument<vectors::Call> kVectors[] = {
+    {.key = "recipe", .type = ArgType::text,
+     .help = "recipe: a preset, or a preset with overrides PRESET:KEY=VALUE,... in the keys of quantize's recipe "
+             "overrides (docs/cli.md \"User-defined recipes\"); the presets:",
+     .set = [](vectors::Call& call, const ArgValue& v) { call.recipe = recipe_spec(std::get<std::string>(v)); },
+     .metavar = "SPEC", .names_help = &recipe_presets_help},
+    {.key = "cases", .type = ArgType::count,
+     .help = "number of cases: the recipe's edge cases first, then random tensors (default: the edge cases plus 4)",
+     .set = FP4SIM_SETS(cases)},
+    {.key = "discriminate", .type = ArgType::text,
+     .help = "instead of the conformance vectors, GEMM inputs on which these datapaths (two or more, comma-separated) "
+             "give different outputs, with each one's C (default 4 cases)",
+     .set = FP4SIM_SETS(discriminate), .metavar = "LIST"},
+    {.key = "seed", .type = ArgType::count, .help = "seed of the input draws and of the Philox stochastic-rounding bits",
+     .set = FP4SIM_SETS(seed), .default_text = "0"},
+};
+
 #undef FP4SIM_SETS
 
 }  // namespace
 
 std::span<const Argument<replay::Call>> replay_arguments() { return kReplay; }
 std::span<const Argument<sweep::Call>> sweep_arguments() { return kSweep; }
+std::span<const Argument<vectors::Call>> vectors_arguments() { return kVectors; }
 
 }  // namespace fp4sim::front

@@ -41,11 +41,6 @@ constexpr std::string (*kNamesHelp)() = &name_help<E>;
 // other rows (the first row; CLI11 runs callbacks in the order the options were added), whose flags and
 // keywords then override the spec as they override a preset.
 void set_recipe(RecipeOverrides& call, const ArgValue& v) { call = recipe_spec(std::get<std::string>(v)); }
-std::string recipe_names_help() {
-  std::string help;
-  for (const Recipe& preset : recipe_presets()) help += "\n  " + preset.name + ": " + preset.source;
-  return help;
-}
 std::vector<std::string> out_dtypes() { return {"f32", "bf16"}; }
 std::string tensor_scale_help() { return name_help<TensorScalePolicy>(); }
 std::string rht_signs_help() { return " (default TE's " + rht_signs_text(kRhtSigns) + "; CPU model only)"; }
@@ -56,7 +51,7 @@ const Argument<RecipeOverrides> kRecipe[] = {
     {.key = "recipe", .type = ArgType::text,
      .help = "recipe: a preset, or a preset with overrides PRESET:KEY=VALUE,... in the keys of the overrides here "
              "(mxfp4:scale_rule=rceil,block=16; docs/cli.md \"User-defined recipes\"); the presets:",
-     .set = &set_recipe, .metavar = "SPEC", .names_help = &recipe_names_help},
+     .set = &set_recipe, .metavar = "SPEC", .names_help = &recipe_presets_help},
     {.key = "block", .type = ArgType::integer, .help = "block size B along the reduction dimension",
      .set = FP4SIM_SETS(block), .min = kIntMin, .max = kIntMax},
     {.key = "two_d", .type = ArgType::switch_, .help = "B x B tiles", .set = FP4SIM_SETS(two_d), .off = "one-d",
@@ -249,7 +244,11 @@ std::string render(std::string_view keyed, Spelling spelling) {
   });
 }
 
-std::string recipe_help() { return std::string(kRecipe[0].help) + recipe_names_help(); }
+std::string recipe_presets_help() {
+  std::string help;
+  for (const Recipe& preset : recipe_presets()) help += "\n  " + preset.name + ": " + preset.source;
+  return help;
+}
 
 std::string datapath_help() {
   std::string help;

@@ -1,6 +1,6 @@
-// The arguments of `replay` and `sweep` as the command line gives them (lists and names as text; recipes
+// The arguments of `replay`, `sweep` and `vectors` as the command line gives them (lists and names as text; recipes
 // as their front end parsed them, fp4sim/front/recipe_spec.hpp), and the one place they are checked and
-// turned into replay::Options and sweep::Options. The front ends' argument tables set these fields
+// turned into replay::Options, sweep::Options and the recipe, rows and count of vectors. The front ends' argument tables set these fields
 // (fp4sim/front/analysis_arguments.hpp): this header needs neither HDF5 nor the analysis library.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fp4sim/core/datapath.hpp"
 #include "fp4sim/core/recipe_overrides.hpp"
 
 namespace fp4sim::replay {
@@ -58,3 +59,21 @@ struct Call {
 };
 
 }  // namespace fp4sim::sweep
+
+namespace fp4sim::vectors {
+
+struct Call {
+  RecipeOverrides recipe;             // a preset or a user-defined recipe (required)
+  std::optional<std::size_t> cases;   // none: the recipe's edge cases plus 4 (discriminating inputs: 4)
+  std::uint64_t seed = 0;
+  std::string discriminate;           // datapaths separated by ',' ("": the conformance vectors)
+
+  struct Resolved {
+    Recipe recipe;
+    std::vector<const Datapath*> discriminate;  // empty: the conformance vectors
+    std::size_t cases = 0;
+  };
+  Resolved resolve() const;  // UsageError
+};
+
+}  // namespace fp4sim::vectors

@@ -76,8 +76,8 @@ std::string render(std::string_view keyed, Spelling spelling);
 // The flag of `key` (--amax-ref-a), or of one side of a switch (value true / false: --rht, --no-snap).
 std::string cli_flag(std::string_view key, std::string_view value = "");
 
-// The recipe row's help and one line per preset with its source (the --recipe help of a call without overrides).
-std::string recipe_help();
+// "\n  name: source" for every recipe preset, for a recipe argument's help.
+std::string recipe_presets_help();
 // "\n  name: summary" for every datapath preset, for a datapath argument's help.
 std::string datapath_help();
 
