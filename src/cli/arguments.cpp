@@ -29,7 +29,7 @@ CLI::Option* add_value(CLI::App& app, const front::Argument<Call>& row, Call& ca
 template <class Call>
 void add_arguments(CLI::App& app, std::span<const front::Argument<Call>> rows, Call& call) {
   for (const front::Argument<Call>& row : rows) {
-    std::string help(row.help);
+    std::string help = front::render(row.help, front::Spelling::cli);  // a row's help names others by {key}
     if (row.names && row.names_help) help += ":";
     if (row.names_help) help += row.names_help();
     CLI::Option* option = nullptr;

@@ -36,8 +36,8 @@ const Argument<replay::Call> kReplay[] = {
      .set = [](replay::Call& call, const ArgValue& v) { call.recipes = recipe_spec_list(std::get<std::string>(v)); },
      .metavar = "SPECS", .default_text = "ue5m3,nvfp4,mxfp4"},
     {.key = "recipe_map", .type = ArgType::text,
-     .help = "policies per layer and step instead of the recipes: maps separated by ';', each a list of "
-             "PATTERN[@STEPS]=RECIPE|bf16 rules, the first that matches a layer (regex as the layers, * = every layer) "
+     .help = "policies per layer and step instead of {recipes}: maps separated by ';', each a list of "
+             "PATTERN[@STEPS]=RECIPE|bf16 rules, the first that matches a layer (regex as {layers}, * = every layer) "
              "and step (A, A-B or A-) wins, e.g. 'lm_head=bf16,*=nvfp4; *=nvfp4' (docs/replay.md)",
      .set = FP4SIM_SETS(recipe_map), .metavar = "MAPS"},
     {.key = "datapath", .type = ArgType::text,
@@ -78,7 +78,7 @@ const Argument<sweep::Call> kSweep[] = {
     {.key = "element_formats", .type = ArgType::text, .help = "element formats (docs/cli.md names or eXmY)",
      .set = FP4SIM_SETS(element_formats), .metavar = "LIST", .default_text = "e2m1"},
     {.key = "scale_formats", .type = ArgType::text,
-     .help = "block-scale formats (e8m0 uses the OCP floor rule unless the scale rules say otherwise)",
+     .help = "block-scale formats (e8m0 uses the OCP floor rule unless {scale_rules})",
      .set = FP4SIM_SETS(scale_formats), .metavar = "LIST", .default_text = "ue4m3,ue5m3,e8m0"},
     {.key = "blocks", .type = ArgType::text, .help = "block sizes", .set = FP4SIM_SETS(blocks), .metavar = "LIST",
      .default_text = "16,32"},

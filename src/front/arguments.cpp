@@ -169,16 +169,16 @@ const Argument<MmaCall> kMma[] = {
     {.key = "input_format", .type = ArgType::text,
      .help = "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2); required unless both of the next two",
      .set = FP4SIM_SETS(input_format), .metavar = "TEXT"},
-    {.key = "a_format", .type = ArgType::text, .help = "format of A alone (default --input-format)",
+    {.key = "a_format", .type = ArgType::text, .help = "format of A alone (default {input_format})",
      .set = FP4SIM_SETS(a_format), .metavar = "TEXT"},
     {.key = "b_format", .type = ArgType::text,
-     .help = "format of B alone (e.g. e5m2 beside an e4m3 A; default --input-format)", .set = FP4SIM_SETS(b_format),
+     .help = "format of B alone (e.g. e5m2 beside an e4m3 A; default {input_format})", .set = FP4SIM_SETS(b_format),
      .metavar = "TEXT"},
 };
 
 const Argument<VerifyQuantizeCall> kVerifyQuantize[] = {
     {.key = "tensor_scale_value", .type = ArgType::text,
-     .help = "your FP32 tensor scale (also accepted as --tensor-scale V when V is a number)",
+     .help = "your FP32 tensor scale (also accepted as {tensor_scale} V when V is a number)",
      .set = FP4SIM_SETS(tensor_scale_text), .metavar = "TEXT"},
     {.key = "tensor_scale_policy", .type = ArgType::text,
      .help = "tensor scale policy override: none, current or periodic:D", .set = FP4SIM_SETS(tensor_scale_policy),

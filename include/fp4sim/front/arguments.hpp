@@ -33,7 +33,7 @@ template <class Call>
 struct Argument {
   std::string_view key;   // the library's name of the argument: lower-case words joined by '_'
   ArgType type;
-  std::string_view help;  // one line, in the words of docs/cli.md
+  std::string_view help;  // one line, in the words of docs/cli.md; other arguments named {key} (render())
   // Carries a value of `type` (ArgValue's alternative of that type) into the call; checks nothing, but for
   // the recipe's row, which parses a recipe spec (recipe_spec.hpp) into the overrides it names.
   void (*set)(Call& call, const ArgValue& value);
