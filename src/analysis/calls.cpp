@@ -134,17 +134,17 @@ sweep::Options sweep::Call::resolve() const {
   for (const auto& r : split_list(roundings)) s.grid.roundings.push_back(parse_name_or_throw<Rounding>(r, "{roundings}"));
   for (const auto& name : split_list(scale_rules)) {
     const ScaleRule rule = parse_name_or_throw<ScaleRule>(name, "{scale_rules}");
-    // A rule that does not suit a scale format of the grid is refused before any work: crossed, the pair
-    // would be a grid point of no recipe.
+    // A rule that does not suit a scale format of the grid is refused before any work (crossed, the pair
+    // would be a grid point of no recipe): a problem validate() finds with this rule and not with the
+    // format's own.
     for (const Format& format : s.grid.scale_formats) {
-      Recipe r = s.grid.base;
-      r.scale = format;
-      r.scale_rule = rule;
-      r.tensor_scale = TensorScalePolicy::none;
-      for (const std::string& problem : validate(r)) {
-        if (problem.find("scale format") != std::string::npos) {
-          throw UsageError("{scale_rules} " + name + " with {scale_formats} " + format_name(format) + ": " + problem);
-        }
+      std::string own_why, why;
+      const TensorScaleSetting none{};
+      const int block = s.grid.base.block;
+      const auto own = sweep::make_recipe(s.grid, s.grid.base.element, format, block, none, Rounding::rne, own_why);
+      if (!sweep::make_recipe(s.grid, s.grid.base.element, format, block, none, Rounding::rne, why, rule) &&
+          (own || why != own_why)) {
+        throw UsageError("{scale_rules} " + name + " with {scale_formats} " + format_name(format) + ": " + why);
       }
     }
     s.grid.scale_rules.push_back(rule);
