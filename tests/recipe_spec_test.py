@@ -66,6 +66,14 @@ def test_quantize_spec_gives_the_preset_with_the_same_flags(tmp_path, x, spec, f
         assert not (np.array_equal(c1, c3) and np.array_equal(s1, s3)), (spec, role, "the override changed nothing")
 
 
+def test_verify_quantize_takes_the_spec_its_bytes_were_made_with(tmp_path, x):
+    spec = "nvfp4:block=32,scale_format=ue5m3,zero_scale=one"
+    quantized(tmp_path, x, "q", "--recipe", spec)
+    args = ["verify", "quantize", "--in", x, "--codes", tmp_path / "q_c.npy", "--scales", tmp_path / "q_s.npy"]
+    assert ok(*args, "--recipe", spec).stdout.rstrip().endswith("BIT-EXACT")
+    assert run(*args, "--recipe", "nvfp4").returncode != 0  # the preset's own block reads other bytes
+
+
 def test_a_spec_equals_the_preset_row_that_makes_the_same_change(tmp_path, x):
     for spec, row in [("mxfp4:scale_rule=rceil", "mxfp4-rceil"), ("ue5m3:block=32", "ue5m3-b32"),
                       ("nvfp4:rht=false", "nvfp4-norht")]:

@@ -385,7 +385,9 @@ def decode(codes, format=None) -> _np.ndarray:
 
 def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[float] = None, seed: int = 0,
              rbits=None, **overrides) -> Quantized:
-    """Block quantization of one tensor (``fp4sim quantize``). Recipe overrides as keywords: block,
+    """Block quantization of one tensor (``fp4sim quantize``). ``recipe``: a preset, or a user-defined recipe
+    ``"PRESET:KEY=VALUE,..."`` in the keys below (``"mxfp4:scale_rule=rceil,block=16"``; docs/cli.md
+    "User-defined recipes"). Recipe overrides as keywords (they override the spec): block,
     two_d, scale_format, element_format, target, tensor_scale ("none", "current", "periodic:D"),
     scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht.
 
