@@ -200,7 +200,26 @@ def test_sweep_crosses_scale_rules_with_blocks_and_a_rule_equals_its_preset(tmp_
     assert swept["e2m1/e8m0/b32/none/rne/floor"] != swept["e2m1/e8m0/b32/none/rne/rceil"]
 
 
+def test_sweep_crosses_4over6_block_choices_and_a_choice_equals_its_preset(tmp_path):
+    ok("sweep", TRACE, "--steps", "1", "--layers", "lm_head", "--scale-formats", "ue4m3", "--tensor-scales",
+       "none,current", "--blocks", "16", "--block-choices", "single,4over6-mae", "--base", "nvfp4:target=256",
+       "--json", tmp_path / "s.json", "-q")
+    sweep = json.loads((tmp_path / "s.json").read_text())
+    assert sorted(sweep["configs"]) == ["e2m1/ue4m3/b16/current/rne/4over6-mae", "e2m1/ue4m3/b16/current/rne/single",
+                                        "e2m1/ue4m3/b16/none/rne/single"]
+    assert [s["config"] for s in sweep["skipped"]] == ["e2m1/ue4m3/b16/none/rne/4over6-mae"]
+    ok("replay", TRACE, "--steps", "1", "--layers", "lm_head", "--no-gemms", "--recipes", "nvfp4-4over6", "--json",
+       tmp_path / "r.json", "-q")
+    replayed = entries_by_recipe(json.loads((tmp_path / "r.json").read_text()), "tensors")["nvfp4-4over6"]
+    swept = entries_by_recipe(sweep, "tensors")
+    keys = ("layer", "tensor", "mse", "scale_saturated", "scale_underflow", "amax")
+    figures = [{k: e[k] for k in keys} for e in swept["e2m1/ue4m3/b16/current/rne/4over6-mae"]]
+    assert figures == [{k: e[k] for k in keys} for e in replayed]
+    assert figures != [{k: e[k] for k in keys} for e in swept["e2m1/ue4m3/b16/current/rne/single"]]
+
+
 @pytest.mark.parametrize("args,says", [
+    (["--block-choices", "4over7"], "--block-choices"),
     (["--scale-rules", "rceil", "--scale-formats", "ue4m3"],
      "--scale-rules rceil with --scale-formats ue4m3: scale rules floor/"),
     (["--scale-rules", "two-level,floor"], "--scale-rules two-level with --scale-formats e8m0: a power-of-two"),

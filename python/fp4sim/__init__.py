@@ -726,11 +726,12 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
           rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
           scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",
           rho="1", base: str = "ue5m3", steps=None, layers: str = "", recipe_map=None, hold: str = "window",
-          seed: int = 0, slab_mib: float = 256, scale_rules=None) -> AnalysisReport:
+          seed: int = 0, slab_mib: float = 256, scale_rules=None, block_choices=None) -> AnalysisReport:
     """A grid of element format x scale format x block size x tensor-scale policy x rounding over a trace's
     tensors or, without ``trace``, over seeded synthetic distributions: ``fp4sim sweep`` with its options as
     keywords (each list a Python list or the CLI's comma-separated text; ``scale_rules``, e.g. ``["floor",
-    "rceil"]``, crosses the scale rules with the other axes; ``base`` may be a user-defined recipe). Returns an
+    "rceil"]``, and ``block_choices``, e.g. ``["single", "4over6-mae"]``, cross the scale rules and TE's 4over6
+    block choice with the other axes; ``base`` may be a user-defined recipe). Returns an
     :class:`AnalysisReport` whose ``tensors`` hold one entry per (input, configuration), ``recipe`` naming
     the configuration; ``skipped`` lists the grid points that are not valid recipes. ``recipe_map`` (trace
     only): one map as :func:`replay` takes, whose ``grid`` rules take each grid point (``"lm_head=bf16,*=grid"``).
@@ -749,5 +750,6 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
         blocks=_names(blocks, "blocks"), tensor_scales=_names(tensor_scales, "tensor_scales"),
         roundings=_names(roundings, "roundings"), rho=_names(rho, "rho"), base=base, steps=_steps(steps),
         layers=layers or None, recipe_map=recipe_map, hold=hold, seed=seed, slab_mib=slab_mib,
-        scale_rules=None if scale_rules is None else _names(scale_rules, "scale_rules")))
+        scale_rules=None if scale_rules is None else _names(scale_rules, "scale_rules"),
+        block_choices=None if block_choices is None else _names(block_choices, "block_choices")))
     return AnalysisReport(json_text, summary)

@@ -149,6 +149,9 @@ sweep::Options sweep::Call::resolve() const {
     }
     s.grid.scale_rules.push_back(rule);
   }
+  for (const auto& name : split_list(block_choices)) {
+    s.grid.block_choices.push_back(parse_name_or_throw<BlockScaleChoice>(name, "{block_choices}"));
+  }
   s.grid.rhos.clear();
   for (const auto& r : split_list(rhos)) {
     char* end = nullptr;

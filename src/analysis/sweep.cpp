@@ -138,15 +138,15 @@ std::vector<float> generate(const Distribution& d, std::size_t rows, std::size_t
 }
 
 std::string grid_point_name(const Format& element, const Format& scale, int block, const TensorScaleSetting& ts,
-                            Rounding rounding, std::optional<ScaleRule> rule) {
+                            Rounding rounding, std::optional<ScaleRule> rule, std::optional<BlockScaleChoice> choice) {
   return format_name(element) + "/" + format_name(scale) + "/b" + std::to_string(block) + "/" +
          tensor_scale_text(ts.policy, ts.period) + "/" + std::string(name_of(rounding)) +
-         (rule ? "/" + std::string(name_of(*rule)) : "");
+         (rule ? "/" + std::string(name_of(*rule)) : "") + (choice ? "/" + std::string(name_of(*choice)) : "");
 }
 
 std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const Format& scale, int block,
                                   const TensorScaleSetting& ts, Rounding rounding, std::string& why,
-                                  std::optional<ScaleRule> rule) {
+                                  std::optional<ScaleRule> rule, std::optional<BlockScaleChoice> choice) {
   Recipe r = grid.base;
   r.element = element;
   r.scale = scale;
@@ -167,7 +167,8 @@ std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const
       r.dequantize_order = DequantizeOrder::portable;
     }
   }
-  r.name = grid_point_name(element, scale, block, ts, rounding, rule);
+  if (choice) r.block_choice = *choice;
+  r.name = grid_point_name(element, scale, block, ts, rounding, rule, choice);
   const auto problems = validate(r);
   if (!problems.empty()) {
     why = problems.front();
@@ -187,18 +188,29 @@ struct GridPoint {
 std::vector<GridPoint> expand(const Options& o, bool synthetic, std::vector<Skipped>& skipped) {
   std::vector<TensorScaleSetting> scales = o.grid.tensor_scales;
   if (scales.empty()) scales = {*parse_tensor_scale("none"), *parse_tensor_scale("current")};
+  // The scale rule and block choice of each grid point (none: the scale format's rule, the base's choice).
+  struct Variant {
+    std::optional<ScaleRule> rule;
+    std::optional<BlockScaleChoice> choice;
+  };
   std::vector<std::optional<ScaleRule>> rules(o.grid.scale_rules.begin(), o.grid.scale_rules.end());
-  if (rules.empty()) rules.push_back(std::nullopt);  // each scale format's own
+  if (rules.empty()) rules.push_back(std::nullopt);
+  std::vector<std::optional<BlockScaleChoice>> choices(o.grid.block_choices.begin(), o.grid.block_choices.end());
+  if (choices.empty()) choices.push_back(std::nullopt);
+  std::vector<Variant> variants;
+  for (const auto& rule : rules) {
+    for (const auto& choice : choices) variants.push_back({rule, choice});
+  }
   std::vector<GridPoint> points;
   for (const Format& e : o.grid.element_formats)
     for (const Format& s : o.grid.scale_formats)
       for (int b : o.grid.blocks)
         for (const auto& ts : scales)
           for (Rounding rd : o.grid.roundings)
-            for (const auto& rule : rules) {
+            for (const Variant& v : variants) {
               std::string why;
-              auto r = make_recipe(o.grid, e, s, b, ts, rd, why, rule);
-              const std::string name = grid_point_name(e, s, b, ts, rd, rule);
+              auto r = make_recipe(o.grid, e, s, b, ts, rd, why, v.rule, v.choice);
+              const std::string name = grid_point_name(e, s, b, ts, rd, v.rule, v.choice);
               if (!r) {
                 skipped.push_back({name, why});
                 continue;

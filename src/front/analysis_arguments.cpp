@@ -90,6 +90,10 @@ const Argument<sweep::Call> kSweep[] = {
      .help = "scale rules, each suiting every scale format (default: each format's own, floor on e8m0 and two-level "
              "otherwise; given, the configurations name their rule):",
      .set = FP4SIM_SETS(scale_rules), .metavar = "LIST", .names_help = kNamesHelp<ScaleRule>},
+    {.key = "block_choices", .type = ArgType::text,
+     .help = "scale candidates per two-level block (default: the base's; given, the configurations name their "
+             "choice; 4over6 needs a tensor scale):",
+     .set = FP4SIM_SETS(block_choices), .metavar = "LIST", .names_help = kNamesHelp<BlockScaleChoice>},
     {.key = "rho", .type = ArgType::text, .help = "synthetic periodic scaling: held amax = amax / rho, for each rho",
      .set = FP4SIM_SETS(rhos), .metavar = "LIST", .default_text = "1"},
     {.key = "base", .type = ArgType::text,

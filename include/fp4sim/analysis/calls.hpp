@@ -48,7 +48,8 @@ struct Call {
   std::string role = "activation";
   std::string element_formats = "e2m1", scale_formats = "ue4m3,ue5m3,e8m0", blocks = "16,32";
   std::string tensor_scales = "none,current", roundings = "rne", rhos = "1";
-  std::string scale_rules;  // "": each scale format's own rule (floor on e8m0, two-level otherwise)
+  std::string scale_rules;    // "": each scale format's own rule (floor on e8m0, two-level otherwise)
+  std::string block_choices;  // "": the base's
   std::optional<RecipeOverrides> base;  // the recipe every setting outside the grid comes from (none: ue5m3)
   std::string steps, layers, hold = "window";
   std::optional<std::string> recipe_map;  // trace only: one map with `grid` rules (parse_recipe_maps)
