@@ -644,6 +644,12 @@ def _maps(maps) -> str:
         raise TypeError(f"recipe_map: expected a string or a list of strings, got {type(maps).__name__}") from None
 
 
+def _unless_empty(text):
+    """None (the default) for "", which the argument tables refuse as naming nothing; anything else as given,
+    for the keyword check to judge."""
+    return None if isinstance(text, str) and not text else text
+
+
 def _steps(steps) -> Optional[str]:
     """``steps`` as --steps takes it: None selects every captured step; an empty selection ([] or ",") is
     passed on as one, so that it is refused, not read as None."""
@@ -717,7 +723,7 @@ def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", st
     maps = None if recipe_map is None else recipe_map if isinstance(recipe_map, str) else _maps(recipe_map)
     json_text, summary = native.replay(_trace_file(trace), dict(
         recipes=None if recipes is None else _names(recipes, "recipes"), recipe_map=maps, datapath=datapath,
-        steps=_steps(steps), layers=layers or None, seed=seed, hold=hold, gemms=gemms, period=period,
+        steps=_steps(steps), layers=_unless_empty(layers), seed=seed, hold=hold, gemms=gemms, period=period,
         slab_mib=slab_mib))
     return AnalysisReport(json_text, summary)
 
@@ -749,7 +755,7 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
         element_formats=_names(element_formats, "element_formats"), scale_formats=_names(scale_formats, "scale_formats"),
         blocks=_names(blocks, "blocks"), tensor_scales=_names(tensor_scales, "tensor_scales"),
         roundings=_names(roundings, "roundings"), rho=_names(rho, "rho"), base=base, steps=_steps(steps),
-        layers=layers or None, recipe_map=recipe_map, hold=hold, seed=seed, slab_mib=slab_mib,
+        layers=_unless_empty(layers), recipe_map=recipe_map, hold=hold, seed=seed, slab_mib=slab_mib,
         scale_rules=None if scale_rules is None else _names(scale_rules, "scale_rules"),
         block_choices=None if block_choices is None else _names(block_choices, "block_choices")))
     return AnalysisReport(json_text, summary)
