@@ -15,6 +15,8 @@
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/replay.hpp"
 #include "fp4sim/front/arguments.hpp"
+#include "fp4sim/front/analysis_arguments.hpp"
+#include "operand.hpp"
 #include "fp4sim/analysis/sweep.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/quantize.hpp"
@@ -53,55 +55,40 @@ std::tuple<std::string, std::string> sweep_py(const sweep::Call& call) {
 
 }  // namespace
 
+namespace {
+
+// The keywords of `args` carried into `call` through the call's rows (a None keeps the default).
+template <class Call>
+void set_keywords(std::span<const front::Argument<Call>> rows, Call& call, const nb::dict& args, const char* what) {
+  for (auto [key, value] : args) {
+    const std::string k = nb::cast<std::string>(nb::str(key));
+    if (!set_keyword(rows, call, k, value)) throw UsageError(std::string("unknown ") + what + " option '" + k + "'");
+  }
+}
+
+}  // namespace
+
 void register_analysis_ops(nb::module_& m) {
   m.def(
       "replay",
-      [](const std::string& trace, std::string recipes, std::optional<std::string> recipe_map, std::string datapath, std::string steps,
-         std::string layers, std::uint64_t seed, std::string hold, bool gemms, int period, double slab_mib) {
+      [](const std::string& trace, const nb::dict& args) {
         replay::Call call;
-        call.recipes = std::move(recipes);
-        call.recipe_map = std::move(recipe_map);
-        call.datapath = std::move(datapath);
-        call.steps = std::move(steps);
-        call.layers = std::move(layers);
-        call.seed = seed;
-        call.hold = std::move(hold);
-        call.gemms = gemms;
-        call.period = period;
-        call.slab_mib = slab_mib;
+        set_keywords(front::replay_arguments(), call, args, "replay");
         return replay_py(trace, call);
       },
-      "trace"_a, "recipes"_a, "recipe_map"_a, "datapath"_a, "steps"_a, "layers"_a, "seed"_a, "hold"_a, "gemms"_a, "period"_a,
-      "slab_mib"_a);
+      "trace"_a, "args"_a,
+      "`fp4sim replay TRACE` with its options as keywords (front::replay_arguments()): (the --json text, the "
+      "summary table).");
   m.def(
       "sweep",
-      [](std::string trace, std::string synthetic, std::size_t rows, std::size_t cols, std::string role,
-         std::string element_formats, std::string scale_formats, std::string blocks, std::string tensor_scales,
-         std::string roundings, std::string rhos, std::string base, std::string steps, std::string layers,
-         std::optional<std::string> recipe_map, std::string hold, std::uint64_t seed, double slab_mib) {
+      [](const std::string& trace, const nb::dict& args) {
         sweep::Call call;
-        call.trace = std::move(trace);
-        call.synthetic = std::move(synthetic);
-        call.rows = rows;
-        call.cols = cols;
-        call.role = std::move(role);
-        call.element_formats = std::move(element_formats);
-        call.scale_formats = std::move(scale_formats);
-        call.blocks = std::move(blocks);
-        call.tensor_scales = std::move(tensor_scales);
-        call.roundings = std::move(roundings);
-        call.rhos = std::move(rhos);
-        call.base = std::move(base);
-        call.steps = std::move(steps);
-        call.layers = std::move(layers);
-        call.recipe_map = std::move(recipe_map);
-        call.hold = std::move(hold);
-        call.seed = seed;
-        call.slab_mib = slab_mib;
+        call.trace = trace;
+        set_keywords(front::sweep_arguments(), call, args, "sweep");
         return sweep_py(call);
       },
-      "trace"_a, "synthetic"_a, "rows"_a, "cols"_a, "role"_a, "element_formats"_a, "scale_formats"_a, "blocks"_a,
-      "tensor_scales"_a, "roundings"_a, "rhos"_a, "base"_a, "steps"_a, "layers"_a, "recipe_map"_a, "hold"_a, "seed"_a, "slab_mib"_a);
+      "trace"_a, "args"_a,
+      "`fp4sim sweep [TRACE]` (\"\": synthetic) with its options as keywords (front::sweep_arguments()).");
 }
 
 }  // namespace fp4sim::python

@@ -486,7 +486,7 @@ NB_MODULE(_fp4sim, m) {
       [](const std::string& text, const std::string& what) { return format_name(format_argument(text, what)); },
       "text"_a, "what"_a,
       "fp4sim's name of the format a preset, descriptor or ml_dtypes/MLIR/PyTorch name means (the parser of "
-      "--format); UsageError, saying why, for anything else.");
+      "format argument of convert); UsageError, saying why, for anything else.");
   m.def("recipes", [] {
     std::vector<std::string> names;
     for (const Recipe& preset : recipe_presets()) names.push_back(preset.name);

@@ -6,6 +6,8 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/gemm_call.hpp"
 #include "fp4sim/core/quantize_call.hpp"
+#include "fp4sim/front/analysis_arguments.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 
 namespace nb = nanobind;
 
@@ -122,10 +124,11 @@ template bool set_keyword(std::span<const front::Argument<VerifyQuantizeCall>>, 
                           nb::handle);
 template bool set_keyword(std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&, std::string_view,
                           nb::handle);
+template bool set_keyword(std::span<const front::Argument<replay::Call>>, replay::Call&, std::string_view, nb::handle);
+template bool set_keyword(std::span<const front::Argument<sweep::Call>>, sweep::Call&, std::string_view, nb::handle);
 
 RecipeOverrides overrides_from(const std::string& recipe, const nb::dict& d) {
-  RecipeOverrides o;
-  o.recipe = recipe;
+  RecipeOverrides o = front::recipe_spec(recipe);  // the keywords override the spec, as they override a preset
   const auto rows = front::recipe_arguments();
   for (auto [key, value] : d) {
     const std::string k = utf8("a recipe override's name", key);

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "fp4sim/core/error.hpp"
+#include "fp4sim/front/analysis_arguments.hpp"
 #include "fp4sim/front/arguments.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 
 namespace fp4sim {
 namespace {
@@ -82,6 +84,8 @@ TEST(ArgumentTables, KeysAreDistinctPerCall) {
   expect_distinct_keys(recipe, front::quantize_arguments());
   expect_distinct_keys(recipe, front::gemm_arguments());
   expect_distinct_keys({}, front::convert_arguments());
+  expect_distinct_keys({}, front::replay_arguments());
+  expect_distinct_keys({}, front::sweep_arguments());
 }
 
 TEST(ArgumentTables, RowsCarryTheirValueIntoTheCall) {
@@ -97,6 +101,35 @@ TEST(ArgumentTables, RowsCarryTheirValueIntoTheCall) {
   ASSERT_TRUE(o.target.has_value());
   EXPECT_TRUE(std::isinf(*o.target));
   EXPECT_EQ(o.rounding, "sr");
+}
+
+// A recipe spec through the override rows, checked against the same overrides set one by one.
+TEST(RecipeSpec, IsThePresetWithTheOverridesItNames) {
+  const RecipeOverrides spec = front::recipe_spec(" mxfp4 : scale_rule = rceil , block=16,two_d=true,target=6 ");
+  RecipeOverrides by_hand;
+  by_hand.recipe = "mxfp4";
+  by_hand.scale_rule = "rceil";
+  by_hand.block = 16;
+  by_hand.two_d = true;
+  by_hand.target = 6.0f;
+  by_hand.name = "mxfp4:scale_rule=rceil,block=16,two_d=true,target=6";
+  EXPECT_EQ(spec, by_hand);
+  const Recipe r = spec.resolve();
+  EXPECT_EQ(r.name, by_hand.name);
+  EXPECT_EQ(r.scale_rule, ScaleRule::pow2_rceil);
+  EXPECT_TRUE(operands_for(r, Gemm::fprop).a.two_d);  // every operand, as --two-d
+  RecipeOverrides preset;
+  preset.recipe = "nvfp4";
+  EXPECT_EQ(front::recipe_spec("nvfp4"), preset);
+  const auto list = front::recipe_spec_list("nvfp4,mxfp4:block=16,sr_bits=4,ue5m3");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1].name, "mxfp4:block=16,sr_bits=4");
+  try {
+    front::recipe_spec("mxfp4:sr_bits=17");
+    FAIL() << "sr_bits 17 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(front::render(e.keyed(), Spelling::cli), "--recipe 'mxfp4:sr_bits=17': sr_bits=17: must be between 1 and 16");
+  }
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "fp4sim/analysis/calls.hpp"
 #include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/analysis/sweep.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/io/trace.hpp"
 

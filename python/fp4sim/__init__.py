@@ -386,7 +386,9 @@ def decode(codes, format=None) -> _np.ndarray:
 
 def quantize(x, recipe: str, role: str = "activation", *, amax_ref: Optional[float] = None, seed: int = 0,
              rbits=None, **overrides) -> Quantized:
-    """Block quantization of one tensor (``fp4sim quantize``). Recipe overrides as keywords: block,
+    """Block quantization of one tensor (``fp4sim quantize``). ``recipe``: a preset, or a user-defined recipe
+    ``"PRESET:KEY=VALUE,..."`` in the keys below (``"mxfp4:scale_rule=rceil,block=16"``; docs/cli.md
+    "User-defined recipes"). Recipe overrides as keywords (they override the spec): block,
     two_d, scale_format, element_format, target, tensor_scale ("none", "current", "periodic:D"),
     scale_rule, zero_scale, dequantize_order, rounding, sr_bits, rht.
 
@@ -643,11 +645,17 @@ def _maps(maps) -> str:
         raise TypeError(f"recipe_map: expected a string or a list of strings, got {type(maps).__name__}") from None
 
 
-def _steps(steps) -> str:
+def _unless_empty(text):
+    """None (the default) for "", which the argument tables refuse as naming nothing; anything else as given,
+    for the keyword check to judge."""
+    return None if isinstance(text, str) and not text else text
+
+
+def _steps(steps) -> Optional[str]:
     """``steps`` as --steps takes it: None selects every captured step; an empty selection ([] or ",") is
     passed on as one, so that it is refused, not read as None."""
     if steps is None:
-        return ""
+        return None
     return _names(steps, "steps") or ","
 
 
@@ -714,10 +722,10 @@ def replay(trace, recipes=None, *, recipe_map=None, datapath: str = "recipe", st
     if recipes is not None and recipe_map is not None:
         raise UsageError("give recipes or recipe_map, not both")
     maps = None if recipe_map is None else recipe_map if isinstance(recipe_map, str) else _maps(recipe_map)
-    json_text, summary = native.replay(_trace_file(trace), _names("ue5m3,nvfp4,mxfp4" if recipes is None else recipes,
-                                                                  "recipes"), maps, datapath,
-                                       _steps(steps), layers, seed, hold,
-                                       gemms, period, slab_mib)
+    json_text, summary = native.replay(_trace_file(trace), dict(
+        recipes=None if recipes is None else _names(recipes, "recipes"), recipe_map=maps, datapath=datapath,
+        steps=_steps(steps), layers=_unless_empty(layers), seed=seed, hold=hold, gemms=gemms, period=period,
+        slab_mib=slab_mib))
     return AnalysisReport(json_text, summary)
 
 
@@ -725,10 +733,12 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
           rows: int = 256, cols: int = 4096, role: str = "activation", element_formats="e2m1",
           scale_formats="ue4m3,ue5m3,e8m0", blocks="16,32", tensor_scales="none,current", roundings="rne",
           rho="1", base: str = "ue5m3", steps=None, layers: str = "", recipe_map=None, hold: str = "window",
-          seed: int = 0, slab_mib: float = 256) -> AnalysisReport:
+          seed: int = 0, slab_mib: float = 256, scale_rules=None, block_choices=None) -> AnalysisReport:
     """A grid of element format x scale format x block size x tensor-scale policy x rounding over a trace's
     tensors or, without ``trace``, over seeded synthetic distributions: ``fp4sim sweep`` with its options as
-    keywords (each list a Python list or the CLI's comma-separated text). Returns an
+    keywords (each list a Python list or the CLI's comma-separated text; ``scale_rules``, e.g. ``["floor",
+    "rceil"]``, and ``block_choices``, e.g. ``["single", "4over6-mae"]``, cross the scale rules and TE's 4over6
+    block choice with the other axes; ``base`` may be a user-defined recipe). Returns an
     :class:`AnalysisReport` whose ``tensors`` hold one entry per (input, configuration), ``recipe`` naming
     the configuration; ``skipped`` lists the grid points that are not valid recipes. ``recipe_map`` (trace
     only): one map as :func:`replay` takes, whose ``grid`` rules take each grid point (``"lm_head=bf16,*=grid"``).
@@ -741,9 +751,12 @@ def sweep(trace=None, *, synthetic="normal,laplace,student-t:3,lognormal:1,norma
     [('normal', 'b16'), ('normal', 'b32'), ('laplace', 'b16'), ('laplace', 'b32')]
     """
     native = _analysis()
-    json_text, summary = native.sweep(
-        "" if trace is None else _trace_file(trace), _names(synthetic, "synthetic"), rows, cols, role,
-        _names(element_formats, "element_formats"), _names(scale_formats, "scale_formats"), _names(blocks, "blocks"),
-        _names(tensor_scales, "tensor_scales"), _names(roundings, "roundings"), _names(rho, "rho"), base,
-        _steps(steps), layers, recipe_map, hold, seed, slab_mib)
+    json_text, summary = native.sweep("" if trace is None else _trace_file(trace), dict(
+        synthetic=_names(synthetic, "synthetic"), rows=rows, cols=cols, role=role,
+        element_formats=_names(element_formats, "element_formats"), scale_formats=_names(scale_formats, "scale_formats"),
+        blocks=_names(blocks, "blocks"), tensor_scales=_names(tensor_scales, "tensor_scales"),
+        roundings=_names(roundings, "roundings"), rho=_names(rho, "rho"), base=base, steps=_steps(steps),
+        layers=_unless_empty(layers), recipe_map=recipe_map, hold=hold, seed=seed, slab_mib=slab_mib,
+        scale_rules=None if scale_rules is None else _names(scale_rules, "scale_rules"),
+        block_choices=None if block_choices is None else _names(block_choices, "block_choices")))
     return AnalysisReport(json_text, summary)

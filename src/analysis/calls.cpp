@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "fp4sim/analysis/replay.hpp"
+#include "fp4sim/analysis/sweep.hpp"
+#include "fp4sim/analysis/vectors.hpp"
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/names.hpp"
 
@@ -29,14 +32,9 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-std::vector<Recipe> recipes_from(const std::string& text) {
+std::vector<Recipe> recipes_from(const std::vector<RecipeOverrides>& specs) {
   std::vector<Recipe> out;
-  for (const std::string& name : split_list(text)) {
-    const Recipe* r = find_recipe(name);
-    if (!r) throw UsageError("{recipes}: unknown recipe '" + name + "' (known: " + recipe_names() + ")");
-    out.push_back(*r);
-  }
-  if (out.empty()) throw UsageError("{recipes}: no recipe named");
+  for (const RecipeOverrides& spec : specs) out.push_back(spec.resolve());
   return out;
 }
 
@@ -110,8 +108,7 @@ replay::Options replay::Call::resolve() const {
 
 sweep::Options sweep::Call::resolve() const {
   Options s;
-  if (!find_recipe(base)) throw UsageError("{base}: unknown recipe '" + base + "' (known: " + recipe_names() + ")");
-  s.grid.base = base;
+  if (base) s.grid.base = base->resolve();
   s.grid.element_formats.clear();
   for (const auto& f : split_list(element_formats)) s.grid.element_formats.push_back(format_argument(f, "{element_formats}"));
   s.grid.scale_formats.clear();
@@ -135,6 +132,26 @@ sweep::Options sweep::Call::resolve() const {
   }
   s.grid.roundings.clear();
   for (const auto& r : split_list(roundings)) s.grid.roundings.push_back(parse_name_or_throw<Rounding>(r, "{roundings}"));
+  for (const auto& name : split_list(scale_rules)) {
+    const ScaleRule rule = parse_name_or_throw<ScaleRule>(name, "{scale_rules}");
+    // A rule that does not suit a scale format of the grid is refused before any work (crossed, the pair
+    // would be a grid point of no recipe): a problem validate() finds with this rule and not with the
+    // format's own.
+    for (const Format& format : s.grid.scale_formats) {
+      std::string own_why, why;
+      const TensorScaleSetting none{};
+      const int block = s.grid.base.block;
+      const auto own = sweep::make_recipe(s.grid, s.grid.base.element, format, block, none, Rounding::rne, own_why);
+      if (!sweep::make_recipe(s.grid, s.grid.base.element, format, block, none, Rounding::rne, why, rule) &&
+          (own || why != own_why)) {
+        throw UsageError("{scale_rules} " + name + " with {scale_formats} " + format_name(format) + ": " + why);
+      }
+    }
+    s.grid.scale_rules.push_back(rule);
+  }
+  for (const auto& name : split_list(block_choices)) {
+    s.grid.block_choices.push_back(parse_name_or_throw<BlockScaleChoice>(name, "{block_choices}"));
+  }
   s.grid.rhos.clear();
   for (const auto& r : split_list(rhos)) {
     char* end = nullptr;
@@ -177,6 +194,16 @@ sweep::Options sweep::Call::resolve() const {
     }
   }
   return s;
+}
+
+vectors::Call::Resolved vectors::Call::resolve() const {
+  if (recipe.recipe.empty()) throw UsageError("{recipe} is required");
+  Resolved r;
+  r.recipe = recipe.resolve();
+  for (const std::string& name : split_list(discriminate)) r.discriminate.push_back(&datapath_argument(name, "{discriminate}"));
+  if (!discriminate.empty() && r.discriminate.empty()) throw UsageError("{discriminate}: '" + discriminate + "' names no datapath");
+  r.cases = cases.value_or(r.discriminate.empty() ? default_cases(r.recipe) : 4);
+  return r;
 }
 
 }  // namespace fp4sim

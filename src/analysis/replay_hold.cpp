@@ -5,14 +5,6 @@
 
 namespace fp4sim::replay {
 
-namespace {
-constexpr NameRow<HoldRule> kHoldRules[] = {
-    {"window", HoldRule::window, "the refresh step's amax when captured, else the step's own (held_exact false)"},
-    {"previous", HoldRule::previous, "the previous captured step's amax (staleness beyond D)"}};
-}  // namespace
-
-std::span<const NameRow<HoldRule>> names(HoldRule) { return kHoldRules; }
-
 namespace detail {
 
 namespace {

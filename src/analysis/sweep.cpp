@@ -138,19 +138,16 @@ std::vector<float> generate(const Distribution& d, std::size_t rows, std::size_t
 }
 
 std::string grid_point_name(const Format& element, const Format& scale, int block, const TensorScaleSetting& ts,
-                            Rounding rounding) {
+                            Rounding rounding, std::optional<ScaleRule> rule, std::optional<BlockScaleChoice> choice) {
   return format_name(element) + "/" + format_name(scale) + "/b" + std::to_string(block) + "/" +
-         tensor_scale_text(ts.policy, ts.period) + "/" + std::string(name_of(rounding));
+         tensor_scale_text(ts.policy, ts.period) + "/" + std::string(name_of(rounding)) +
+         (rule ? "/" + std::string(name_of(*rule)) : "") + (choice ? "/" + std::string(name_of(*choice)) : "");
 }
 
 std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const Format& scale, int block,
-                                  const TensorScaleSetting& ts, Rounding rounding, std::string& why) {
-  const Recipe* base = find_recipe(grid.base);
-  if (!base) {
-    why = "unknown base recipe " + grid.base;
-    return std::nullopt;
-  }
-  Recipe r = *base;
+                                  const TensorScaleSetting& ts, Rounding rounding, std::string& why,
+                                  std::optional<ScaleRule> rule, std::optional<BlockScaleChoice> choice) {
+  Recipe r = grid.base;
   r.element = element;
   r.scale = scale;
   r.block = block;
@@ -160,17 +157,18 @@ std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const
   r.grad_rounding = rounding;
   r.rht_wgrad = false;
   if (scale.specials == Specials::pow2_nan) {
-    r.scale_rule = ScaleRule::pow2_floor;
+    r.scale_rule = rule.value_or(ScaleRule::pow2_floor);
     r.zero_scale = ZeroScale::keep;
     r.dequantize_order = DequantizeOrder::portable;
     r.alpha = AlphaRule::one;
   } else {
-    r.scale_rule = ScaleRule::two_level;
+    r.scale_rule = rule.value_or(ScaleRule::two_level);
     if (r.dequantize_order == DequantizeOrder::te_kernel && ts.policy == TensorScalePolicy::none) {
       r.dequantize_order = DequantizeOrder::portable;
     }
   }
-  r.name = grid_point_name(element, scale, block, ts, rounding);
+  if (choice) r.block_choice = *choice;
+  r.name = grid_point_name(element, scale, block, ts, rounding, rule, choice);
   const auto problems = validate(r);
   if (!problems.empty()) {
     why = problems.front();
@@ -190,29 +188,43 @@ struct GridPoint {
 std::vector<GridPoint> expand(const Options& o, bool synthetic, std::vector<Skipped>& skipped) {
   std::vector<TensorScaleSetting> scales = o.grid.tensor_scales;
   if (scales.empty()) scales = {*parse_tensor_scale("none"), *parse_tensor_scale("current")};
+  // The scale rule and block choice of each grid point (none: the scale format's rule, the base's choice).
+  struct Variant {
+    std::optional<ScaleRule> rule;
+    std::optional<BlockScaleChoice> choice;
+  };
+  std::vector<std::optional<ScaleRule>> rules(o.grid.scale_rules.begin(), o.grid.scale_rules.end());
+  if (rules.empty()) rules.push_back(std::nullopt);
+  std::vector<std::optional<BlockScaleChoice>> choices(o.grid.block_choices.begin(), o.grid.block_choices.end());
+  if (choices.empty()) choices.push_back(std::nullopt);
+  std::vector<Variant> variants;
+  for (const auto& rule : rules) {
+    for (const auto& choice : choices) variants.push_back({rule, choice});
+  }
   std::vector<GridPoint> points;
   for (const Format& e : o.grid.element_formats)
     for (const Format& s : o.grid.scale_formats)
       for (int b : o.grid.blocks)
         for (const auto& ts : scales)
-          for (Rounding rd : o.grid.roundings) {
-            std::string why;
-            auto r = make_recipe(o.grid, e, s, b, ts, rd, why);
-            const std::string name = grid_point_name(e, s, b, ts, rd);
-            if (!r) {
-              skipped.push_back({name, why});
-              continue;
-            }
-            if (synthetic && ts.policy == TensorScalePolicy::periodic) {
-              for (double rho : o.grid.rhos) {
-                GridPoint p{*r, rho, name + "/rho=" + number_text(rho)};
-                p.recipe.name = p.name;
-                points.push_back(std::move(p));
+          for (Rounding rd : o.grid.roundings)
+            for (const Variant& v : variants) {
+              std::string why;
+              auto r = make_recipe(o.grid, e, s, b, ts, rd, why, v.rule, v.choice);
+              const std::string name = grid_point_name(e, s, b, ts, rd, v.rule, v.choice);
+              if (!r) {
+                skipped.push_back({name, why});
+                continue;
               }
-            } else {
-              points.push_back({*r, 1.0, name});
+              if (synthetic && ts.policy == TensorScalePolicy::periodic) {
+                for (double rho : o.grid.rhos) {
+                  GridPoint p{*r, rho, name + "/rho=" + number_text(rho)};
+                  p.recipe.name = p.name;
+                  points.push_back(std::move(p));
+                }
+              } else {
+                points.push_back({*r, 1.0, name});
+              }
             }
-          }
   return points;
 }
 

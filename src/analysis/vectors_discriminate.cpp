@@ -79,14 +79,14 @@ std::string row_list(const std::vector<const Datapath*>& rows) {
 }  // namespace
 
 void detail::check_discriminate(const Recipe& recipe, const std::vector<const Datapath*>& rows, std::size_t cases) {
-  if (rows.size() < 2) throw UsageError("--discriminate: name two or more datapaths, separated by commas");
+  if (rows.size() < 2) throw UsageError("{discriminate}: name two or more datapaths, separated by commas");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
-      if (rows[i] == rows[j]) throw UsageError("--discriminate: " + std::string(rows[i]->name) + " is named twice");
+      if (rows[i] == rows[j]) throw UsageError("{discriminate}: " + std::string(rows[i]->name) + " is named twice");
     }
   }
   if (cases < 1 || cases > kMaxCases) {
-    throw UsageError("{cases}: with --discriminate, 1 to " + std::to_string(kMaxCases) + " (got " +
+    throw UsageError("{cases}: with {discriminate}, 1 to " + std::to_string(kMaxCases) + " (got " +
                      std::to_string(cases) + ")");
   }
   if (recipe.element != formats::e2m1) throw UsageError("vectors: only E2M1 element formats are supported");

@@ -205,8 +205,11 @@ std::size_t write_set(const Recipe& r, std::uint64_t seed, const std::filesystem
       .field("rht_wgrad", r.rht_wgrad)
       .field("dequantize_order", name_of(r.dequantize_order))
       .field("alpha_rule", name_of(r.alpha))
-      .field("default_datapath", r.default_datapath->name)
-      .end_object();
+      .field("default_datapath", r.default_datapath->name);
+  // a user-defined recipe's setting of every operand (each case's two_d and rht say what it used)
+  if (r.operand_two_d) j.field("operand_two_d", *r.operand_two_d);
+  if (r.operand_rht) j.field("operand_rht", *r.operand_rht);
+  j.end_object();
   j.key("conventions").begin_object();
   for (const auto& [key, text] : kConventions) j.field(key, text);
   j.end_object();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "fp4sim/core/names.hpp"
+#include "fp4sim/front/analysis_arguments.hpp"
 #include "fp4sim/io/npy.hpp"
 
 namespace fp4sim::cli {
@@ -28,7 +29,7 @@ CLI::Option* add_value(CLI::App& app, const front::Argument<Call>& row, Call& ca
 template <class Call>
 void add_arguments(CLI::App& app, std::span<const front::Argument<Call>> rows, Call& call) {
   for (const front::Argument<Call>& row : rows) {
-    std::string help(row.help);
+    std::string help = front::render(row.help, front::Spelling::cli);  // a row's help names others by {key}
     if (row.names && row.names_help) help += ":";
     if (row.names_help) help += row.names_help();
     CLI::Option* option = nullptr;
@@ -79,14 +80,9 @@ template void add_arguments(CLI::App&, std::span<const front::Argument<ConvertCa
 template void add_arguments(CLI::App&, std::span<const front::Argument<MmaCall>>, MmaCall&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyQuantizeCall>>, VerifyQuantizeCall&);
 template void add_arguments(CLI::App&, std::span<const front::Argument<VerifyGemmCall>>, VerifyGemmCall&);
-
-CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe) {
-  std::vector<std::string> presets;
-  for (const Recipe& preset : recipe_presets()) presets.push_back(preset.name);
-  CLI::Validator member = CLI::IsMember(presets);
-  member.description("");
-  return app.add_option("--recipe", recipe, front::recipe_help())->check(member)->type_name("NAME");
-}
+template void add_arguments(CLI::App&, std::span<const front::Argument<replay::Call>>, replay::Call&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<sweep::Call>>, sweep::Call&);
+template void add_arguments(CLI::App&, std::span<const front::Argument<vectors::Call>>, vectors::Call&);
 
 void add_recipe_options(CLI::App& app, RecipeOverrides& o) {
   add_arguments(app, front::recipe_arguments(), o);

@@ -35,8 +35,6 @@ void add_example(CLI::App& app, const std::string& example);
 template <class Call>
 void add_arguments(CLI::App& app, std::span<const front::Argument<Call>> rows, Call& call);
 
-// --recipe NAME: a preset, each listed in --help with its source.
-CLI::Option* add_recipe_option(CLI::App& app, std::string& recipe);
 // --recipe (required) and every recipe override.
 void add_recipe_options(CLI::App& app, RecipeOverrides& overrides);
 

@@ -7,8 +7,10 @@
 #include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/analysis/calls.hpp"
+#include "fp4sim/analysis/replay.hpp"
 #include "fp4sim/analysis/result_bytes.hpp"
 #include "fp4sim/core/names.hpp"
+#include "fp4sim/front/analysis_arguments.hpp"
 #include "progress.hpp"
 #include "ranks.hpp"
 #include "replay_common.hpp"
@@ -75,37 +77,17 @@ void setup_replay(CLI::App& app) {
       "error, underflow/saturation and per-block statistics; per GEMM the relative Frobenius error; periodic "
       "tensor scaling carried across steps (Proposition 1 headroom).");
   app.add_option("trace", o->trace, "TRACE.h5 (docs/trace-format.md, version 1)")->required();
-  auto* recipes = app.add_option("--recipes", o->call.recipes, "comma-separated recipe presets")->capture_default_str();
-  app.add_option("--recipe-map", o->call.recipe_map,
-                 "policies per layer and step instead of --recipes: maps separated by ';', each a list of "
-                 "PATTERN[@STEPS]=RECIPE|bf16 rules, the first that matches a layer (regex as --layers, * = every "
-                 "layer) and step (A, A-B or A-) wins, e.g. 'lm_head=bf16,*=nvfp4; *=nvfp4' (docs/replay.md)")
-      ->excludes(recipes);
-  app.add_option("--datapath", o->call.datapath,
-                 "GEMM datapath of the gemms entries: recipe = each recipe's default (fp4sim gemm "
-                 "--list-datapaths), f64 = float64 product of the dequantized operands (fast), or a datapath:" +
-                     datapath_help())
-      ->capture_default_str();
-  app.add_option("--steps", o->call.steps, "captured steps to replay, e.g. 1,200 or 100-200 (default: all)");
-  app.add_option("--layers", o->call.layers, "regular expression (ECMAScript) searched in layer names");
+  add_arguments(app, front::replay_arguments(), o->call);
+  app.get_option("--recipe-map")->excludes(app.get_option("--recipes"));
   app.add_option("--json", o->outputs.json, "write the full results as JSON ('-' for stdout)")->check(not_empty_path());
   app.add_option("--csv", o->outputs.csv, "write the entries as CSV, one file per kind: --csv a.csv writes a_tensors.csv, a_gemms.csv and "
                  "a_headroom.csv")->check(not_empty_path());
   app.add_option("--h5", o->outputs.h5, "write the results as HDF5 column datasets")->check(not_empty_path());
   app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)")
       ->check(not_empty_path());
-  app.add_option("--seed", o->call.seed, "seed of the stochastic-rounding bits")->capture_default_str();
-  names_of<replay::HoldRule>(app.add_option("--hold", o->call.hold,
-                                             "what periodic tensor scaling holds when a refresh step was not captured"))
-      ->capture_default_str();
-  app.add_option("--period", o->call.period, "D of the Proposition 1 headroom analysis")->capture_default_str();
-  app.add_flag_function("--no-gemms", [o](std::int64_t) { o->call.gemms = false; },
-                        "skip the GEMM-level entries (per-tensor statistics only)");
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
   add_progress_flags(app, o->progress);
-  app.add_option("--slab-mib", o->call.slab_mib, "memory bound: tensors larger than this many MiB of float32 are streamed in row slabs, GEMM entries computed in tiles of at most this much (over the recipes)")
-      ->capture_default_str();
-  add_example(app, "fp4sim replay traces/trace_a.h5 --recipes ue5m3,nvfp4 --json a.json --plots plots/");
+  add_example(app, "fp4sim replay traces/trace_a.h5 --recipes ue5m3,nvfp4,mxfp4:scale_rule=rceil,block=16 --json a.json --plots plots/");
   app.callback([o] { run_replay(*o); });
 }
 

@@ -5,10 +5,12 @@
 #include "arguments.hpp"
 #include "cli.hpp"
 #include "fp4sim/analysis/calls.hpp"
+#include "fp4sim/analysis/sweep.hpp"
 #include "fp4sim/analysis/result_bytes.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/core/rounding.hpp"
+#include "fp4sim/front/analysis_arguments.hpp"
 #include "progress.hpp"
 #include "ranks.hpp"
 #include "replay_common.hpp"
@@ -59,40 +61,15 @@ void setup_sweep(CLI::App& app) {
       "(its x/w/dy tensors, periodic scaling across its steps) or over seeded synthetic distributions; writes "
       "the fields of replay's tensors entries per (input, configuration).");
   app.add_option("trace", o->call.trace, "TRACE.h5 (optional; without it, synthetic distributions are swept)");
-  app.add_option("--synthetic", o->call.synthetic,
-                 "distributions: normal, laplace, student-t:NU, lognormal:SIGMA, each with optional +outliers:P:K")
-      ->capture_default_str();
-  app.add_option("--rows", o->call.rows, "rows of each synthetic tensor")->capture_default_str();
-  app.add_option("--cols", o->call.cols, "columns of each synthetic tensor (blocks run along them)")->capture_default_str();
-  app.add_option("--role", o->call.role, "how synthetic tensors are quantized:" + name_help<Role>())
-      ->capture_default_str();
-  app.add_option("--element-formats", o->call.element_formats, "element formats (docs/cli.md names or eXmY)")->capture_default_str();
-  app.add_option("--scale-formats", o->call.scale_formats, "block-scale formats (e8m0 uses the OCP floor rule)")
-      ->capture_default_str();
-  app.add_option("--blocks", o->call.blocks, "block sizes")->capture_default_str();
-  app.add_option("--tensor-scales", o->call.tensor_scales, "tensor-scale policies:" + name_help<TensorScalePolicy>())
-      ->capture_default_str();
-  app.add_option("--roundings", o->call.roundings, "element roundings:" + name_help<Rounding>())->capture_default_str();
-  app.add_option("--rho", o->call.rhos, "synthetic periodic scaling: held amax = amax / rho, for each rho")
-      ->capture_default_str();
-  app.add_option("--base", o->call.base, "recipe preset every other setting comes from")->capture_default_str();
-  app.add_option("--steps", o->call.steps, "trace steps (default: all)");
-  app.add_option("--layers", o->call.layers, "trace layers: regular expression");
-  app.add_option("--recipe-map", o->call.recipe_map,
-                 "trace only: one recipe map as replay's whose RECIPE may be grid (each grid point in turn), e.g. "
-                 "'lm_head=bf16,*=grid'; one policy per grid point");
-  names_of<replay::HoldRule>(app.add_option("--hold", o->call.hold, "trace periodic scaling: what is held when a refresh step was not captured"))
-      ->capture_default_str();
-  app.add_option("--seed", o->call.seed, "seed of the synthetic data and of stochastic rounding")->capture_default_str();
-  app.add_option("--slab-mib", o->call.slab_mib, "stream trace tensors larger than this many MiB of float32 in row slabs")
-      ->capture_default_str();
+  add_arguments(app, front::sweep_arguments(), o->call);
   app.add_option("--json", o->outputs.json, "write the results as JSON ('-' for stdout)")->check(not_empty_path());
   app.add_option("--csv", o->outputs.csv, "write one CSV row per (input, configuration)")->check(not_empty_path());
   app.add_option("--plots", o->outputs.plots, "write PNG plots into this directory (python3 + matplotlib)")
       ->check(not_empty_path());
   app.add_flag("--quiet,-q", o->quiet, "do not print the summary table");
   add_progress_flags(app, o->progress);
-  add_example(app, "fp4sim sweep --rows 64 --cols 1024 --blocks 16,32 --csv sweep.csv");
+  add_example(app, "fp4sim sweep --rows 64 --cols 1024 --scale-formats e8m0 --scale-rules floor,rceil --blocks 16,32 "
+                   "--tensor-scales none --csv sweep.csv");
   app.callback([o] { run_sweep(*o); });
 }
 

@@ -26,8 +26,8 @@ GemmCall::Resolved GemmCall::resolve() const {
   g.frac_bits = frac_bits;
   gemm_options(r.recipe, g);  // the combination, checked before any data is read
   const GemmOperands operands = operands_for(r.recipe, r.gemm);
-  r.a.spec = recipe.apply(operands.a);
-  r.b.spec = recipe.apply(operands.b);
+  r.a.spec = operands.a;
+  r.b.spec = operands.b;
   r.a.random.seed = r.b.random.seed = seed;
   r.a.random.stream = 0;
   r.b.random.stream = 1;

@@ -36,7 +36,7 @@ QuantizeCall::Resolved QuantizeCall::resolve() const {
   Resolved r;
   r.recipe = recipe.resolve();
   r.role = parse_name_or_throw<Role>(role, "{role}");
-  r.request.spec = recipe.apply(operand_for_role(r.recipe, r.role));
+  r.request.spec = operand_for_role(r.recipe, r.role);
   r.request.random.seed = seed;
   r.request.random.stream = 0;
   operand.apply_to(r.request, "");

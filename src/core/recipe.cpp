@@ -331,7 +331,9 @@ std::vector<std::string> validate(const Recipe& r) {
     problems.push_back("target T must be a positive normal number (2^-126 <= T <= 3.4e38)");
   }
   if (r.sr_bits < 1 || r.sr_bits > 16) problems.push_back("sr_bits must be between 1 and 16");
-  if (r.rht_wgrad && r.block % 16 != 0) problems.push_back("RHT needs a block size that is a multiple of 16");
+  if (r.operand_rht.value_or(r.rht_wgrad) && r.block % 16 != 0) {
+    problems.push_back("RHT needs a block size that is a multiple of 16");
+  }
   if (r.block_choice != BlockScaleChoice::single && !has_tensor_scale(r)) {
     problems.push_back("4over6 needs two-level scales with a tensor scale");
   }
@@ -357,7 +359,10 @@ OperandSpec operand_for_role(const Recipe& r, Role role) {
   return {};
 }
 
-GemmOperands operands_for(const Recipe& r, Gemm gemm) {
+namespace {
+
+// The recipe's orientation rules (paper §1.4), before a user-defined recipe's setting of every operand.
+GemmOperands oriented(const Recipe& r, Gemm gemm) {
   const OperandSpec activation{Role::activation, false, r.element_rounding, false, r.target};
   const OperandSpec weight{Role::weight, r.weight_two_d, r.element_rounding, false, r.target};
   const OperandSpec grad{Role::grad_output, false, r.grad_rounding, false, r.target};
@@ -372,6 +377,17 @@ GemmOperands operands_for(const Recipe& r, Gemm gemm) {
     }
   }
   return {};
+}
+
+}  // namespace
+
+GemmOperands operands_for(const Recipe& r, Gemm gemm) {
+  GemmOperands ops = oriented(r, gemm);
+  for (OperandSpec* spec : {&ops.a, &ops.b}) {
+    if (r.operand_two_d) spec->two_d = *r.operand_two_d;
+    if (r.operand_rht) spec->rht = *r.operand_rht;
+  }
+  return ops;
 }
 
 }  // namespace fp4sim

@@ -9,6 +9,10 @@ Recipe RecipeOverrides::resolve() const {
   const Recipe* preset = find_recipe(recipe);
   if (!preset) throw UsageError("{recipe}: unknown recipe '" + recipe + "' (known: " + recipe_names() + ")");
   Recipe r = *preset;
+  if (!name.empty() && name != preset->name) {
+    r.name = name;
+    r.source = "user-defined: preset " + preset->name + " with overrides; " + preset->source;
+  }
   if (block) r.block = *block;
   if (!scale_format.empty()) r.scale = format_argument(scale_format, "{scale_format}");
   if (!element_format.empty()) r.element = format_argument(element_format, "{element_format}");
@@ -45,26 +49,17 @@ Recipe RecipeOverrides::resolve() const {
   if (!dequantize_order.empty()) {
     r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "{dequantize_order}");
   }
-  if (!rounding.empty()) parse_name_or_throw<Rounding>(rounding, "{rounding}");
+  if (!rounding.empty()) r.element_rounding = r.grad_rounding = parse_name_or_throw<Rounding>(rounding, "{rounding}");
   if (!alpha.empty()) r.alpha = parse_name_or_throw<AlphaRule>(alpha, "{alpha}");
-  // rht takes part: the recipe is checked as the operands will use it.
-  Recipe checked = r;
-  if (rht) checked.rht_wgrad = *rht;
-  const auto problems = validate(checked);
+  r.operand_two_d = two_d;
+  r.operand_rht = rht;
+  const auto problems = validate(r);
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
     throw UsageError("invalid recipe: " + all);
   }
   return r;
-}
-
-OperandSpec RecipeOverrides::apply(OperandSpec spec) const {
-  if (two_d) spec.two_d = *two_d;
-  if (!rounding.empty()) spec.rounding = parse_name_or_throw<Rounding>(rounding, "{rounding}");
-  if (rht) spec.rht = *rht;
-  if (target) spec.target = *target;
-  return spec;
 }
 
 }  // namespace fp4sim

@@ -10,6 +10,7 @@
 #include "fp4sim/core/layout.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
 #include "fp4sim/verify/profiles.hpp"
 
 namespace fp4sim::front {
@@ -37,16 +38,10 @@ constexpr std::vector<std::string> (*kNames)() = &name_strings<E>;
 template <class E>
 constexpr std::string (*kNamesHelp)() = &name_help<E>;
 
-std::vector<std::string> recipe_names_list() {
-  std::vector<std::string> out;
-  for (const Recipe& preset : recipe_presets()) out.push_back(preset.name);
-  return out;
-}
-std::string recipe_names_help() {
-  std::string help;
-  for (const Recipe& preset : recipe_presets()) help += "\n  " + preset.name + ": " + preset.source;
-  return help;
-}
+// The recipe row's setter, the one that checks: a spec sets every override it names, so it runs before the
+// other rows (the first row; CLI11 runs callbacks in the order the options were added), whose flags and
+// keywords then override the spec as they override a preset.
+void set_recipe(RecipeOverrides& call, const ArgValue& v) { call = recipe_spec(std::get<std::string>(v)); }
 std::vector<std::string> out_dtypes() { return {"f32", "bf16"}; }
 std::string tensor_scale_help() { return name_help<TensorScalePolicy>(); }
 std::string profile_help() {
@@ -61,8 +56,10 @@ std::string rht_signs_help() { return " (default TE's " + rht_signs_text(kRhtSig
 constexpr std::int64_t kIntMin = INT_MIN, kIntMax = INT_MAX;
 
 const Argument<RecipeOverrides> kRecipe[] = {
-    {.key = "recipe", .type = ArgType::text, .help = "recipe preset", .set = FP4SIM_SETS(recipe), .metavar = "NAME",
-     .names = &recipe_names_list, .names_help = &recipe_names_help},
+    {.key = "recipe", .type = ArgType::text,
+     .help = "recipe: a preset, or a preset with overrides PRESET:KEY=VALUE,... in the keys of the overrides here "
+             "(mxfp4:scale_rule=rceil,block=16; docs/cli.md \"User-defined recipes\"); the presets:",
+     .set = &set_recipe, .metavar = "SPEC", .names_help = &recipe_presets_help},
     {.key = "block", .type = ArgType::integer, .help = "block size B along the reduction dimension",
      .set = FP4SIM_SETS(block), .min = kIntMin, .max = kIntMax},
     {.key = "two_d", .type = ArgType::switch_, .help = "B x B tiles", .set = FP4SIM_SETS(two_d), .off = "one-d",
@@ -180,10 +177,10 @@ const Argument<MmaCall> kMma[] = {
     {.key = "input_format", .type = ArgType::text,
      .help = "format of A and B (e.g. bf16, fp16, tf32, fp32, e4m3, e5m2); required unless both of the next two",
      .set = FP4SIM_SETS(input_format), .metavar = "TEXT"},
-    {.key = "a_format", .type = ArgType::text, .help = "format of A alone (default --input-format)",
+    {.key = "a_format", .type = ArgType::text, .help = "format of A alone (default {input_format})",
      .set = FP4SIM_SETS(a_format), .metavar = "TEXT"},
     {.key = "b_format", .type = ArgType::text,
-     .help = "format of B alone (e.g. e5m2 beside an e4m3 A; default --input-format)", .set = FP4SIM_SETS(b_format),
+     .help = "format of B alone (e.g. e5m2 beside an e4m3 A; default {input_format})", .set = FP4SIM_SETS(b_format),
      .metavar = "TEXT"},
     {.key = "scale_format", .type = ArgType::text,
      .help = "block-scaled rows: format of the scale codes (ue4m3 or e8m0; default the row's first)",
@@ -192,7 +189,7 @@ const Argument<MmaCall> kMma[] = {
 
 const Argument<VerifyQuantizeCall> kVerifyQuantize[] = {
     {.key = "tensor_scale_value", .type = ArgType::text,
-     .help = "your FP32 tensor scale (also accepted as --tensor-scale V when V is a number)",
+     .help = "your FP32 tensor scale (also accepted as {tensor_scale} V when V is a number)",
      .set = FP4SIM_SETS(tensor_scale_text), .metavar = "TEXT"},
     {.key = "tensor_scale_policy", .type = ArgType::text,
      .help = "tensor scale policy override: none, current or periodic:D", .set = FP4SIM_SETS(tensor_scale_policy),
@@ -261,7 +258,11 @@ std::string render(std::string_view keyed, Spelling spelling) {
   });
 }
 
-std::string recipe_help() { return "recipe preset:" + recipe_names_help(); }
+std::string recipe_presets_help() {
+  std::string help;
+  for (const Recipe& preset : recipe_presets()) help += "\n  " + preset.name + ": " + preset.source;
+  return help;
+}
 
 std::string datapath_help() {
   std::string help;

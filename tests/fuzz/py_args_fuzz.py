@@ -62,7 +62,8 @@ FUNCTIONS = [
     ("replay", ["trace"], ["recipes", "recipe_map", "datapath", "steps", "layers", "seed", "hold", "gemms", "period",
                            "slab_mib"]),
     ("sweep", [], ["trace", "synthetic", "role", "element_formats", "scale_formats", "blocks", "tensor_scales",
-                   "roundings", "rho", "base", "steps", "layers", "recipe_map", "hold", "seed", "slab_mib"]),
+                   "roundings", "rho", "base", "steps", "layers", "recipe_map", "hold", "seed", "slab_mib",
+                   "scale_rules", "block_choices"]),
 ]
 
 NAMES = (fp4sim.recipes() + [f["name"] for f in fp4sim.formats()] + fp4sim.datapaths() + [
@@ -72,7 +73,9 @@ NAMES = (fp4sim.recipes() + [f["name"] for f in fp4sim.formats()] + fp4sim.datap
     "f32", "bf16", "fp16", "window", "previous", "float4_e2m1fn", "torch.float8_e4m3fn", "f4E2M1FN", "bfloat16",
     "normal", "laplace", "student-t:3", "lognormal:1", "normal+outliers:0.001:100", "1-3", "1,2", ",", " ", ".*",
     "a+", "(a|", "*=nvfp4", "lm_head=bf16,*=nvfp4", "*=grid", "=", "16", "32", "1e300", "-1", "nan", "inf",
-    "-h", "--help", "--version", "", "\x00", "\n", "é", "nvfp4\x00x", "a" * 5000, "9" * 400])
+    "-h", "--help", "--version", "", "\x00", "\n", "é", "nvfp4\x00x", "a" * 5000, "9" * 400,
+    "mxfp4:scale_rule=rceil,block=16", "nvfp4:two_d=false,rht=true", "mxfp4:", "mxfp4:block", "nvfp4,block=16",
+    "nvfp4:block=16,block=32", "floor,rceil", "single,4over6-mae"])
 
 SMALL_DIMS = [0, 1, 2, 3, 4, 8, 16, 32, 64, 128]
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, ">f4", ">f8", np.uint8, np.uint16, np.uint32,

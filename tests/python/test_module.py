@@ -539,6 +539,44 @@ def test_replay_recipe_map_is_the_clis(tmp_path):
         fp4sim.replay(TRACE, recipe_map="lm_head=bf16", gemms=False)
 
 
+def test_a_user_defined_recipe_is_its_preset_with_keywords():
+    x = tensor(48, 96, seed=8)
+    spec = fp4sim.quantize(x, "mxfp4:scale_rule=rceil,block=16", "weight")
+    keywords = fp4sim.quantize(x, "mxfp4", "weight", scale_rule="rceil", block=16)
+    assert spec.recipe == "mxfp4:scale_rule=rceil,block=16" and keywords.recipe == "mxfp4"
+    np.testing.assert_array_equal(np.array(spec.codes), np.array(keywords.codes))
+    np.testing.assert_array_equal(np.array(spec.scales), np.array(keywords.scales))
+    assert fp4sim.quantize(x, "mxfp4:block=16", block=32).block == (1, 32)  # a keyword overrides the spec
+    c1 = fp4sim.gemm(x, x, "nvfp4:two_d=false,block=32", "wgrad", seed=3)
+    c2 = fp4sim.gemm(x, x, "nvfp4", "wgrad", seed=3, two_d=False, block=32)
+    np.testing.assert_array_equal(c1.view(np.uint32), c2.view(np.uint32))
+    with pytest.raises(fp4sim.UsageError, match=r"^recipe 'mxfp4:two_d=1': two_d=1: expected true or false$"):
+        fp4sim.quantize(x, "mxfp4:two_d=1")
+
+
+@needs_analyses
+def test_replay_takes_user_defined_recipes_in_a_list():
+    kw = dict(steps=[1], layers="lm_head", gemms=False)
+    r = fp4sim.replay(TRACE, ["mxfp4:scale_rule=rceil,two_d=false", "mxfp4-rceil"], **kw)
+    by = {}
+    for e in r["tensors"]:
+        e = dict(e)
+        by.setdefault(e.pop("recipe"), []).append(e)
+    assert list(by) == ["mxfp4:scale_rule=rceil,two_d=false", "mxfp4-rceil"]
+    assert by["mxfp4:scale_rule=rceil,two_d=false"] == by["mxfp4-rceil"]
+    with pytest.raises(fp4sim.UsageError, match="recipes 'mxfp4:bogus=1': unknown override 'bogus'"):
+        fp4sim.replay(TRACE, "nvfp4,mxfp4:bogus=1", **kw)
+
+
+@needs_analyses
+def test_sweep_crosses_scale_rules_and_refuses_one_a_scale_format_cannot_take():
+    kw = dict(synthetic="normal", rows=16, cols=64, tensor_scales="none", blocks=32)
+    r = fp4sim.sweep(scale_formats="e8m0", scale_rules=["floor", "rceil"], **kw)
+    assert r["configs"] == ["e2m1/e8m0/b32/none/rne/floor", "e2m1/e8m0/b32/none/rne/rceil"]
+    with pytest.raises(fp4sim.UsageError, match="^scale_rules rceil with scale_formats ue4m3: scale rules floor/"):
+        fp4sim.sweep(scale_formats="ue4m3", scale_rules="rceil", **kw)
+
+
 @needs_analyses
 def test_replay_records_are_rows_of_scalars():
     r = fp4sim.replay(TRACE, "nvfp4", steps="1", layers="lm_head", gemms=False)

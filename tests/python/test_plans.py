@@ -125,3 +125,21 @@ def test_a_failed_resolve_registers_nothing():
         _fp4sim.gemm_plan("nvfp4", {"target": 125.0}, "fprop", "fp33-seq", True)
     assert _fp4sim.quantize_plan("nvfp4", {"target": 124.0}, "weight") == first + 1
     assert _fp4sim.quantize_plan("nvfp4", {"target": 123}, "weight") == first  # 123 and 123.0: one setting
+
+
+def test_a_user_defined_recipe_is_a_plan_as_its_preset_with_keywords():
+    """fp4sim.torch names its recipe by the text it was given: a spec resolves to the plan of the preset with the
+    same keywords, and keywords given beside a spec override it."""
+    x = tensor(32, 128, seed=5)
+    spec = _fp4sim.quantize_plan("nvfp4:block=32,two_d=false,rounding=sr-fast", {}, "weight")
+    flags = _fp4sim.quantize_plan("nvfp4", {"block": 32, "two_d": False, "rounding": "sr-fast"}, "weight")
+    assert_same_tensor(_fp4sim.plan_quantize(spec, x, None, 9, None), _fp4sim.plan_quantize(flags, x, None, 9, None))
+    info = _fp4sim.plan_info(spec)
+    assert (info["block_rows"], info["block_cols"], info["rounding"]) == (1, 32, "sr-fast")
+    assert _fp4sim.plan_info(_fp4sim.quantize_plan("nvfp4:block=32", {"block": 16}, "weight"))["block_cols"] == 16
+    gemm = _fp4sim.plan_info(_fp4sim.gemm_plan("mxfp4:scale_rule=rceil", {}, "fprop", "", True))
+    rceil = _fp4sim.plan_info(_fp4sim.gemm_plan("mxfp4-rceil", {}, "fprop", "", True))
+    assert_same_tensor(_fp4sim.plan_quantize(gemm["a"], x, None, 0, None),
+                       _fp4sim.plan_quantize(rceil["a"], x, None, 0, None))
+    with pytest.raises(fp4sim.UsageError, match=r"^recipe 'mxfp4:block=x': block=x: not an integer$"):
+        _fp4sim.quantize_plan("mxfp4:block=x", {}, "weight")

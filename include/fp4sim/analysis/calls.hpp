@@ -1,18 +1,29 @@
-// The arguments of `replay` and `sweep` as the command line gives them (lists and names as text), and the
-// one place they are checked and turned into replay::Options and sweep::Options.
+// The arguments of `replay`, `sweep` and `vectors` as the command line gives them (lists and names as text; recipes
+// as their front end parsed them, fp4sim/front/recipe_spec.hpp), and the one place they are checked and
+// turned into replay::Options, sweep::Options and the recipe, rows and count of vectors. The front ends' argument tables set these fields
+// (fp4sim/front/analysis_arguments.hpp): this header needs neither HDF5 nor the analysis library.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "fp4sim/analysis/replay.hpp"
-#include "fp4sim/analysis/sweep.hpp"
+#include "fp4sim/core/datapath.hpp"
+#include "fp4sim/core/recipe_overrides.hpp"
+
+namespace fp4sim::replay {
+struct Options;  // fp4sim/analysis/replay.hpp
+}  // namespace fp4sim::replay
+namespace fp4sim::sweep {
+struct Options;  // fp4sim/analysis/sweep.hpp
+}  // namespace fp4sim::sweep
 
 namespace fp4sim::replay {
 
 struct Call {
-  std::string recipes = "ue5m3,nvfp4,mxfp4";  // comma-separated presets
+  std::vector<RecipeOverrides> recipes;       // none: ue5m3, nvfp4, mxfp4 (replay::Options' default)
   std::optional<std::string> recipe_map;      // recipe maps (parse_recipe_maps); given, they replace `recipes`
   std::string datapath = "recipe";            // recipe, f64, or a datapath name
   std::string steps;                          // "1,200,300-310" ("": every captured step)
@@ -37,7 +48,9 @@ struct Call {
   std::string role = "activation";
   std::string element_formats = "e2m1", scale_formats = "ue4m3,ue5m3,e8m0", blocks = "16,32";
   std::string tensor_scales = "none,current", roundings = "rne", rhos = "1";
-  std::string base = "ue5m3";
+  std::string scale_rules;    // "": each scale format's own rule (floor on e8m0, two-level otherwise)
+  std::string block_choices;  // "": the base's
+  std::optional<RecipeOverrides> base;  // the recipe every setting outside the grid comes from (none: ue5m3)
   std::string steps, layers, hold = "window";
   std::optional<std::string> recipe_map;  // trace only: one map with `grid` rules (parse_recipe_maps)
   std::uint64_t seed = 0;
@@ -47,3 +60,21 @@ struct Call {
 };
 
 }  // namespace fp4sim::sweep
+
+namespace fp4sim::vectors {
+
+struct Call {
+  RecipeOverrides recipe;             // a preset or a user-defined recipe (required)
+  std::optional<std::size_t> cases;   // none: the recipe's edge cases plus 4 (discriminating inputs: 4)
+  std::uint64_t seed = 0;
+  std::string discriminate;           // datapaths separated by ',' ("": the conformance vectors)
+
+  struct Resolved {
+    Recipe recipe;
+    std::vector<const Datapath*> discriminate;  // empty: the conformance vectors
+    std::size_t cases = 0;
+  };
+  Resolved resolve() const;  // UsageError
+};
+
+}  // namespace fp4sim::vectors

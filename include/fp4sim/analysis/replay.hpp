@@ -34,18 +34,12 @@
 
 #include "fp4sim/core/progress.hpp"
 #include "fp4sim/core/recipe.hpp"
+#include "fp4sim/analysis/hold_rule.hpp"
 #include "fp4sim/analysis/share.hpp"
 #include "fp4sim/stats/stats.hpp"
 #include "fp4sim/io/trace.hpp"
 
 namespace fp4sim::replay {
-
-// Which amax a periodic tensor scale holds at a step whose refresh step may not have been captured.
-enum class HoldRule : std::uint8_t {
-  window,    // the refresh step's amax when captured, else the step's own amax (held_exact: false)
-  previous,  // the previous captured step's amax (a stress test of staleness beyond D)
-};
-std::span<const NameRow<HoldRule>> names(HoldRule);
 
 // The GEMM-level evaluation of one quantized GEMM: returns Ĉ [M, N] (row-major, double) from the
 // quantized operands A [M, K] and B [N, K] (for tests and experiments; replay otherwise calls gemm.hpp

@@ -1,5 +1,5 @@
 // Format sweeps (docs/cli.md `fp4sim sweep`): a grid over element format x scale format x block size x
-// tensor-scale policy x rounding, run over the tensors of a trace (through replay, so periodic scaling
+// tensor-scale policy x rounding (x scale rule x block choice where given), run over the tensors of a trace (through replay, so periodic scaling
 // follows the trace's steps) or over seeded synthetic distributions, reporting the fields of replay's
 // `tensors` entries for every (input, grid point).
 #pragma once
@@ -46,14 +46,23 @@ struct Grid {
   // D steps per the hold rule; on synthetic data the held amax is current amax / rho for every rho.
   std::vector<TensorScaleSetting> tensor_scales;
   std::vector<Rounding> roundings{Rounding::rne};
+  // Scale rules; empty: each scale format's own (floor on a power-of-two format, two-level otherwise).
+  // Given, each grid point names its rule, and every rule must suit every scale format (Call::resolve()).
+  std::vector<ScaleRule> scale_rules;
+  // Scale candidates per two-level block (single, TE's 4over6); empty: the base's. Given, each grid point
+  // names its choice; a 4over6 choice without a tensor scale is skipped with the reason.
+  std::vector<BlockScaleChoice> block_choices;
   std::vector<double> rhos{1.0};  // synthetic periodic only
-  std::string base = "ue5m3";     // the preset every other field comes from
+  Recipe base = *find_recipe("ue5m3");  // the recipe every other field comes from
 };
 
 // One grid point as a recipe; nullopt with `why` when the combination is not a valid recipe (e.g. an
-// E8M0 scale with a tensor scale). Power-of-two scale formats use the OCP floor rule.
+// E8M0 scale with a tensor scale). Without a scale rule, power-of-two scale formats use the OCP floor rule;
+// without a block choice, the base's.
 std::optional<Recipe> make_recipe(const Grid& grid, const Format& element, const Format& scale, int block,
-                                  const TensorScaleSetting& ts, Rounding rounding, std::string& why);
+                                  const TensorScaleSetting& ts, Rounding rounding, std::string& why,
+                                  std::optional<ScaleRule> rule = std::nullopt,
+                                  std::optional<BlockScaleChoice> choice = std::nullopt);
 
 struct Options {
   Grid grid;

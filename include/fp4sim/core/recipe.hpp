@@ -149,6 +149,10 @@ struct Recipe {
   int sr_bits = 0;                // random bits per element of the stochastic roundings
   bool rht_wgrad = false;         // 16x16 random Hadamard transform on both wgrad operands
   RhtSigns rht_signs = kRhtSigns;  // the transform's sign vector s (hadamard.hpp)
+  // A user-defined recipe's setting of every operand (the override keys two_d and rht; no preset sets them):
+  // each operand of each GEMM in B x B tiles or not, transformed or not, as `gemm --two-d` / `--no-rht` ask;
+  // none: the orientation rules of weight_two_d and rht_wgrad.
+  std::optional<bool> operand_two_d = std::nullopt, operand_rht = std::nullopt;
   DequantizeOrder dequantize_order = DequantizeOrder::portable;
   AlphaRule alpha = AlphaRule::one;
   const Datapath* default_datapath = nullptr;  // the GEMM datapath `gemm` and `replay` use by default

@@ -13,6 +13,7 @@ namespace fp4sim {
 
 struct RecipeOverrides {
   std::string recipe;  // preset name
+  std::string name;    // the recipe's name in outputs ("" = the preset's): a user-defined recipe's spec
   std::optional<int> block;
   std::optional<bool> two_d;
   std::string scale_format, element_format;  // format names or descriptors ("" = the preset's)
@@ -27,10 +28,10 @@ struct RecipeOverrides {
   bool operator==(const RecipeOverrides&) const = default;  // the same preset and overrides (fp4sim.torch's plans)
 
   // The preset with the overrides applied (UsageError naming the key for an unknown name, or listing
-  // what makes the combination invalid).
+  // what makes the combination invalid). The per-operand keys become the recipe's: rounding every
+  // operand's rounding, target every T, two_d and rht its operand_two_d and operand_rht, so that
+  // operands_for() gives each operand of each GEMM what the overrides ask.
   Recipe resolve() const;
-  // An operand spec of that recipe with the per-operand overrides (two_d, rounding, rht, target).
-  OperandSpec apply(OperandSpec spec) const;
 };
 
 }  // namespace fp4sim

@@ -33,8 +33,9 @@ template <class Call>
 struct Argument {
   std::string_view key;   // the library's name of the argument: lower-case words joined by '_'
   ArgType type;
-  std::string_view help;  // one line, in the words of docs/cli.md
-  // Carries a value of `type` (ArgValue's alternative of that type) into the call; checks nothing.
+  std::string_view help;  // one line, in the words of docs/cli.md; other arguments named {key} (render())
+  // Carries a value of `type` (ArgValue's alternative of that type) into the call; checks nothing, but for
+  // the recipe's row, which parses a recipe spec (recipe_spec.hpp) into the overrides it names.
   void (*set)(Call& call, const ArgValue& value);
   std::string_view metavar = "";  // a text argument's placeholder in the CLI's --help (NAME, FORMAT, ...)
   std::int64_t min = 0, max = -1;  // an integer's accepted range, inclusive (min > max: any int)
@@ -75,8 +76,8 @@ std::string render(std::string_view keyed, Spelling spelling);
 // The flag of `key` (--amax-ref-a), or of one side of a switch (value true / false: --rht, --no-snap).
 std::string cli_flag(std::string_view key, std::string_view value = "");
 
-// "recipe preset:" and one line per preset with its source (the --recipe help).
-std::string recipe_help();
+// "\n  name: source" for every recipe preset, for a recipe argument's help.
+std::string recipe_presets_help();
 // "\n  name: summary" for every datapath preset, for a datapath argument's help.
 std::string datapath_help();
 
