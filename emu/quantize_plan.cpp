@@ -48,9 +48,8 @@ PackedOperand packed_operand(const QuantizedTensor& q, const std::uint8_t* d_cod
 
 Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size_t rows, std::size_t cols,
                  QuantizePlan& p) {
-  // No kernel path for them, an element format other than E2M1 included.
-  if (!cpu_only_settings(recipe).empty()) return Status::unsupported_options;
-  if (recipe.block != 16 && recipe.block != 32) return Status::unsupported_options;
+  if (recipe.element != formats::e2m1) return Status::unsupported_format;
+  if (!cpu_only_settings(recipe).empty()) return Status::unsupported_options;  // no kernel path for them
   p = QuantizePlan{};
   p.rows = rows;
   p.cols = cols;
