@@ -26,7 +26,7 @@ say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 if [ "${1:-}" = "pack" ]; then
   # Here (no GPU): collect the prebuilt binaries and their non-system shared libraries.
   rm -rf .gpu_carry && mkdir -p .gpu_carry/bin .gpu_carry/lib
-  for b in fp4sim fp4sim_gpu_bench gpu_quantize_test gpu_convert_test; do
+  for b in fp4sim fp4sim_gpu_bench gpu_quantize_test gpu_quantize_variants_test gpu_convert_test; do
     for d in build-gpu build-gpu/tests; do [ -x "$d/$b" ] && cp "$d/$b" .gpu_carry/bin/; done
   done
   nvcc -O2 -std=c++17 -Xcompiler -fopenmp -gencode=arch=compute_90a,code=sm_90a tools/probes/mma_probe.cu \
@@ -55,7 +55,7 @@ if [[ "$steps" == *build* ]]; then
   if cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP4SIM_CUDA=ON -DFP4SIM_BENCH=OFF \
       -DCMAKE_CUDA_COMPILER_LAUNCHER="$PWD/tools/probes/nvcc_sm90a.sh" \
       >"$OUT/build.log" 2>&1 &&
-     cmake --build build-dev -j16 --target fp4sim fp4sim_gpu_bench gpu_quantize_test gpu_convert_test && cp build-dev/tests/gpu_*_test build-dev/ \
+     cmake --build build-dev -j16 --target fp4sim fp4sim_gpu_bench gpu_quantize_test gpu_quantize_variants_test gpu_convert_test && cp build-dev/tests/gpu_*_test build-dev/ \
       >>"$OUT/build.log" 2>&1; then
     BIN=build-dev
     say "built on the device"
@@ -74,7 +74,7 @@ fi
 
 step_tests() {
   say "GPU tests"
-  for t in gpu_convert_test gpu_quantize_test; do
+  for t in gpu_convert_test gpu_quantize_test gpu_quantize_variants_test; do
     timeout "${TEST_TIMEOUT:-300}" "$BIN/$t" --gtest_brief=1 2>&1 | tail -15 | tee -a "$log"
   done
 }
