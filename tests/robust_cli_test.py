@@ -441,7 +441,7 @@ def test_a_gemm_too_large_for_slab_mib_says_what_it_needs(tmp_path):
     fprop, dgrad, wgrad = gemms
     assert fprop["rel_fro_err"] is not None and dgrad["rel_fro_err"] is not None
     assert wgrad["rel_fro_err"] is None
-    assert "--slab-mib 2 or more" in wgrad["rel_fro_err_note"], wgrad
+    assert "slab_mib 2 or more" in wgrad["rel_fro_err_note"], wgrad
 
 
 # --- messages --------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@
 # the same way: cmake -S . -B build-gpu -DCMAKE_CUDA_COMPILER_LAUNCHER=$PWD/tools/probes/nvcc_sm90a.sh
 # Binaries: built there with CMake (-j16) when the machine has fp4sim's build dependencies; otherwise the
 # prebuilt x86-64 binaries carried in .gpu_carry/ (bin/ and the shared libraries they need in lib/, made
-# here by `tools/gpu_session.sh pack`) are used. The probe program (sm_90a, wgmma) has no dependencies and
-# is compiled there with nvcc unless a carried one runs.
+# here by `tools/gpu_session.sh pack`, carried as .gpu_carry.txz) are used. The probe program (sm_90a, wgmma)
+# has no dependencies and is compiled there with nvcc unless a carried one runs.
 # Environment knobs: XC_ELEMENTS (quantize elements per preset, default 1e8), XC_GEMMS (default 10000),
 # XC_LARGE (large GEMMs, default 4), PROBE_CASES (random cases per instruction, default 1000000),
 # BENCH_ROWS/BENCH_COLS (quantize benchmark shape, default 16384 x 16384 = 256M elements).
@@ -34,7 +34,10 @@ if [ "${1:-}" = "pack" ]; then
   for b in .gpu_carry/bin/*; do
     ldd "$b" | awk '/=> \//{print $3}' | grep -Ev 'libc\.so|libm\.so|libdl|libpthread|librt|libresolv|ld-linux|libgcc_s|libstdc\+\+|libcuda\.so|libcudart|libcublas' || true
   done | sort -u | while read -r lib; do cp -L "$lib" .gpu_carry/lib/; done
-  du -sh .gpu_carry
+  # xz-compressed the binaries take a sixth of the space, which keeps them and the tree under the device's
+  # carry limit: carry .gpu_carry.txz, the session unpacks it.
+  tar cJf .gpu_carry.txz .gpu_carry
+  du -sh .gpu_carry .gpu_carry.txz
   exit 0
 fi
 
@@ -43,6 +46,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 nproc | tee -a "$log"
 
 BIN=""
+if [ -f .gpu_carry.txz ] && [ ! -d .gpu_carry ]; then tar xJf .gpu_carry.txz; fi
 cublas_pip=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$PWD/.gpu_carry/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${cublas_pip}:${LD_LIBRARY_PATH:-}"
 if [[ "$steps" != *build* ]] && ! .gpu_carry/bin/fp4sim crosscheck --help >/dev/null 2>&1; then

@@ -578,7 +578,7 @@ class Replayer {
       for (GemmTask& t : run.tasks) {
         t.entry.rel_fro_err = stats::Figure::none(
             "not computed: tiles of " + std::to_string(gemm_row_multiple()) + " operand rows of K = " +
-            std::to_string(run.p.k) + " need --slab-mib " + std::to_string(static_cast<long long>(need_mib)) +
+            std::to_string(run.p.k) + " need slab_mib " + std::to_string(static_cast<long long>(need_mib)) +
             " or more");
         t.entry.max_abs_err = std::nan("");
         t.entry.ref_fro_norm = std::nan("");

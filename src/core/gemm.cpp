@@ -29,7 +29,7 @@ void check_gemm_operands(const QuantizedTensor& a, const QuantizedTensor& b, con
   const Datapath& dp = *o.datapath;
   if (dp.kind == DatapathKind::tfdpa && block_scaled(dp))
     throw UsageError("gemm: " + std::string(dp.name) + " is a block-scaled instruction row whose scales align each "
-                     "product: fp4sim mma --sa/--sb runs it (gemm's T-FDPA rows take encoded operands q·s)");
+                     "product: mma with its block scales {sa} and {sb} runs it (gemm's T-FDPA rows take encoded operands q·s)");
   if (a.cols != b.cols)
     throw DataError("gemm: A is [" + std::to_string(a.rows) + ", " + std::to_string(a.cols) + "] and B is [" +
                     std::to_string(b.rows) + ", " + std::to_string(b.cols) + "]: K differs (C = A·Bᵀ needs equal columns)");

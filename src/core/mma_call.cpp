@@ -141,7 +141,7 @@ MmaOperands mma_operands(const MmaCall& call, const MmaCall::Resolved& resolved,
     throw UsageError("mma: " + call.datapath + " takes no block scales (its instruction has none)");
   if (!scale_a && block_scaled(*resolved.row))
     throw UsageError("mma: " + call.datapath + " is block-scaled: it needs the scale codes of A and B "
-                     "(fp4sim mma --sa, --sb)");
+                     "({sa}, {sb})");
   if (scale_a) check_scales(call, resolved, *scale_a, *scale_b, out);
   return out;
 }

@@ -33,7 +33,7 @@ std::string to_text(const GemmVerifyReport& rep) {
     }
     if (!rep.ties.empty()) {
       line("ties: these inputs cannot tell apart the members of each group (bit-identical outputs); "
-           "fp4sim vectors --discriminate writes inputs that can:");
+           "vectors with discriminate (the datapaths of a group) writes inputs that can:");
       for (std::size_t g = 0; g < rep.ties.size(); ++g) {
         std::string members;
         for (const auto& name : rep.ties[g]) members += (members.empty() ? "" : "; ") + name;

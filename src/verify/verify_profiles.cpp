@@ -122,7 +122,7 @@ ProfileRanking rank_profiles(std::span<const ProfileCandidate> candidates, Role 
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return fits_better(fits[a], fits[b]); });
   for (std::size_t i : order) ranking.fits.push_back(fits[i]);
   if (candidates.empty() || !fits[order.front()].error.empty()) {
-    throw DataError("verify quantize --profile auto: no stack profile can read your arrays (" +
+    throw DataError("verify quantize, profile auto: no stack profile can read your arrays (" +
                     (candidates.empty() ? std::string("no profiles") : fits[order.front()].error) + ")");
   }
   const ProfileCandidate& best = candidates[order.front()];
@@ -137,7 +137,7 @@ ProfileRanking rank_profiles(std::span<const ProfileCandidate> candidates, Role 
 std::string to_text(const ProfileRanking& ranking) {
   std::string out;
   const auto line = [&out](const std::string& s) { out += s + "\n"; };
-  line("verify quantize --profile auto: role " + ranking.role + ", tensor [" + std::to_string(ranking.rows) + ", " +
+  line("verify quantize, profile auto: role " + ranking.role + ", tensor [" + std::to_string(ranking.rows) + ", " +
        std::to_string(ranking.cols) + "], " + std::to_string(ranking.fits.size()) + " stack profiles, best fit first");
   char head[128];
   std::snprintf(head, sizeof head, "  %-26s %20s %24s  %s", "profile", "matching blocks", "matching elements", "tie");
@@ -181,7 +181,7 @@ std::string to_text(const ProfileRanking& ranking) {
 }
 
 std::string to_json(const ProfileRanking& ranking) {
-  std::vector<JsonField> head = {report::text("command", "verify quantize --profile auto"),
+  std::vector<JsonField> head = {report::text("command", "verify quantize"), report::text("profile", "auto"),
                                  report::text("role", ranking.role),
                                  report::integer("rows", static_cast<long long>(ranking.rows)),
                                  report::integer("cols", static_cast<long long>(ranking.cols)),
