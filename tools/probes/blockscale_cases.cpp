@@ -26,6 +26,8 @@
 
 #include <sys/stat.h>
 
+#include "measurement_text.hpp"
+
 #include "fp4sim/core/datapath.hpp"
 
 namespace {
@@ -118,16 +120,8 @@ void write_folder(const std::string& dir, const std::vector<Case>& cases, const 
   mkdir(dir.c_str(), 0755);
   std::ofstream a(dir + "/a.txt"), b(dir + "/b.txt"), c(dir + "/c.txt"), sa(dir + "/sa.txt"), sb(dir + "/sb.txt"),
       dm(dir + "/d.mmasim.txt"), dr(dir + "/d.rz25.txt"), du(dir + "/d.ue5m3.txt");
-  auto hex = [](std::uint32_t w, int digits) {
-    char s[16];
-    std::snprintf(s, sizeof s, "%0*x", digits, w);
-    return std::string(s);
-  };
-  auto bin = [](std::uint32_t w) {
-    std::string s;
-    for (int i = 31; i >= 0; --i) s += static_cast<char>('0' + ((w >> i) & 1));
-    return s;
-  };
+  using probe_text::hex;
+  const auto bin = probe_text::bits;
   for (const Case& x : cases) {
     for (int k = 0; k < 64; ++k) {
       const float va = static_cast<float>(value(x.a[k])), vb = static_cast<float>(value(x.b[k]));

@@ -35,6 +35,8 @@
 
 #include <sys/stat.h>
 
+#include "measurement_text.hpp"
+
 #define CHECK(x)                                                                            \
   do {                                                                                      \
     cudaError_t e_ = (x);                                                                   \
@@ -95,23 +97,8 @@ __global__ void run_cases(const Packed* cases, std::uint32_t* d, std::uint32_t* 
   if (lane == 0) d[idx] = first;
 }
 
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "cannot read %s\n", path.c_str());
-    std::exit(2);
-  }
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-std::vector<std::uint32_t> hex_words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::uint32_t> out;
-  for (std::string t; in >> t;) out.push_back(static_cast<std::uint32_t>(std::stoul(t, nullptr, 16)));
-  return out;
-}
+using probe_text::hex_words;
+using probe_text::lines_of;
 
 int e2m1_nibble(std::uint32_t bits) {
   float v;

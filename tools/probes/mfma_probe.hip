@@ -35,6 +35,8 @@
 
 #include <sys/stat.h>
 
+#include "measurement_text.hpp"
+
 #define CHECK(x)                                                                           \
   do {                                                                                     \
     hipError_t e_ = (x);                                                                   \
@@ -96,31 +98,10 @@ __global__ void run_cases(const Case* cases, std::uint32_t* d_out, std::uint32_t
   if (lane == 0) d_out[blockIdx.x] = first;
 }
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "%s\n", what.c_str());
-  std::exit(2);
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read " + path + " (gunzip the vendored .txt.gz files first)");
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-std::vector<std::uint32_t> hex_words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::uint32_t> out;
-  for (std::string t; in >> t;) out.push_back(static_cast<std::uint32_t>(std::stoul(t, nullptr, 16)));
-  return out;
-}
-
-float as_float(std::uint32_t bits) {
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
+using probe_text::as_float;
+using probe_text::fail;
+using probe_text::hex_words;
+using probe_text::lines_of;
 
 // FNUZ value of a code (e = 4: fp8, bias 8; e = 5: bf8, bias 16; 0x80 NaN).
 float fnuz_value(int code, int e, int m) {

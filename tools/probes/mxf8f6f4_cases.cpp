@@ -27,6 +27,8 @@
 
 #include <sys/stat.h>
 
+#include "measurement_text.hpp"
+
 #include "fp4sim/core/codec.hpp"
 #include "fp4sim/core/datapath.hpp"
 
@@ -104,16 +106,8 @@ void write_folder(const std::string& dir, const std::vector<Case>& cases) {
   mkdir(dir.c_str(), 0755);
   std::ofstream a(dir + "/a.txt"), b(dir + "/b.txt"), c(dir + "/c.txt"), sa(dir + "/sa.txt"), sb(dir + "/sb.txt"),
       df(dir + "/d.fp4sim.txt"), dm(dir + "/d.mmasim.txt"), dr(dir + "/d.rnesum.txt");
-  auto hex = [](std::uint32_t w, int digits) {
-    char s[16];
-    std::snprintf(s, sizeof s, "%0*x", digits, w);
-    return std::string(s);
-  };
-  auto bin = [](std::uint32_t w) {
-    std::string s;
-    for (int i = 31; i >= 0; --i) s += static_cast<char>('0' + ((w >> i) & 1));
-    return s;
-  };
+  using probe_text::hex;
+  const auto bin = probe_text::bits;
   auto token = [](std::uint32_t code) { return std::bit_cast<std::uint32_t>(decode_to_float(formats::e4m3, code)); };
   for (const Case& x : cases) {
     for (int k = 0; k < 32; ++k) {

@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 
 #include "probe_cuda.cuh"
+#include "measurement_text.hpp"
 
 namespace {
 
@@ -190,31 +191,10 @@ __global__ void run_cases(const Packed* cases, int instructions, std::uint32_t i
 // ---------------------------------------------------------------------------------------------------
 // Host: the folder's tokens as element bytes, the run, the files.
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "%s\n", what.c_str());
-  std::exit(2);
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read " + path + " (gunzip the vendored .txt.gz files first)");
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-std::vector<std::uint32_t> hex_words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::uint32_t> out;
-  for (std::string t; in >> t;) out.push_back(static_cast<std::uint32_t>(std::stoul(t, nullptr, 16)));
-  return out;
-}
-
-float as_float(std::uint32_t bits) {
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
+using probe_text::as_float;
+using probe_text::fail;
+using probe_text::hex_words;
+using probe_text::lines_of;
 
 // The value of a code of an 8-bit or smaller IEEE-like format (e4m3: no Inf, NaN at S.1111.111; e2m1 finite).
 float small_value(int code, int e, int m, bool fn) {
