@@ -49,6 +49,19 @@ inline std::string bits(std::uint32_t word) {
   return s;
 }
 
+// A measured folder: the case files named in `files` copied from `in`, beside d.txt with the instruction's
+// outputs, one case a line (what `fp4sim datapath identify` reads).
+inline void write_measured(const std::string& in, const std::string& out, const std::vector<std::string>& files,
+                           const std::vector<std::uint32_t>& d) {
+  for (const std::string& f : files) {
+    std::ifstream src(in + "/" + f + ".txt", std::ios::binary);
+    std::ofstream dst(out + "/" + f + ".txt", std::ios::binary);
+    dst << src.rdbuf();
+  }
+  std::ofstream dout(out + "/d.txt");
+  for (std::uint32_t w : d) dout << bits(w) << '\n';
+}
+
 inline float as_float(std::uint32_t word) {
   float v;
   std::memcpy(&v, &word, 4);

@@ -231,16 +231,7 @@ int main(int argc, char** argv) {
   const std::string out = std::string(argv[2]) + "/" + name;
   mkdir(argv[2], 0755);
   mkdir(out.c_str(), 0755);
-  for (const char* f : {"a", "b", "c"}) {
-    std::ifstream src(in + "/" + f + ".txt", std::ios::binary);
-    std::ofstream dst(out + "/" + f + ".txt", std::ios::binary);
-    dst << src.rdbuf();
-  }
-  std::ofstream dout(out + "/d.txt");
-  for (std::uint32_t w : d) {
-    for (int bit = 31; bit >= 0; --bit) dout << ((w >> bit) & 1);
-    dout << '\n';
-  }
+  probe_text::write_measured(in, out, {"a", "b", "c"}, d);
   std::printf("%s: %zu cases measured (K layout checked, every tile consistent) -> %s\n", name.c_str(), a.size(), out.c_str());
   return 0;
 }

@@ -413,17 +413,9 @@ int main(int argc, char** argv) {
   const std::string out = std::string(argv[2]) + "/" + name;
   mkdir(argv[2], 0755);
   mkdir(out.c_str(), 0755);
-  for (const char* f : {"a", "b", "c", "sa", "sb"}) {
-    if (!ins.blocks && f[0] == 's') continue;
-    std::ifstream src(in + "/" + f + ".txt", std::ios::binary);
-    std::ofstream dst(out + "/" + f + ".txt", std::ios::binary);
-    dst << src.rdbuf();
-  }
-  std::ofstream dout(out + "/d.txt");
-  for (std::uint32_t w : d) {
-    for (int bit = 31; bit >= 0; --bit) dout << ((w >> bit) & 1);
-    dout << '\n';
-  }
+  std::vector<std::string> files = {"a", "b", "c"};
+  if (ins.blocks) files.insert(files.end(), {"sa", "sb"});
+  probe_text::write_measured(in, out, files, d);
   std::printf("%s: %zu cases measured (K layout checked, every tile consistent) -> %s\n", name.c_str(), n, out.c_str());
   return 0;
 }
