@@ -104,6 +104,22 @@ def test_gemm_spec_gives_the_preset_with_the_same_flags(tmp_path, x):
     assert np.load(out1).tobytes() == np.load(out2).tobytes()
 
 
+
+def test_wgrad_grad_target_moves_only_wgrads_dy(tmp_path, x):
+    """The override row added last (issue 21's one-row example): dY's T as wgrad's operand alone."""
+    def c(name, gemm, *recipe):
+        out = tmp_path / f"{name}.npy"
+        ok("gemm", "--gemm", gemm, "--datapath", "exact", *recipe, "--a", x, "--b", x, "--out", out)
+        return np.load(out).tobytes()
+
+    for spec, flags in [("ue5m3:wgrad_grad_target=2048", ["--recipe", "ue5m3", "--wgrad-grad-target", "2048"])]:
+        assert c("spec", "wgrad", "--recipe", spec) == c("flags", "wgrad", *flags)
+        assert c("spec", "wgrad", "--recipe", spec) != c("preset", "wgrad", "--recipe", "ue5m3")
+        assert c("spec", "dgrad", "--recipe", spec) == c("preset", "dgrad", "--recipe", "ue5m3")
+    # target sets every T, wgrad's dY included; wgrad_grad_target then sets that one alone.
+    assert (c("both", "wgrad", "--recipe", "ue5m3:target=256,wgrad_grad_target=2048")
+            == c("order", "wgrad", "--recipe", "ue5m3:wgrad_grad_target=2048,target=256"))
+
 @pytest.mark.parametrize("spec,says", [
     ("mxfp4:blok=3", "unknown override 'blok' (keys: block, two_d,"),
     ("mxfp4:block=x", "block=x: not an integer"),

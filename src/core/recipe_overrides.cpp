@@ -17,6 +17,7 @@ Recipe RecipeOverrides::resolve() const {
   if (!scale_format.empty()) r.scale = format_argument(scale_format, "{scale_format}");
   if (!element_format.empty()) r.element = format_argument(element_format, "{element_format}");
   if (target) r.target = r.wgrad_grad_target = *target;
+  if (wgrad_grad_target) r.wgrad_grad_target = *wgrad_grad_target;
   if (sr_bits) {
     if (*sr_bits < 1 || *sr_bits > 16) throw UsageError("{sr_bits}: must be between 1 and 16");
     r.sr_bits = *sr_bits;

@@ -18,6 +18,7 @@ struct RecipeOverrides {
   std::optional<bool> two_d;
   std::string scale_format, element_format;  // format names or descriptors ("" = the preset's)
   std::optional<float> target;
+  std::optional<float> wgrad_grad_target;  // T of dY as wgrad's operand alone (after target)
   std::string tensor_scale;  // none | current | periodic:D
   std::string scale_rule, zero_scale, element_scaling, block_choice, four_over_six_error, amax_scope, nan_amax;
   std::string element_specials, dequantize_order, rounding, alpha;
