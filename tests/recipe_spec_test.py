@@ -10,22 +10,13 @@ The binary is $FP4SIM_BINARY (ctest sets it to $<TARGET_FILE:fp4sim>).
 import csv
 import json
 import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-FP4SIM = os.environ.get("FP4SIM_BINARY")
-TRACE = Path(__file__).resolve().parent.parent / "traces" / "trace_a.h5"
+from cli_run import TRACE, needs_binary, run
 
-pytestmark = pytest.mark.skipif(
-    not FP4SIM or not os.path.exists(FP4SIM), reason="FP4SIM_BINARY does not name a built fp4sim binary"
-)
-
-
-def run(*args, **kwargs):
-    return subprocess.run([FP4SIM, *map(str, args)], capture_output=True, text=True, timeout=300, **kwargs)
+pytestmark = needs_binary
 
 
 def ok(*args, **kwargs):
