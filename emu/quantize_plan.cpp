@@ -86,7 +86,7 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     // Code of 1.0: field = bias, mantissa 0.
     p.one_code = static_cast<std::uint32_t>(sf.bias) << sf.mantissa_bits;
     p.tensor_scaled = recipe.tensor_scale != TensorScalePolicy::none;
-  } else if (recipe.scale == formats::e8m0) {  // validate(): every other rule is a power-of-two one
+  } else if (recipe.scale == formats::e8m0 && recipe.scale_rule != ScaleRule::pow2_float_log2) {  // CPU only
     p.scale_kind = ScaleKind::pow2;
     p.pow2_rule = recipe.scale_rule;
     p.tensor_scaled = false;

@@ -209,6 +209,18 @@ Encoded round_pack(const Format& f, const EncodeOptions& o, bool negative, int e
   return out;
 }
 
+std::uint32_t microxcaling_round_up_bits(const Format& f, const EncodeOptions& o) {
+  constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // no |x| has the sign bit set
+  if (o.convention != SpecialConvention::microxcaling || (o.rounding != Rounding::rna && o.rounding != Rounding::rne)) {
+    return kNone;
+  }
+  // microxcaling rounds k = |y| * 2^(mantissa bits - min exponent) as floor(k + 0.5) in binary32: k = 0.5 - 2^-25
+  // (the binary32 just below half the smallest subnormal) gives 1 - 2^-25, a tie that rounds to 1.0.
+  const float half_smallest = std::ldexp(1.0f, f.min_normal_exponent() - f.mantissa_bits - 1);
+  if (half_smallest < 0x1p-125f) return kNone;  // the value below it is no binary32 normal
+  return std::bit_cast<std::uint32_t>(half_smallest) - 1u;
+}
+
 Encoded encode(const Format& f, double value, const EncodeOptions& o, std::uint32_t random) {
   const auto bits = std::bit_cast<std::uint64_t>(value);
   const bool negative = (bits >> 63) != 0;
@@ -218,6 +230,12 @@ Encoded encode(const Format& f, double value, const EncodeOptions& o, std::uint3
   if (negative && !f.is_signed && (field != 0 || mant != 0)) return encode_unsigned_negative(f);
   if (field == 0x7FF) return encode_inf(f, o, negative);
   if (field == 0 && mant == 0) return encode_zero(f, o, negative);
+  const auto narrow = static_cast<float>(value);
+  const std::uint32_t narrow_bits = std::bit_cast<std::uint32_t>(narrow);
+  if (narrow == value && (narrow_bits & 0x7FFFFFFFu) == microxcaling_round_up_bits(f, o)) {
+    // microxcaling's artifact: the value just below half the smallest subnormal moved just above it.
+    return encode(f, std::bit_cast<float>(narrow_bits + 2u), o, random);
+  }
   const std::uint64_t sig = field ? mant | (std::uint64_t{1} << 52) : mant;
   const int exp = (field ? field : 1) - 1075;
   return round_pack(f, o, negative && f.is_signed, exp, sig, random);
@@ -234,7 +252,8 @@ Float32Encoder::Float32Encoder(const Format& f, const EncodeOptions& o)
       min_normal_exponent_(f.min_normal_exponent()),
       sr_bits_(o.sr_bits),
       is_signed_(f.is_signed),
-      drop_zero_sign_(o.convention == SpecialConvention::te_python),
+      drop_zero_sign_(o.convention != SpecialConvention::hardware),
+      round_up_bits_(microxcaling_round_up_bits(f, o)),
       sign_mask_(f.sign_mask()),
       max_finite_(f.max_finite_code()),
       overflow_code_(o.saturate ? f.max_finite_code()
@@ -370,7 +389,10 @@ namespace fp4sim {
 namespace {
 constexpr NameRow<SpecialConvention> kConventions[] = {
     {"hardware", SpecialConvention::hardware, "-0 and NaN kept as the hardware converts them (cvt.*.satfinite)"},
-    {"te-python", SpecialConvention::te_python, "TransformerEngine's cast_to_fp4x2: -0 and NaN become +0"}};
+    {"te-python", SpecialConvention::te_python, "TransformerEngine's cast_to_fp4x2: -0 and NaN become +0"},
+    {"microxcaling", SpecialConvention::microxcaling,
+     "microxcaling's elementwise rounding: -0 becomes +0; under rna/rne the binary32 just below half the smallest "
+     "subnormal rounds up (E2M1: 0.25 - 2^-26 -> 0.5)"}};
 }  // namespace
 
 std::span<const NameRow<SpecialConvention>> names(SpecialConvention) { return kConventions; }

@@ -197,7 +197,9 @@ constexpr NameRow<ScaleRule> kScaleRules[] = {
      "amax's exponent rounded up, minus emax: amax <= 2^emax * 2^e (torchao CEIL)"},
     {"even", ScaleRule::pow2_even,
      "amax rounded to element precision, then floor; a rounding to +Inf gives the NaN scale (torchao EVEN)"},
-    {"rceil", ScaleRule::pow2_rceil, "RN(amax * RN(1/max_elem)) rounded up to a power of two (cuBLAS, torchao RCEIL)"}};
+    {"rceil", ScaleRule::pow2_rceil, "RN(amax * RN(1/max_elem)) rounded up to a power of two (cuBLAS, torchao RCEIL)"},
+    {"float-log2", ScaleRule::pow2_float_log2,
+     "floor(log2 amax) - emax with log2 rounded to binary32: one too high just below a power of two (microxcaling)"}};
 constexpr NameRow<ZeroScale> kZeroScales[] = {
     {"keep", ZeroScale::keep, "stays 0; the encode multiplier becomes FLT_MAX (TE NVFP4 kernel)"},
     {"one", ZeroScale::one, "becomes the scale 1.0 (UE5M3 paper)"}};
@@ -318,10 +320,10 @@ std::vector<std::string> validate(const Recipe& r) {
   if (r.scale.is_signed) problems.push_back("scale format must be unsigned (ueXmY)");
   const bool pow2 = r.scale_rule != ScaleRule::two_level;
   if (pow2 && r.scale.specials != Specials::pow2_nan) {
-    problems.push_back("scale rules floor/ceil/ceil-exponent/even/rceil need a power-of-two scale format (e8m0)");
+    problems.push_back("scale rules floor/ceil/ceil-exponent/even/rceil/float-log2 need a power-of-two scale format (e8m0)");
   }
   if (!pow2 && r.scale.specials == Specials::pow2_nan) {
-    problems.push_back("a power-of-two scale format (e8m0) needs scale rule floor, ceil, ceil-exponent, even or rceil");
+    problems.push_back("a power-of-two scale format (e8m0) needs scale rule floor, ceil, ceil-exponent, even, rceil or float-log2");
   }
   if (pow2 && r.tensor_scale != TensorScalePolicy::none) {
     problems.push_back("power-of-two scale rules take no tensor scale ({tensor_scale} none)");

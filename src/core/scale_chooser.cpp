@@ -156,6 +156,15 @@ BlockScale ScaleChooser::pow2(float block_amax, bool has_nonfinite, ScaleTrace* 
         shared = static_cast<int>(rounded >> 23) - 127 - emax_element;
         break;
       }
+      case ScaleRule::pow2_float_log2: {
+        // microxcaling mx_ops.py _shared_exponents: torch.floor(torch.log2(amax)) in binary32. torch's log2
+        // is correctly rounded where it matters (tools/microxcaling_oracle.py), so an amax within half a
+        // binary32 ulp of log2 below 2^k (|k| >= 3) reads k: the scale one binade too high. In binary64 and
+        // then rounded, the correctly rounded binary32 log2 (no binary64 log2 lands on a binary32 midpoint).
+        const float log2_amax = static_cast<float>(std::log2(static_cast<double>(block_amax)));
+        shared = static_cast<int>(std::floor(log2_amax)) - emax_element;
+        break;
+      }
       case ScaleRule::pow2_rceil: {
         // cuBLAS / cvt.rp.satfinite.ue8m0: RN(amax * RN(1/max)) rounded up to a power of two.
         const float descale = fp32::mul_rn(block_amax, fp32::div_rn(1.0f, element_max_));

@@ -3,6 +3,7 @@
 // check these settings against the stacks' own code.
 #include "fp4sim/verify/profiles.hpp"
 
+#include <tuple>
 #include <vector>
 
 namespace fp4sim {
@@ -12,6 +13,9 @@ namespace {
 constexpr const char* kTeReference =
     "TransformerEngine d0067d0 transformer_engine/pytorch/custom_recipes/reference_nvfp4.py";
 constexpr const char* kTorchao = "torchao 36027d8 torchao/prototype/mx_formats/mx_tensor.py to_mx";
+constexpr const char* kMicroxcaling =
+    "microxcaling 7bc4195 mx/mx_ops.py _quantize_mx (fp4_e2m1, scale_bits 8, shared_exp_method max, "
+    "mx_flush_fp32_subnorms False), mx/elemwise_ops.py _round_mantissa";
 
 StackProfile variant(std::string name, std::string preset, std::string follows, auto change) {
   StackProfile p{std::move(name), RecipeOverrides{}, std::move(follows)};
@@ -59,6 +63,17 @@ std::vector<StackProfile> make_profiles() {
                           [](RecipeOverrides& o) { o.scale_rule = "ceil-exponent"; }));
     out.push_back(variant(std::string(element) + "-even", element, ao + ", ScaleCalculationMode.EVEN",
                           [](RecipeOverrides& o) { o.scale_rule = "even"; }));
+  }
+  // microxcaling: the float log2's shared exponent and its elementwise rounding's -0 and tie artifacts
+  // (docs/semantics.md §3), under each of its deterministic rounding modes.
+  for (auto [suffix, mode, rounding] : {std::tuple{"", "nearest", "rna"}, std::tuple{"-even", "even", "rne"},
+                                        std::tuple{"-floor", "floor", "rtz"}}) {
+    out.push_back(variant(std::string("mxfp4-microxcaling") + suffix, "mxfp4",
+                          std::string(kMicroxcaling) + ", round=\"" + mode + "\"", [&](RecipeOverrides& o) {
+                            o.scale_rule = "float-log2";
+                            o.element_specials = "microxcaling";
+                            o.rounding = rounding;
+                          }));
   }
   return out;
 }

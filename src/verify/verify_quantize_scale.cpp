@@ -34,6 +34,8 @@ std::string_view pow2_rule_text(ScaleRule rule) {
     case ScaleRule::pow2_even:
       return "torchao EVEN rule: amax rounded to element precision, then floor (NaN where that overflows)";
     case ScaleRule::pow2_rceil: return "RCEIL rule (cuBLAS): RN(amax * RN(1/max_elem)) rounded up to a power of two";
+    case ScaleRule::pow2_float_log2:
+      return "microxcaling's rule: floor of the binary32-rounded log2(amax), minus emax_elem (one too high just below 2^k)";
     case ScaleRule::two_level: break;
   }
   return "";
@@ -191,7 +193,7 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
                         relation(sf, golden, theirs, Bracket{}) + ")");
     n.fields.push_back(report::integer("scale_exponent", shared));
     for (ScaleRule rule : {ScaleRule::pow2_floor, ScaleRule::pow2_ceil, ScaleRule::pow2_ceil_exponent, ScaleRule::pow2_even,
-                           ScaleRule::pow2_rceil}) {
+                           ScaleRule::pow2_rceil, ScaleRule::pow2_float_log2}) {
       if (rule != rc.scale_rule) {
         Recipe other = rc;
         other.scale_rule = rule;

@@ -42,9 +42,11 @@ Decoded decode(const Format& format, std::uint32_t code);
 double decode_to_double(const Format& format, std::uint32_t code);
 float decode_to_float(const Format& format, std::uint32_t code);
 
-// Which convention maps -0 and NaN: hardware (cvt.*.satfinite; docs/semantics.md G3) or TE's Python
-// reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code).
-enum class SpecialConvention : std::uint8_t { hardware, te_python };
+// Which convention maps -0 and NaN: hardware (cvt.*.satfinite; docs/semantics.md G3), TE's Python
+// reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code), or microxcaling's _quantize_elemwise_core
+// (-0 -> +0 code, and its binary32 floor(|y| * 2^k + 0.5) rounds the binary32 value just below half the
+// smallest subnormal up under rna and rne: E2M1's 0.25 - 2^-26 gives 0.5; docs/semantics.md §3).
+enum class SpecialConvention : std::uint8_t { hardware, te_python, microxcaling };
 std::span<const NameRow<SpecialConvention>> names(SpecialConvention);
 
 // Overflow, Inf and NaN follow one rule for every format, NVIDIA's (docs/semantics.md §0.2, with its
@@ -58,6 +60,10 @@ struct EncodeOptions {
   int sr_bits = 8;       // k: random bits per element for stochastic modes, 1..24
   SpecialConvention convention = SpecialConvention::hardware;
 };
+
+// The binary32 bits of |x| that SpecialConvention::microxcaling rounds up (the value just below half the
+// smallest subnormal) under these options, else a pattern no |x| has.
+std::uint32_t microxcaling_round_up_bits(const Format& format, const EncodeOptions& options);
 
 // Formats whose hardware conversions saturate (cvt.*.satfinite) default to saturating; IEEE formats
 // (fp16, bf16, fp32, e5m2) overflow to Inf as IEEE 754 conversions do.
@@ -112,7 +118,8 @@ class Float32Encoder {
     using S = std::make_signed_t<U>;
     constexpr std::int32_t kMaxShift = is_stochastic(R) ? 63 : 31;
     const std::uint32_t sign = bits >> 31;
-    const std::uint32_t abs = bits & 0x7FFFFFFFu;
+    // microxcaling's artifact: its one binary32 value below half the smallest subnormal moved just above it.
+    const std::uint32_t abs = (bits & 0x7FFFFFFFu) + 2u * ((bits & 0x7FFFFFFFu) == round_up_bits_);
     const std::int32_t field = static_cast<std::int32_t>(abs >> 23);
     // value = sig * 2^(e - 23). Binary32 subnormals are written as (mant << 1) * 2^(-127 - 23) so that
     // formats whose smallest normal is 2^-127 (e8m0) see their lowest binade with its own exponent.
@@ -207,6 +214,7 @@ class Float32Encoder {
   std::int32_t sr_bits_;
   bool is_signed_;
   bool drop_zero_sign_;
+  std::uint32_t round_up_bits_;
   std::uint32_t sign_mask_;
   std::uint32_t max_finite_;
   std::uint32_t overflow_code_;

@@ -30,6 +30,7 @@ enum class ScaleRule : std::uint8_t {
   pow2_ceil_exponent,  // torchao CEIL: smallest 2^e with amax <= 2^emax_elem * 2^e (amax's exponent rounded up)
   pow2_even,   // torchao EVEN: amax rounded to element precision, then floor (NaN block where that overflows)
   pow2_rceil,  // cuBLAS / torchao RCEIL: RN(amax * RN(1/max_elem)) rounded up to a power of two
+  pow2_float_log2,  // microxcaling: floor of a binary32-rounded log2(amax), one too high just below 2^k
 };
 
 // What a block scale that rounds to zero becomes.
