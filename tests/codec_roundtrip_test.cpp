@@ -574,6 +574,29 @@ TEST(CodecTraps, TePythonConventionForE2m1) {
   }
 }
 
+TEST(CodecTraps, MicroxcalingConventionForE2m1) {
+  // microxcaling's _round_mantissa (mx/elemwise_ops.py, 7bc4195): sign(A) * floor(|A| + 0.5) on A = 2y in
+  // binary32 below 1. torch.sign(-0) = 0, so an exact -0 gives 0x0 while -0.1 keeps 0x8; 0.25 - 2^-26 gives
+  // A + 0.5 = 1 - 2^-25, a binary32 tie that rounds to 1.0: 0.5 (0x1) under rna and rne, not 0; rtz ("floor")
+  // has no addition. Its neighbours and every E2M1 value encode as in the hardware convention.
+  for (Rounding rounding : {Rounding::rna, Rounding::rne, Rounding::rtz}) {
+    EncodeOptions mx = opts(rounding, true), hw = opts(rounding, true);
+    mx.convention = SpecialConvention::microxcaling;
+    const std::uint32_t up = rounding == Rounding::rtz ? 0x0 : 0x1;
+    expect_code(formats::e2m1, 0x1p-2 - 0x1p-26, mx, up);
+    expect_code(formats::e2m1, -(0x1p-2 - 0x1p-26), mx, up | 0x8);
+    expect_code(formats::e2m1, 0x1p-2 - 0x1p-26, hw, 0x0);
+    expect_code(formats::e2m1, 0x1p-2 - 0x1p-25, mx, 0x0);
+    expect_code(formats::e2m1, 0x1p-2, mx, rounding == Rounding::rna ? 0x1 : 0x0);
+    expect_code(formats::e2m1, -0.0, mx, 0x0);
+    expect_code(formats::e2m1, -0.1, mx, 0x8);
+    for (std::uint32_t code = 0; code < 16; ++code) {
+      const double v = decode_to_double(formats::e2m1, code);
+      EXPECT_EQ(encode(formats::e2m1, v, mx).code, code == 0x8 ? 0x0u : code) << hex(code);
+    }
+  }
+}
+
 TEST(CodecTraps, SmallCastToSubnormal) {
   // ml_dtypes SmallCastToDenormal: values in the subnormal range round on the subnormal grid.
   expect_code(formats::e4m3, 0x1.4p-8, opts(Rounding::rne), 0b0'0000'010);  // 2.5 * 2^-9: tie -> 2 * 2^-9 (even)

@@ -125,6 +125,15 @@ TEST(Mxfp4, ScaleRules) {
     x[0] = amax;
     EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], code) << name_of(rule) << " " << amax;
   }
+  // microxcaling's float-log2: 2^100 - 2^76, the binary32 just below 2^100, has log2 within half an ulp of
+  // 100, which its binary32 log2 returns: 2^(100-2) (code 225) where the exponent field gives 2^97 (224).
+  r.scale_rule = ScaleRule::pow2_float_log2;
+  x[0] = 0x1.fffffep99f;
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 225);
+  x[0] = 0x1.fff000p99f;  // 2^12 ulps lower: log2 rounds below 100, the floor rule's code
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 224);
+  r.scale_rule = ScaleRule::pow2_floor;
+  EXPECT_EQ(quantize_with(r, Role::activation, x, 1, 32).scales[0], 224);
   x[0] = 6.0f;  // exactly representable: every rule gives scale 1
   for (const auto& [rule, amax, code] : expected) {
     r.scale_rule = rule;
