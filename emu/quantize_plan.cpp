@@ -75,6 +75,7 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     }
     p.scale_kind = recipe.block_choice == BlockScaleChoice::single ? ScaleKind::two_level : ScaleKind::four_over_six;
     p.four_over_six_mse = recipe.block_choice == BlockScaleChoice::four_over_six_mse;
+    if (recipe.four_over_six_error == FourOverSixErrorDomain::decode_scale) return Status::unsupported_options;
     p.four_over_six_fast_math = recipe.four_over_six_error == FourOverSixErrorDomain::fast_math;
     p.scale_format.mantissa_bits = static_cast<std::uint32_t>(sf.mantissa_bits);
     p.scale_format.bias = sf.bias;

@@ -1,14 +1,16 @@
 """The stacks' own quantizers as external oracles (tools/te_oracle.py, tools/torchao_oracle.py,
-tools/microxcaling_oracle.py; docs/recipes.md "Stack profiles"), on one seed of their generated inputs.
+tools/microxcaling_oracle.py, tools/flashinfer_oracle.py; docs/recipes.md "Stack profiles"), on one seed of their
+generated inputs.
 
-Runs only where the oracles are set up: TransformerEngine's, torchao's and microxcaling's sources in tools/.oracles/ (the
+Runs only where the oracles are set up: TransformerEngine's, torchao's, microxcaling's and FlashInfer's sources in
+tools/.oracles/ (the
 tools' docstrings say how) and a Python with torch ($FP4SIM_ORACLE_PYTHON, else the worktree's .venv-oracle or
 .venv-torch); skipped otherwise, saying why.
 
 * Every profile: 0 differing codes and scales (exit 0).
 * A wrong pairing (fp4sim's `ceil` for torchao's CEIL, the fast-math error for TE's default 4over6, OCP's
-  exponent-field floor or the hardware's -0 and ties for microxcaling's) reports differences (exit 1): the
-  tools can fail.
+  exponent-field floor or the hardware's -0 and ties for microxcaling's, TE's input-domain error for FlashInfer's
+  decode-scale one) reports differences (exit 1): the tools can fail.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def missing(peer_file):
 TE = "TransformerEngine/transformer_engine/pytorch/custom_recipes/reference_nvfp4.py"
 AO = "ao/torchao/prototype/mx_formats/mx_tensor.py"
 MX = "microxcaling/mx/mx_ops.py"
+FI = "flashinfer/tests/test_helpers/utils_fp4.py"
 
 
 def run(tool, *args):
@@ -106,3 +109,18 @@ def test_microxcaling_oracle_can_fail(flipped, what):
     p = run("microxcaling_oracle.py", "--rounds", "nearest", "--blocks", "32", "--set", flipped)
     assert p.returncode == 1, p.stdout + p.stderr
     assert any(c[what] for c in differing(p.stdout)), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(FI)), reason=missing(FI) or "present")
+def test_flashinfer_profiles_match():
+    p = run("flashinfer_oracle.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    counts = differing(p.stdout)
+    assert len(counts) == 9 and all(c == (0, 0) for c in counts), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(FI)), reason=missing(FI) or "present")
+def test_flashinfer_oracle_can_fail():
+    p = run("flashinfer_oracle.py", "--only", "4over6 MSE 448 strict", "--set", "four-over-six-error=input")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert any(c != (0, 0) for c in differing(p.stdout)), p.stdout

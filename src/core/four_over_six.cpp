@@ -11,7 +11,7 @@ namespace fp4sim {
 
 FourOverSixError::FourOverSixError(const Recipe& recipe, float target)
     : squared_(recipe.block_choice == BlockScaleChoice::four_over_six_mse),
-      fast_math_(recipe.four_over_six_error == FourOverSixErrorDomain::fast_math) {
+      domain_(recipe.four_over_six_error) {
   const Format& element = recipe.element;
   for (std::uint32_t code = 0; code < element.code_count() && code < values_.size(); ++code) {
     values_[code] = decode_to_float(element, code);
@@ -24,8 +24,16 @@ float FourOverSixError::operator()(std::span<const float> x, std::span<const std
   float err = 0.0f;
   for (std::size_t j = 0; j < x.size(); ++j) {
     const float product = fp32::mul_rn(values_[codes[j]], scale);
-    const float diff = fast_math_ ? fp32::sub_rn(product, fp32::mul_rn(x[j], encode))
-                                  : fp32::sub_rn(fp32::div_rn(fp32::mul_rn(product, amax), denominator_), x[j]);
+    float diff = 0.0f;
+    switch (domain_) {
+      case FourOverSixErrorDomain::input:
+        diff = fp32::sub_rn(fp32::div_rn(fp32::mul_rn(product, amax), denominator_), x[j]);
+        break;
+      case FourOverSixErrorDomain::fast_math: diff = fp32::sub_rn(product, fp32::mul_rn(x[j], encode)); break;
+      case FourOverSixErrorDomain::decode_scale:
+        diff = fp32::sub_rn(fp32::mul_rn(product, fp32::div_rn(1.0f, encode)), x[j]);
+        break;
+    }
     err = fp32::add_rn(err, squared_ ? fp32::mul_rn(diff, diff) : std::fabs(diff));
   }
   return err;

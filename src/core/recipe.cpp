@@ -216,7 +216,9 @@ constexpr NameRow<BlockScaleChoice> kBlockChoices[] = {
 constexpr NameRow<FourOverSixErrorDomain> kFourOverSixErrors[] = {
     {"input", FourOverSixErrorDomain::input, "4over6 error in the input domain (TE's default)"},
     {"fast-math", FourOverSixErrorDomain::fast_math,
-     "4over6 error as RN(q*s) - RN(x*G), the scaled FP16 product domain (TE nvfp4_4over6_err_use_fast_math)"}};
+     "4over6 error as RN(q*s) - RN(x*G), the scaled FP16 product domain (TE nvfp4_4over6_err_use_fast_math)"},
+    {"decode-scale", FourOverSixErrorDomain::decode_scale,
+     "4over6 error as RN(RN(q*s) * RN(1/G)) - x, through the global decode scale (FlashInfer #3448, exact math)"}};
 constexpr NameRow<NanAmax> kNanAmaxes[] = {
     {"ignore", NanAmax::ignore, "a NaN does not enter the tensor amax (TE's kernels)"},
     {"propagate", NanAmax::propagate,

@@ -4,6 +4,7 @@
 #include "fp4sim/verify/profiles.hpp"
 
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fp4sim {
@@ -13,6 +14,9 @@ namespace {
 constexpr const char* kTeReference =
     "TransformerEngine d0067d0 transformer_engine/pytorch/custom_recipes/reference_nvfp4.py";
 constexpr const char* kTorchao = "torchao 36027d8 torchao/prototype/mx_formats/mx_tensor.py to_mx";
+constexpr const char* kFlashInfer =
+    "FlashInfer d9b175ac6 (PR #3448) tests/test_helpers/utils_fp4.py ref_fp4_quant_4over6_te, the contract its NVFP4 "
+    "kernels are tested bitwise against with FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1";
 constexpr const char* kMicroxcaling =
     "microxcaling 7bc4195 mx/mx_ops.py _quantize_mx (fp4_e2m1, scale_bits 8, shared_exp_method max, "
     "mx_flush_fp32_subnorms False), mx/elemwise_ops.py _round_mantissa";
@@ -63,6 +67,20 @@ std::vector<StackProfile> make_profiles() {
                           [](RecipeOverrides& o) { o.scale_rule = "ceil-exponent"; }));
     out.push_back(variant(std::string(element) + "-even", element, ao + ", ScaleCalculationMode.EVEN",
                           [](RecipeOverrides& o) { o.scale_rule = "even"; }));
+  }
+  // FlashInfer's strict 4over6 error goes through the global decode scale (its fast-math one is TE's, the
+  // nvfp4-4over6-*fast* profiles above).
+  for (auto [mse, bound] : {std::pair{false, 448.0f}, std::pair{false, 256.0f}, std::pair{true, 448.0f},
+                            std::pair{true, 256.0f}}) {
+    const std::string name = std::string(mse ? "nvfp4-4over6-mse" : "nvfp4-4over6") + "-flashinfer" +
+                             (bound == 256.0f ? "-256" : "");
+    out.push_back(variant(name, mse ? "nvfp4-4over6-mse" : "nvfp4-4over6",
+                          std::string(kFlashInfer) + ", NVFP44Over6Config(e4m3_max=" + std::to_string(int(bound)) +
+                              ", err_mode=" + (mse ? "MSE" : "MAE") + ")",
+                          [bound](RecipeOverrides& o) {
+                            o.target = bound;
+                            o.four_over_six_error = "decode-scale";
+                          }));
   }
   // microxcaling: the float log2's shared exponent and its elementwise rounding's -0 and tie artifacts
   // (docs/semantics.md §3), under each of its deterministic rounding modes.

@@ -67,6 +67,7 @@ enum class BlockScaleChoice : std::uint8_t {
 enum class FourOverSixErrorDomain : std::uint8_t {
   input,      // RN(RN(RN(RN(q * s) * A) / RN(F * T)) - x): the input domain (TE's default)
   fast_math,  // RN(RN(q * s) - RN(x * G)): the E4M3-scaled FP16 product domain (err_use_fast_math=True)
+  decode_scale,  // RN(RN(RN(q * s) * Gd) - x), Gd = RN(1 / G): FlashInfer's strict per-tensor error (#3448)
 };
 
 // What a NaN does to the amax of a two-level recipe's tensor scale.
