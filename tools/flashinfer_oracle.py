@@ -13,12 +13,13 @@ uses). It does not run FlashInfer's kernels: that needs an SM100 GPU. Setting up
     git -C flashinfer archive --prefix=flashinfer/ HEAD tests/test_helpers/utils_fp4.py \\
         flashinfer/quantization/nvfp4_quantization_utils.py | tar x -C tools/.oracles
 
-Profiles (fp4sim flags <-> reference arguments), per-tensor amax, 1x16 blocks, each with
---element-specials te-python (cast_to_fp4 gives an exact -0 the value +0, sign(x) * 0 = -0 otherwise):
+Profiles (fp4sim flags <-> reference arguments), 1x16 blocks, each with --element-specials te-python
+(cast_to_fp4 gives an exact -0 the value +0, sign(x) * 0 = -0 otherwise):
   nvfp4                       nvfp4-norht                                     ref_fp4_quant_te
   4over6 MAE|MSE 256|448      nvfp4-4over6 --block-choice 4over6-mae|mse      ref_fp4_quant_4over6_te,
                               --target 256|448 --four-over-six-error          NVFP44Over6Config(e4m3_max, err_mode,
     strict / fast-math        decode-scale / fast-math                        err_use_fast_math)
+  per-token (each above)      + --amax-scope row (strict: the input domain)   per_token_rowwise=True, row amaxes
 Inputs: tools/te_oracle.py's seeded generators (normal at several magnitudes, binary32-wide, random finite bit
 patterns, E2M1 grid points and midpoints nudged by an ulp, bf16-valued, an outlier, Inf), no NaN. Codes are read
 from the reference's E2M1 values (sign bit included), scales are its E4M3 bytes. Prints one line per profile;
@@ -90,15 +91,20 @@ def with_settings(flags, settings):
 
 
 def profiles(nvfp4_utils):
-    """(name, fp4sim flags, 4over6 config or None)."""
-    out = [("nvfp4", ["--recipe", "nvfp4-norht"], None)]
-    for mode in ("MAE", "MSE"):
-        for bound in (256, 448):
-            for fast in (False, True):
-                config = nvfp4_utils.NVFP44Over6Config(e4m3_max=bound, err_mode=mode, err_use_fast_math=fast)
-                flags = ["--recipe", "nvfp4-4over6", "--block-choice", f"4over6-{mode.lower()}", "--target",
-                         str(bound), "--four-over-six-error", "fast-math" if fast else "decode-scale"]
-                out.append((f"4over6 {mode} {bound} {'fast-math' if fast else 'strict'}", flags, config))
+    """(name, fp4sim flags, 4over6 config or None, per token)."""
+    out = []
+    for per_token in (False, True):
+        prefix, row = ("per-token ", ["--amax-scope", "row"]) if per_token else ("", [])
+        out.append((prefix + "nvfp4", ["--recipe", "nvfp4-norht", *row], None, per_token))
+        for mode in ("MAE", "MSE"):
+            for bound in (256, 448):
+                for fast in (False, True):
+                    config = nvfp4_utils.NVFP44Over6Config(e4m3_max=bound, err_mode=mode, err_use_fast_math=fast)
+                    strict = "input" if per_token else "decode-scale"  # per token: the row amax's expression
+                    flags = ["--recipe", "nvfp4-4over6", "--block-choice", f"4over6-{mode.lower()}", "--target",
+                             str(bound), "--four-over-six-error", "fast-math" if fast else strict, *row]
+                    out.append((f"{prefix}4over6 {mode} {bound} {'fast-math' if fast else 'strict'}", flags, config,
+                                per_token))
     return out
 
 
@@ -126,18 +132,19 @@ def main(argv=None):
     print(f"flashinfer {open(commit).read().strip()[:9] if os.path.isfile(commit) else '(commit unknown)'} "
           f"test references, torch {torch.__version__}")
     total_bad = 0
-    for name, flags, config in profiles(nvfp4_utils):
+    for name, flags, config, per_token in profiles(nvfp4_utils):
         if args.only and name != args.only:
             continue
         elements = blocks = bad_codes = bad_scales = 0
         for seed in (int(s) for s in args.seeds.split(",")):
             for x in inputs(seed).values():
                 t = torch.from_numpy(x)
-                amax = torch.abs(t).max().to(torch.float32)
+                amax = (torch.abs(t).amax(dim=1) if per_token else torch.abs(t).max()).to(torch.float32)
                 if config is None:
-                    values, scales = ref.ref_fp4_quant_te(t, amax)
+                    values, scales = ref.ref_fp4_quant_te(t, amax, per_token_rowwise=per_token)
                 else:
-                    values, scales, _, _ = ref.ref_fp4_quant_4over6_te(t, amax, nvfp4_4over6_config=config)
+                    values, scales, _, _ = ref.ref_fp4_quant_4over6_te(t, amax, per_token_rowwise=per_token,
+                                                                       nvfp4_4over6_config=config)
                 want_codes = codes_of(values)
                 want_scales = scales.contiguous().view(torch.uint8).numpy()
                 codes, got_scales = fp4sim_quantize(args.binary, x, with_settings(
@@ -148,7 +155,7 @@ def main(argv=None):
                 elements += x.size
                 blocks += want_scales.size
         total_bad += bad_codes + bad_scales
-        print(f"{name:28s} elements {elements:6d} blocks {blocks:5d} differing codes {bad_codes} scales {bad_scales}")
+        print(f"{name:38s} elements {elements:6d} blocks {blocks:5d} differing codes {bad_codes} scales {bad_scales}")
     return 1 if total_bad else 0
 
 
