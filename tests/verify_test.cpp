@@ -58,7 +58,12 @@ std::vector<Variant> overrides_of(const Recipe& preset, const OperandSpec& spec,
     if (row.value == preset.block_choice) continue;
     add("--block-choice " + std::string(row.name), [c = row.value](Recipe& r, OperandSpec&) { r.block_choice = c; });
   }
-  if (!spec.two_d) add("--amax-scope row", [](Recipe& r, OperandSpec&) { r.amax_scope = AmaxScope::row; });
+  if (!spec.two_d) {
+    add("--amax-scope row", [](Recipe& r, OperandSpec& o) {
+      r.amax_scope = AmaxScope::row;
+      o.takes_row_amax = true;  // as `verify quantize --role` quantizes one tensor
+    });
+  }
   if (cols % 16 == 0) {
     RhtSigns plus{}, reversed = kRhtSigns;
     plus.fill(1);

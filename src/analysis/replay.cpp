@@ -195,7 +195,7 @@ class Replayer {
       QuantizeRequest q;
       if (r) {
         q.spec = operand_for_role(*r, role);
-        q.amax_ref = detail::amax_ref(*r, e.hold, current);
+        q.amax_ref = detail::amax_ref(*r, q.spec, e.hold, current);
       }
       q.random.seed = o_.seed;
       q.random.stream = stream;
@@ -556,7 +556,7 @@ class Replayer {
           amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, lt.info->role); };
         }
         hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
-        return detail::amax_ref(r, hold, current);
+        return detail::amax_ref(r, spec, hold, current);
       };
       t.amax_ref_a = hold_of(t.ops.a, *p.a.tensor, e.hold_a);
       t.amax_ref_b = hold_of(t.ops.b, *p.b.tensor, e.hold_b);

@@ -118,7 +118,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
 
   // A held reference amax makes the current one unused: no pass over the tensor for it.
   const bool two_level = has_tensor_scale(recipe);
-  const bool row_scaled = two_level && recipe.amax_scope == AmaxScope::row;
+  const bool row_scaled = fp4sim::row_scaled(recipe, spec);
   if (row_scaled && spec.two_d) throw UsageError("row-scaled amax ({amax_scope} row) needs 1-D blocks ({two_d=false})");
   if (row_scaled && request.amax_ref) throw UsageError("row-scaled amax ({amax_scope} row) takes no held {amax_ref}");
   const float current_amax = two_level && request.amax_ref ? 0.0f : abs_max(x);

@@ -359,6 +359,10 @@ OperandSpec operand_for_role(const Recipe& r, Role role) {
   return {};
 }
 
+bool row_scaled(const Recipe& r, const OperandSpec& spec) {
+  return has_tensor_scale(r) && r.amax_scope == AmaxScope::row && spec.takes_row_amax;
+}
+
 namespace {
 
 // The recipe's orientation rules (paper §1.4), before a user-defined recipe's setting of every operand.
@@ -386,6 +390,7 @@ GemmOperands operands_for(const Recipe& r, Gemm gemm) {
   for (OperandSpec* spec : {&ops.a, &ops.b}) {
     if (r.operand_two_d) spec->two_d = *r.operand_two_d;
     if (r.operand_rht) spec->rht = *r.operand_rht;
+    spec->takes_row_amax = spec == &ops.a && gemm == Gemm::fprop;
   }
   return ops;
 }

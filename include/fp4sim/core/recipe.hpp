@@ -192,6 +192,11 @@ struct OperandSpec {
   Rounding rounding = Rounding::rne;
   bool rht = false;
   float target = 448.0f;
+  // Whether a row-scaled recipe (AmaxScope::row) gives this operand one amax per row: of a layer's GEMMs
+  // fprop's A alone, the forward activations that TE's row_scaled_activation scales (B's rows would need one
+  // alpha per output column; TE runs a row-scaled recipe's backward in high precision), and any tensor
+  // quantized on its own (QuantizeCall: TE's row_scaled_nvfp4 quantizer takes whatever it is given).
+  bool takes_row_amax = true;
 };
 
 // fprop: A = x, B = w; dgrad: A = dy, B = w^T; wgrad: A = dy^T, B = x^T (docs/cli.md). K is always the
@@ -204,5 +209,8 @@ GemmOperands operands_for(const Recipe& recipe, Gemm gemm);
 // The spec of a tensor quantized outside a GEMM (`fp4sim quantize --role`): as the first GEMM that
 // consumes it (x and w as in fprop, dy as in dgrad).
 OperandSpec operand_for_role(const Recipe& recipe, Role role);
+
+// Whether operand `spec` takes one amax per row under `recipe` (which then takes no held amax).
+bool row_scaled(const Recipe& recipe, const OperandSpec& spec);
 
 }  // namespace fp4sim
