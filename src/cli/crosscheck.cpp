@@ -24,26 +24,18 @@ struct CrosscheckCliOptions {
   ProgressMode progress = ProgressMode::automatic;
 };
 
-Recipe profile_recipe(const StackProfile& p) {
-  Recipe r = p.recipe.resolve();
-  r.name = p.name;
-  return r;
-}
-
 // The recipes one --recipe value names: "all" (the default set), "profiles" (every stack profile,
-// docs/recipes.md, whose settings the GPU kernels serve), a stack profile, or a recipe spec
-// PRESET[:KEY=VALUE,...]. Resolved before the GPU is looked for: a bad name is a usage error anywhere.
+// docs/recipes.md, whose settings the GPU kernels serve), or a recipe spec (a preset or a stack profile, and
+// :KEY=VALUE,...). Resolved before the GPU is looked for: a bad name is a usage error anywhere.
 void add_recipes(const std::string& name, std::vector<Recipe>& out) {
   if (name == "all") {
     const std::vector<Recipe> all = crosscheck::default_recipes();
     out.insert(out.end(), all.begin(), all.end());
   } else if (name == "profiles") {
     for (const StackProfile& p : stack_profiles()) {
-      Recipe r = profile_recipe(p);
+      Recipe r = front::recipe_spec(p.name).resolve();
       if (cpu_only_settings(r).empty()) out.push_back(std::move(r));
     }
-  } else if (const StackProfile* p = find_profile(name)) {
-    out.push_back(profile_recipe(*p));
   } else {
     out.push_back(front::recipe_spec(name).resolve());
   }
