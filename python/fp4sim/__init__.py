@@ -183,7 +183,8 @@ class Quantized:
     ``codes`` uint8 [rows, ceil(cols/2)] (element 2j in the low nibble) and ``scales`` uint8
     [rows, ceil(cols/B)] (1-D blocks) or [ceil(rows/B), ceil(cols/B)] (2-D tiles) are read-only NumPy
     views; ``tensor_scale`` is the FP32 encode scale G (1 without a tensor scale), ``global_decode_scale``
-    Gd = RN(1/G), ``tensor_amax`` the reference amax used.
+    Gd = RN(1/G), ``tensor_amax`` the reference amax used; ``row_amax`` float32 [rows], each row's amax, which
+    made its own G and Gd, under ``amax_scope="row"`` (row-scaled NVFP4), else empty.
     """
 
     def __init__(self, native: "_fp4sim.QuantizedTensor", shape: Optional[tuple] = None):
@@ -198,6 +199,7 @@ class Quantized:
         self.global_encode_scale = self.tensor_scale
         self.global_decode_scale = _np.float32(native.global_decode_scale)
         self.tensor_amax = _np.float32(native.tensor_amax)
+        self.row_amax = _np.array(native.row_amax, dtype=_np.float32)
         self.tensor_scaled = bool(native.tensor_scaled)
         self.target = _np.float32(native.target)
         self.shape = tuple(shape) if shape is not None and len(shape) > 2 else (native.rows, native.cols)
