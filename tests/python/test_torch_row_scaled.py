@@ -60,6 +60,8 @@ def test_row_scope_has_no_quantized_backward():
         ft.ops.gemm_plan("nvfp4-norht", ft.ops.overrides_text(ROW), "dgrad", "sm90-bf16")
     with pytest.raises(ValueError, match="no quantized backward"):
         ft.Linear(64, 32, recipe="nvfp4-norht", backward="quantized", **ROW)
+    with pytest.raises(ValueError, match="transformed basis"):
+        ft.Linear(64, 32, recipe="nvfp4", rht=True, backward="dequantized")
     with pytest.raises(ValueError, match="backward: expected one of"):
         ft.Linear(64, 32, recipe="nvfp4", backward="bf16")
     assert ft.Linear(64, 32, recipe="nvfp4-norht", **ROW).backward == "high_precision"  # TE's default for it

@@ -95,6 +95,9 @@ class Linear(nn.Linear):
         self.datapath = datapath or default_datapath(recipe, self.overrides)
         self.periodic = info["tensor_scale"] == "periodic"
         self._resolve_plans()
+        if self.backward == "dequantized" and (self._takes_rht["fprop.a"] or self._takes_rht["fprop.b"]):
+            raise ValueError("backward='dequantized': an fprop operand takes the RHT, so its dequantized values "
+                             "lie in the transformed basis, not X's or W's; use 'high_precision'")
         self.period = period if period is not None else info["period"]
         if self.period < 1:
             raise ValueError(f"period: expected >= 1, got {self.period}")
