@@ -178,7 +178,7 @@ QuantizeCase detail::quantize_case(const Recipe& recipe, std::string name, const
   request.random.explicit_bits = c.rbits;
   c.q = quantize(recipe, request, c.x, c.rows, c.cols);
   c.dequantized = dequantize(c.q);
-  if (spec.rht) c.transformed = random_hadamard_transform(c.x, c.rows, c.cols, recipe.rht_signs);
+  if (spec.rht) c.transformed = random_hadamard_transform(c.x, c.rows, c.cols, recipe.rht_signs, recipe.rht_precision);
 
   // Power-of-two scale formats mark a block holding NaN or Inf with the NaN scale; the codes of its finite
   // elements are left to the implementation by the OCP MX specification.
