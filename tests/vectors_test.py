@@ -176,6 +176,43 @@ def test_unknown_recipe_is_a_usage_error(tmp_path):
     assert r.returncode == 2 and not (tmp_path / "v").exists()
 
 
+# A stack profile is its preset and overrides (src/verify/profiles.cpp): nvfp4-rht-float32 writes the bytes of
+# the spec that spells its overrides out, under the profile's name, and its overrides change the bytes (the
+# float32 RHT differs from the BF16 one of the preset with the RHT on).
+TE_REFERENCE_RHT = "nvfp4:rht=true,rht_precision=float32,element_specials=te-python,nan_amax=propagate"
+
+
+def test_profile_is_its_preset_and_overrides(tmp_path):
+    dirs = {}
+    for name, args in (("profile", ("--profile", "nvfp4-rht-float32")), ("spec", ("--recipe", TE_REFERENCE_RHT)),
+                       ("bf16", ("--recipe", "nvfp4:rht=true"))):
+        r = run("vectors", *args, "--out", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+        dirs[name] = tmp_path / name
+    manifest = (dirs["profile"] / "manifest.json").read_text()
+    assert json.loads(manifest)["recipe"]["name"] == "nvfp4-rht-float32"
+    assert manifest.replace('"nvfp4-rht-float32"', json.dumps(TE_REFERENCE_RHT)) == (
+        dirs["spec"] / "manifest.json").read_text()
+    npy = sorted(f for f in os.listdir(dirs["profile"]) if f.endswith(".npy"))
+    assert npy == sorted(f for f in os.listdir(dirs["spec"]) if f.endswith(".npy"))
+    _, mismatch, errors = filecmp.cmpfiles(dirs["profile"], dirs["spec"], npy, shallow=False)
+    assert not mismatch and not errors
+    transformed = [f for f in npy if "transformed" in f]
+    assert transformed and any(not np.array_equal(np.load(dirs["profile"] / f), np.load(dirs["bf16"] / f))
+                               for f in transformed)
+    assert check(dirs["profile"], "--self-check").returncode == 0
+
+
+def test_profiles_vectors_cannot_serve_are_one_line_exit_2(tmp_path):
+    r = run("vectors", "--profile", "mxfp8-ceil", "--out", tmp_path / "v")
+    assert r.returncode == 2 and not (tmp_path / "v").exists(), r.stderr
+    assert r.stderr.count("\n") == 1 and "mxfp8-ceil" in r.stderr and "E2M1" in r.stderr, r.stderr
+    for args, words in ((("--profile", "nvfp4-row", "--recipe", "nvfp4"), "drop --recipe"),
+                        (("--profile", "no-such-stack"), "no-such-stack"), ((), "--profile NAME is required")):
+        r = run("vectors", *args, "--out", tmp_path / "v")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+
+
 # --- the numpy-only checker ---------------------------------------------------------------------
 
 
