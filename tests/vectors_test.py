@@ -200,6 +200,23 @@ def test_profile_is_its_preset_and_overrides(tmp_path):
     transformed = [f for f in npy if "transformed" in f]
     assert transformed and any(not np.array_equal(np.load(dirs["profile"] / f), np.load(dirs["bf16"] / f))
                                for f in transformed)
+    # TE's reference on float32 (reference_nvfp4.py _apply_rht, d0067d0): x @ (S H16 / 4) per 16 elements, the
+    # binary32 sum in ascending i (the order of torch's CPU SGEMM), not rounded to BF16.
+    signs = np.array([1 if c == "+" else -1 for c in "+++-+------+-+--"], np.float32)
+    h16 = np.array([[(-1) ** bin(i & j).count("1") for j in range(16)] for i in range(16)], np.float32)
+    matrix = signs[:, None] * h16 * np.float32(0.25)
+    quantized = [c["files"] for c in json.loads(manifest)["cases"] if "transformed" in c.get("files", {})]
+    assert quantized
+    for files in quantized:
+        x, f = np.load(dirs["profile"] / files["x"]), files["transformed"]
+        rows, cols = x.shape
+        groups = np.pad(x, ((0, 0), (0, -cols % 16))).reshape(-1, 16)  # a partial group padded with +0
+        want = np.zeros(groups.shape, np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for i in range(16):
+                want = (want + groups[:, i:i + 1] * matrix[i]).astype(np.float32)
+        want = want.reshape(rows, -1)[:, :cols]
+        assert np.array_equal(np.load(dirs["profile"] / f), want, equal_nan=True), f
     assert check(dirs["profile"], "--self-check").returncode == 0
 
 
