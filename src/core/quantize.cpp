@@ -110,7 +110,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
   std::vector<float> transformed;
   std::span<const float> x = input;
   if (spec.rht) {
-    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs);
+    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs, recipe.rht_precision);
     x = transformed;
   }
 

@@ -302,6 +302,7 @@ std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
   if (r.element_specials != SpecialConvention::hardware) keys.push_back("element_specials");
   if (r.rht_signs != kRhtSigns) keys.push_back("rht_signs");
+  if (r.rht_precision != RhtPrecision::bf16) keys.push_back("rht_precision");
   return keys;
 }
 

@@ -47,6 +47,7 @@ Recipe RecipeOverrides::resolve() const {
     if (!signs) throw UsageError("{rht_signs}: expected 16 characters, each + or -, got '" + rht_signs + "'");
     r.rht_signs = *signs;
   }
+  if (!rht_precision.empty()) r.rht_precision = parse_name_or_throw<RhtPrecision>(rht_precision, "{rht_precision}");
   if (!dequantize_order.empty()) {
     r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "{dequantize_order}");
   }

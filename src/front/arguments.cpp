@@ -111,6 +111,9 @@ const Argument<RecipeOverrides> kRecipe[] = {
     {.key = "rht_signs", .type = ArgType::text,
      .help = "the RHT's 16 signs as + and -", .set = FP4SIM_SETS(rht_signs), .metavar = "SIGNS",
      .names_help = &rht_signs_help},
+    {.key = "rht_precision", .type = ArgType::text, .help = "what the RHT's binary32 sum is rounded to (CPU model only)",
+     .set = FP4SIM_SETS(rht_precision), .metavar = "NAME", .names = kNames<RhtPrecision>,
+     .names_help = kNamesHelp<RhtPrecision>},
 };
 
 const Argument<QuantizeCall> kQuantize[] = {

@@ -54,6 +54,15 @@ std::vector<StackProfile> make_profiles() {
                         }));
   out.push_back(variant("nvfp4-4over6-row", "nvfp4-4over6", te + " row_scaled_nvfp4 with nvfp4_4over6='all'",
                         row_scaled));
+  out.push_back(variant("nvfp4-rht-float32", "nvfp4",
+                        te + " with_rht=True on a float32 tensor: every operand transformed, the transform kept in "
+                             "binary32 (_apply_rht), -0 and NaN give code 0, torch.amax propagates NaN",
+                        [](RecipeOverrides& o) {
+                          o.rht = true;
+                          o.rht_precision = "float32";
+                          o.element_specials = "te-python";
+                          o.nan_amax = "propagate";
+                        }));
   for (const char* element : {"mxfp8", "mxfp8-e5m2"}) {
     out.push_back(variant(std::string(element) + "-ceil", element, ao + ", ScaleCalculationMode.CEIL",
                           [](RecipeOverrides& o) { o.scale_rule = "ceil-exponent"; }));

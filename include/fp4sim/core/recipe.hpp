@@ -149,6 +149,7 @@ struct Recipe {
   int sr_bits = 0;                // random bits per element of the stochastic roundings
   bool rht_wgrad = false;         // 16x16 random Hadamard transform on both wgrad operands
   RhtSigns rht_signs = kRhtSigns;  // the transform's sign vector s (hadamard.hpp)
+  RhtPrecision rht_precision = RhtPrecision::bf16;  // what the transform's sum is rounded to (hadamard.hpp)
   // A user-defined recipe's setting of every operand (the override keys two_d and rht; no preset sets them):
   // each operand of each GEMM in B x B tiles or not, transformed or not, as `gemm --two-d` / `--no-rht` ask;
   // none: the orientation rules of weight_two_d and rht_wgrad.

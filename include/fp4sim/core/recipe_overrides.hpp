@@ -23,6 +23,7 @@ struct RecipeOverrides {
   std::string scale_rule, zero_scale, element_scaling, block_choice, four_over_six_error, amax_scope, nan_amax;
   std::string element_specials, dequantize_order, rounding, alpha;
   std::string rht_signs;  // 16 characters '+' / '-' ("" = TE's vector)
+  std::string rht_precision;
   std::optional<int> sr_bits;
   std::optional<bool> rht;
 
