@@ -41,6 +41,7 @@ GlobalScale global_scale(float amax_ref, float target, float element_max) {
   if (encode == 0.0f || std::isnan(encode)) return g;  // amax_ref = +Inf (TE returns 1)
   g.encode = encode;
   g.decode = fp32::div_rn(1.0f, encode);
+  g.per_tensor = fp32::div_rn(amax_ref, fp32::mul_rn(element_max, target));
   return g;
 }
 
