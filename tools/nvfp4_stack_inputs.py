@@ -11,6 +11,7 @@ Each tensor is [64, 256] float32: name -> array.
 * zeros: a +0 block, a -0 block, blocks of tiny values that round to +-0, and blocks below 2^-126 (binary32
   subnormals);
 * wide: every block a random binary32 exponent field 1..254 over a random mantissa (tensor amax near FLT_MAX).
+nvfp4_infinities adds a tensor with +-Inf elements where a stack's rule for them is modelled.
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ def nvfp4_inputs(seed: int):
     field = rng.integers(1, 255, blocks).astype(np.uint32)
     wide = with_amax(((field << 23) | rng.integers(0, 1 << 23, blocks).astype(np.uint32)).view(f32))
     return {"normal": normal, "scale-ties": scale_ties, "element-ties": element_ties, "zeros": zeros, "wide": wide}
+
+
+def nvfp4_infinities(seed: int):
+    """The normal tensor of nvfp4_inputs with +-Inf in some blocks (one or several per block), for the stacks whose
+    rule for Inf is modelled (torchao one-level: the scale saturates to 448, Inf elements to +-6)."""
+    rng = np.random.default_rng(seed + 1000)
+    x = nvfp4_inputs(seed)["normal"].copy()
+    flat = x.reshape(-1)
+    where = rng.choice(flat.size, flat.size // 64, replace=False)
+    flat[where] = rng.choice([-np.inf, np.inf], where.size)
+    return x
 
 
 def pack_nibbles_unpacked(codes):

@@ -8,7 +8,7 @@ never copied into fp4sim; a COMMIT file beside it, if present, is printed). Need
 from a clone of pytorch/ao at 36027d8:  git -C ao archive --prefix=ao/ HEAD torchao | tar x -C tools/.oracles
 
 NVFP4 tensor (prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize, block 16, on the inputs of
-tools/nvfp4_stack_inputs.py, finite): nvfp4-torchao (per_tensor_scale None) and nvfp4-torchao-two-level
+tools/nvfp4_stack_inputs.py, finite, and for one-level a tensor with +-Inf elements): nvfp4-torchao (per_tensor_scale None) and nvfp4-torchao-two-level
 (per_tensor_scale = per_tensor_amax_to_scale(max|x|), as NVFP4Tensor's dynamic activation path computes it), each
 the fp4sim flags of its profile in NVFP4_PROFILES; --swap FLAG=VALUE changes one (to see the check fail).
 
@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvfp4_stack_inputs import nvfp4_inputs, pack_nibbles_unpacked  # noqa: E402
+from nvfp4_stack_inputs import nvfp4_infinities, nvfp4_inputs, pack_nibbles_unpacked  # noqa: E402
 
 ROWS, COLS, BLOCK = 64, 256, 32
 MODES = {"floor": "FLOOR", "ceil-exponent": "CEIL", "even": "EVEN", "rceil": "RCEIL"}
@@ -152,7 +152,10 @@ def compare_nvfp4(binary, nvfp4_tensor, seeds, swaps):
     for name, flags in NVFP4_PROFILES.items():
         elements = blocks = bad_codes = bad_scales = 0
         for seed in seeds:
-            for x in nvfp4_inputs(seed).values():
+            tensors = list(nvfp4_inputs(seed).values())
+            if not name.endswith("two-level"):
+                tensors.append(nvfp4_infinities(seed))  # one-level: Inf saturates the scale; docs/semantics.md §4
+            for x in tensors:
                 t = torch.from_numpy(x)
                 per_tensor = (nvfp4_tensor.per_tensor_amax_to_scale(torch.max(torch.abs(t)))
                               if name.endswith("two-level") else None)

@@ -57,7 +57,7 @@ enum class ElementScaling : std::uint8_t {
 
 // The FP32 operation order of a two-level block's scale u and of its elements' scaling, for the stacks whose
 // Python reference divides where TE multiplies. P = RN(A / RN(F * T)) is their per-tensor scale (1 without a
-// tensor scale; docs/semantics.md §4 and §8).
+// tensor scale; docs/semantics.md §4 and §4b).
 enum class ScaleOrder : std::uint8_t {
   te,        // u = RN(amax * RN(G * RN(1/F))); elements as ElementScaling says (TE, UE5M3 paper)
   torchao,   // u = RN(RN(amax / F) / P); y = RN(x * RN(RN(1/P) / s)) (torchao nvfp4_quantize)
