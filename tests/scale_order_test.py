@@ -17,24 +17,26 @@ import pytest
 from cli_run import needs_binary, refused, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from nvfp4_stack_inputs import BLOCK, nvfp4_inputs, pack_nibbles_unpacked  # noqa: E402
+from nvfp4_stack_inputs import BLOCK, nvfp4_inputs, nvfp4_nans, pack_nibbles_unpacked  # noqa: E402
 
 pytestmark = needs_binary
 f32 = np.float32
 TORCHAO = ["--recipe", "nvfp4-norht", "--scale-order", "torchao", "--scale-min", "0.015625", "--one-d"]
 MODELOPT = ["--recipe", "nvfp4-norht", "--scale-order", "modelopt", "--scale-min", "0.001953125", "--zero-scale",
-            "one", "--element-specials", "te-python", "--one-d"]
+            "one", "--element-specials", "modelopt", "--nan-amax", "propagate", "--one-d"]
 
 
 def e4m3(u):
     """Scale codes and their float32 values of u (in range: the stacks clamp before the cast)."""
     q = u.astype(ml_dtypes.float8_e4m3fn)
-    return q.view(np.uint8), q.astype(f32)
+    return q.view(np.uint8) | np.uint8(np.isnan(u)) * 0x7F, q.astype(f32)  # a NaN of either sign: 0x7F
 
 
 def e2m1(y, exact_minus_zero_code):
-    """RNE, saturating at +-6; an exact -0 gets exact_minus_zero_code (torchao 0x8, ModelOpt 0x0)."""
+    """RNE, saturating at +-6; an exact -0 gets exact_minus_zero_code (torchao 0x8, ModelOpt 0x0); NaN 0x7
+    (ModelOpt's searchsorted; torchao's NaN codes are not modelled)."""
     codes = np.clip(y, f32(-6), f32(6)).astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & 15
+    codes = np.where(np.isnan(y), np.uint8(7), codes)
     return np.where((y == 0) & np.signbit(y), np.uint8(exact_minus_zero_code), codes)
 
 
@@ -61,6 +63,7 @@ def modelopt(x):
 CASES = {"torchao one-level": (TORCHAO + ["--tensor-scale", "none"], lambda x: torchao(x, False)),
          "torchao two-level": (TORCHAO, lambda x: torchao(x, True)),
          "modelopt": (MODELOPT, modelopt)}
+NANS = {"modelopt"}  # the cases whose NaN rule is modelled: also a tensor holding NaN
 
 
 def fp4sim(tmp_path, x, flags):
@@ -71,9 +74,9 @@ def fp4sim(tmp_path, x, flags):
     return pack_nibbles_unpacked(np.load(tmp_path / "c.npy")), np.load(tmp_path / "s.npy")
 
 
-def differing(tmp_path, flags, model):
+def differing(tmp_path, flags, model, nans):
     bad = 0
-    for x in nvfp4_inputs(1).values():
+    for x in [*nvfp4_inputs(1).values(), *([nvfp4_nans(1)] if nans else [])]:
         codes, scales = fp4sim(tmp_path, x, flags)
         want_codes, want_scales = model(x)
         bad += int(np.count_nonzero(codes != want_codes)) + int(np.count_nonzero(scales != want_scales))
@@ -83,7 +86,7 @@ def differing(tmp_path, flags, model):
 @pytest.mark.parametrize("case", CASES)
 def test_the_orders_match_their_numpy_models(tmp_path, case):
     flags, model = CASES[case]
-    assert differing(tmp_path, flags, model) == 0
+    assert differing(tmp_path, flags, model, case in NANS) == 0
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -92,7 +95,14 @@ def test_flipping_a_rule_is_seen(tmp_path, case, swap):
     flags, model = CASES[case]
     flags = list(flags)
     flags[flags.index(swap[0]) + 1] = swap[1]
-    assert differing(tmp_path, flags, model) > 0
+    assert differing(tmp_path, flags, model, case in NANS) > 0
+
+
+def test_modelopt_nan_rule_flipped_is_seen(tmp_path):
+    for swap in (("--nan-amax", "ignore"), ("--element-specials", "te-python")):
+        flags = list(MODELOPT)
+        flags[flags.index(swap[0]) + 1] = swap[1]
+        assert differing(tmp_path, flags, modelopt, True) > 0, swap
 
 
 @pytest.mark.parametrize("profile, flags", [("nvfp4-torchao", TORCHAO + ["--tensor-scale", "none"]),

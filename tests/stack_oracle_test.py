@@ -110,7 +110,8 @@ def test_modelopt_profiles_match():
 
 
 @pytest.mark.skipif(bool(missing(MODELOPT)), reason=missing(MODELOPT) or "present")
-@pytest.mark.parametrize("swap", ["scale-order=te", "scale-min=0", "zero-scale=keep", "element-specials=hardware"])
+@pytest.mark.parametrize("swap", ["scale-order=te", "scale-min=0", "zero-scale=keep", "element-specials=hardware",
+                                  "element-specials=te-python", "nan-amax=ignore"])
 def test_modelopt_oracle_can_fail(swap):
     p = run("modelopt_oracle.py", "--swap", swap)
     assert p.returncode == 1, p.stdout + p.stderr

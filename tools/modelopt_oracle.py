@@ -14,10 +14,13 @@ reduce_block_padding) and _FP8_DTYPES, compiled from that file's own source text
 helpers, unused by quantize, are stubs. The CUDA/TensorRT-LLM path is off on the CPU (fp4_compatible() False).
 
 Profile (docs/recipes.md "Stack profiles"): nvfp4-modelopt = nvfp4-norht --scale-order modelopt --scale-min 2^-9
---zero-scale one --element-specials te-python --one-d: weights_scaling_factor_2 P = max|x| / 2688, per-block
-scale RN(amax_b / RN(6 * P)), a zero set to 1.0, clamped to [2^-9, 448], cast to E4M3; elements divided by
-RN(s * P) and cast by _cast_fp4 (searchsorted RNE, saturating, sign from x < 0 so an exact -0 gives 0x0).
-Inputs: tools/nvfp4_stack_inputs.py (finite; NaN and Inf are outside the comparison, see docs/semantics.md §8).
+--zero-scale one --element-specials modelopt --nan-amax propagate --one-d: weights_scaling_factor_2 P =
+max|x| / 2688, per-block scale RN(amax_b / RN(6 * P)), a zero set to 1.0, clamped to [2^-9, 448], cast to E4M3;
+elements divided by RN(s * P) and cast by _cast_fp4 (searchsorted RNE, saturating, sign from x < 0 so an exact -0
+gives 0x0, NaN 0x7); a NaN anywhere makes P NaN: every scale NaN, every code 0x7 (torch writes the NaN scale
+of a block holding the NaN as 0xFF, the sign x86 arithmetic gives it; fp4sim's unsigned scale format has the one
+NaN 0x7F: NaN scales compare as NaN, as tools/te_oracle.py does). Inputs:
+tools/nvfp4_stack_inputs.py, finite, and a tensor holding NaNs (Inf is not modelled: docs/semantics.md §4b).
 Prints one line per profile; exit 1 if anything differs, 2 if ModelOpt, torch or the binary is missing.
 """
 
@@ -34,10 +37,11 @@ import types
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvfp4_stack_inputs import BLOCK, nvfp4_inputs, pack_nibbles_unpacked  # noqa: E402
+from nvfp4_stack_inputs import BLOCK, nvfp4_inputs, nvfp4_nans, pack_nibbles_unpacked  # noqa: E402
 
 PROFILES = {"nvfp4-modelopt": ["--recipe", "nvfp4-norht", "--scale-order", "modelopt", "--scale-min", "0.001953125",
-                               "--zero-scale", "one", "--element-specials", "te-python", "--one-d"]}
+                               "--zero-scale", "one", "--element-specials", "modelopt", "--nan-amax", "propagate",
+                               "--one-d"]}
 CORE_NAMES = ("_FP8_DTYPES", "reduce_amax", "reduce_block_amax", "reduce_block_padding")
 
 
@@ -117,19 +121,24 @@ def main(argv=None):
           f"torch {torch.__version__}")
     total_bad = 0
     for name, flags in PROFILES.items():
-        elements = blocks = bad_codes = bad_scales = 0
+        elements = blocks = nan_blocks = bad_codes = bad_scales = 0
         for seed in (int(s) for s in args.seeds.split(",")):
-            for x in nvfp4_inputs(seed).values():
+            for x in [*nvfp4_inputs(seed).values(), nvfp4_nans(seed)]:
                 packed, scale, _ = nvfp4.NVFP4QTensor.quantize(torch.from_numpy(x.copy()), BLOCK)
                 want_codes = pack_nibbles_unpacked(packed._quantized_data.numpy())
-                want_scales = scale.view(torch.uint8).numpy()
+                # torch casts a NaN scale to the E4M3 NaN of the NaN's sign (0xFF where the block holds the NaN,
+                # from the CPU's arithmetic); fp4sim's unsigned UE4M3 has the one NaN 0x7F: compared as NaN.
+                want_scales = scale.view(torch.uint8).numpy().copy()
+                want_scales[want_scales == 0xFF] = 0x7F
+                nan_blocks += int(np.count_nonzero(want_scales == 0x7F))
                 codes, scales = fp4sim_quantize(args.binary, x, swapped(flags, args.swap))
                 bad_codes += int(np.count_nonzero(pack_nibbles_unpacked(codes) != want_codes))
                 bad_scales += int(np.count_nonzero(scales != want_scales))
                 elements += x.size
                 blocks += scales.size
         total_bad += bad_codes + bad_scales
-        print(f"{name:16s} elements {elements:7d} blocks {blocks:5d} differing codes {bad_codes} scales {bad_scales}")
+        print(f"{name:16s} elements {elements:7d} blocks {blocks:5d} (NaN-scale {nan_blocks}) "
+              f"differing codes {bad_codes} scales {bad_scales}")
     return 1 if total_bad else 0
 
 

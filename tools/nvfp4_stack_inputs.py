@@ -11,7 +11,7 @@ Each tensor is [64, 256] float32: name -> array.
 * zeros: a +0 block, a -0 block, blocks of tiny values that round to +-0, and blocks below 2^-126 (binary32
   subnormals);
 * wide: every block a random binary32 exponent field 1..254 over a random mantissa (tensor amax near FLT_MAX).
-nvfp4_infinities adds a tensor with +-Inf elements where a stack's rule for them is modelled.
+nvfp4_infinities and nvfp4_nans add tensors with +-Inf or NaN elements where a stack's rule for them is modelled.
 """
 
 from __future__ import annotations
@@ -81,6 +81,17 @@ def nvfp4_infinities(seed: int):
     flat = x.reshape(-1)
     where = rng.choice(flat.size, flat.size // 64, replace=False)
     flat[where] = rng.choice([-np.inf, np.inf], where.size)
+    return x
+
+
+def nvfp4_nans(seed: int):
+    """The normal tensor of nvfp4_inputs with a few NaNs of either sign, for the stacks whose NaN rule is
+    modelled (ModelOpt: a NaN anywhere makes the tensor amax NaN)."""
+    rng = np.random.default_rng(seed + 2000)
+    x = nvfp4_inputs(seed)["normal"].copy()
+    flat = x.reshape(-1)
+    where = rng.choice(flat.size, 3, replace=False)
+    flat[where] = np.array([np.nan, -np.nan, np.nan], np.float32)
     return x
 
 

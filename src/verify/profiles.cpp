@@ -80,12 +80,14 @@ std::vector<StackProfile> make_profiles() {
                         std::string(kTorchaoNvfp4) + ", per_tensor_scale = per_tensor_amax_to_scale(max|x|)",
                         torchao_nvfp4));
   // ModelOpt's dynamic NVFP4: u = amax / RN(6 * P), a zero u set to 1.0, clamped to [2^-9, 448]; elements
-  // divided by RN(s * P); _cast_fp4 gives an exact -0 the code 0 (sign from x < 0).
+  // divided by RN(s * P); _cast_fp4 gives an exact -0 the code 0 (sign from x < 0) and NaN 0x7; a NaN anywhere
+  // makes P NaN (every scale NaN, every code 0x7).
   out.push_back(variant("nvfp4-modelopt", "nvfp4-norht", kModelopt, [](RecipeOverrides& o) {
     o.scale_order = "modelopt";
     o.scale_min = 0x1p-9f;
     o.zero_scale = "one";
-    o.element_specials = "te-python";
+    o.element_specials = "modelopt";
+    o.nan_amax = "propagate";
     o.two_d = false;
   }));
   return out;
