@@ -1,13 +1,13 @@
-"""The stacks' own quantizers as external oracles (tools/te_oracle.py, tools/torchao_oracle.py; docs/recipes.md
-"Stack profiles"), on one seed of their generated inputs.
+"""The stacks' own quantizers as external oracles (tools/te_oracle.py, tools/torchao_oracle.py,
+tools/modelopt_oracle.py; docs/recipes.md "Stack profiles"), on one seed of their generated inputs.
 
-Runs only where the oracles are set up: TransformerEngine's and torchao's sources in tools/.oracles/ (the
+Runs only where the oracles are set up: TransformerEngine's, torchao's and ModelOpt's sources in tools/.oracles/ (the
 tools' docstrings say how) and a Python with torch ($FP4SIM_ORACLE_PYTHON, else the worktree's .venv-oracle or
 .venv-torch); skipped otherwise, saying why.
 
 * Every profile: 0 differing codes and scales (exit 0).
-* A wrong pairing (fp4sim's `ceil` for torchao's CEIL, the fast-math error for TE's default 4over6) reports
-  differences (exit 1): the tools can fail.
+* A wrong pairing (fp4sim's `ceil` for torchao's CEIL, the fast-math error for TE's default 4over6, TE's
+  scale order or no scale clamp for torchao's and ModelOpt's NVFP4) reports differences (exit 1): the tools can fail.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def missing(peer_file):
 
 TE = "TransformerEngine/transformer_engine/pytorch/custom_recipes/reference_nvfp4.py"
 AO = "ao/torchao/prototype/mx_formats/mx_tensor.py"
+MODELOPT = "modelopt/modelopt/torch/quantization/qtensor/nvfp4_tensor.py"
 
 
 def run(tool, *args):
@@ -89,7 +90,8 @@ def test_torchao_profiles_match():
     p = run("torchao_oracle.py")
     assert p.returncode == 0, p.stdout + p.stderr
     counts = differing(p.stdout)
-    assert len(counts) == 20 and all(c == (0, 0) for c in counts), p.stdout
+    assert len(counts) == 22 and all(c == (0, 0) for c in counts), p.stdout
+    assert "nvfp4-torchao " in p.stdout and "nvfp4-torchao-two-level" in p.stdout, p.stdout
 
 
 @pytest.mark.skipif(bool(missing(AO)), reason=missing(AO) or "present")
@@ -97,3 +99,29 @@ def test_torchao_oracle_can_fail():
     p = run("torchao_oracle.py", "--rule", "ceil=CEIL")
     assert p.returncode == 1, p.stdout + p.stderr
     assert "CEIL" in p.stdout and any(c[1] for c in differing(p.stdout)), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(AO)), reason=missing(AO) or "present")
+@pytest.mark.parametrize("swap", ["scale-order=te", "scale-min=0"])
+def test_torchao_nvfp4_oracle_can_fail(swap):
+    p = run("torchao_oracle.py", "--presets", "mxfp4", "--swap", swap)
+    assert p.returncode == 1, p.stdout + p.stderr
+    nvfp4 = [line for line in p.stdout.splitlines() if line.startswith("nvfp4-torchao")]
+    assert len(nvfp4) == 2 and any(c != (0, 0) for c in differing("\n".join(nvfp4))), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(MODELOPT)), reason=missing(MODELOPT) or "present")
+def test_modelopt_profiles_match():
+    p = run("modelopt_oracle.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    counts = differing(p.stdout)
+    assert len(counts) == 1 and all(c == (0, 0) for c in counts), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(MODELOPT)), reason=missing(MODELOPT) or "present")
+@pytest.mark.parametrize("swap", ["scale-order=te", "scale-min=0", "zero-scale=keep", "element-specials=hardware",
+                                  "element-specials=te-python", "nan-amax=ignore"])
+def test_modelopt_oracle_can_fail(swap):
+    p = run("modelopt_oracle.py", "--swap", swap)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert any(c != (0, 0) for c in differing(p.stdout)), p.stdout

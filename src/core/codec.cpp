@@ -234,7 +234,7 @@ Float32Encoder::Float32Encoder(const Format& f, const EncodeOptions& o)
       min_normal_exponent_(f.min_normal_exponent()),
       sr_bits_(o.sr_bits),
       is_signed_(f.is_signed),
-      drop_zero_sign_(o.convention == SpecialConvention::te_python),
+      drop_zero_sign_(o.convention != SpecialConvention::hardware),
       sign_mask_(f.sign_mask()),
       max_finite_(f.max_finite_code()),
       overflow_code_(o.saturate ? f.max_finite_code()
@@ -370,7 +370,8 @@ namespace fp4sim {
 namespace {
 constexpr NameRow<SpecialConvention> kConventions[] = {
     {"hardware", SpecialConvention::hardware, "-0 and NaN kept as the hardware converts them (cvt.*.satfinite)"},
-    {"te-python", SpecialConvention::te_python, "TransformerEngine's cast_to_fp4x2: -0 and NaN become +0"}};
+    {"te-python", SpecialConvention::te_python, "TransformerEngine's cast_to_fp4x2: -0 and NaN become +0"},
+    {"modelopt", SpecialConvention::modelopt, "ModelOpt's _cast_fp4: -0 becomes +0, NaN +max finite as the hardware"}};
 }  // namespace
 
 std::span<const NameRow<SpecialConvention>> names(SpecialConvention) { return kConventions; }

@@ -18,6 +18,7 @@ Recipe RecipeOverrides::resolve() const {
   if (!element_format.empty()) r.element = format_argument(element_format, "{element_format}");
   if (target) r.target = r.wgrad_grad_target = *target;
   if (wgrad_grad_target) r.wgrad_grad_target = *wgrad_grad_target;
+  if (scale_min) r.scale_min = *scale_min;
   if (sr_bits) {
     if (*sr_bits < 1 || *sr_bits > 16) throw UsageError("{sr_bits}: must be between 1 and 16");
     r.sr_bits = *sr_bits;
@@ -33,6 +34,7 @@ Recipe RecipeOverrides::resolve() const {
   if (!element_scaling.empty()) {
     r.element_scaling = parse_name_or_throw<ElementScaling>(element_scaling, "{element_scaling}");
   }
+  if (!scale_order.empty()) r.scale_order = parse_name_or_throw<ScaleOrder>(scale_order, "{scale_order}");
   if (!block_choice.empty()) r.block_choice = parse_name_or_throw<BlockScaleChoice>(block_choice, "{block_choice}");
   if (!four_over_six_error.empty()) {
     r.four_over_six_error = parse_name_or_throw<FourOverSixErrorDomain>(four_over_six_error, "{four_over_six_error}");

@@ -42,9 +42,10 @@ Decoded decode(const Format& format, std::uint32_t code);
 double decode_to_double(const Format& format, std::uint32_t code);
 float decode_to_float(const Format& format, std::uint32_t code);
 
-// Which convention maps -0 and NaN: hardware (cvt.*.satfinite; docs/semantics.md G3) or TE's Python
-// reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code).
-enum class SpecialConvention : std::uint8_t { hardware, te_python };
+// Which convention maps -0 and NaN: hardware (cvt.*.satfinite; docs/semantics.md G3), TE's Python
+// reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code) or ModelOpt's _cast_fp4 (-0 -> +0 code, the sign
+// being x < 0; NaN -> +max finite as the hardware's, searchsorted past every bound; docs/semantics.md §4b).
+enum class SpecialConvention : std::uint8_t { hardware, te_python, modelopt };
 std::span<const NameRow<SpecialConvention>> names(SpecialConvention);
 
 // Overflow, Inf and NaN follow one rule for every format, NVIDIA's (docs/semantics.md §0.2, with its

@@ -55,6 +55,15 @@ enum class ElementScaling : std::uint8_t {
   // `verify` tries the other two as alternative rules; no preset uses them (--element-scaling picks one).
 };
 
+// The FP32 operation order of a two-level block's scale u and of its elements' scaling, for the stacks whose
+// Python reference divides where TE multiplies. P = RN(A / RN(F * T)) is their per-tensor scale (1 without a
+// tensor scale; docs/semantics.md §4 and §4b).
+enum class ScaleOrder : std::uint8_t {
+  te,        // u = RN(amax * RN(G * RN(1/F))); elements as ElementScaling says (TE, UE5M3 paper)
+  torchao,   // u = RN(RN(amax / F) / P); y = RN(x * RN(RN(1/P) / s)) (torchao nvfp4_quantize)
+  modelopt,  // u = RN(amax / RN(F * P)); y = RN(x / RN(s * P)) (ModelOpt NVFP4QTensor.quantize)
+};
+
 // How many scale candidates a two-level block tries (TE's nvfp4_4over6, docs/semantics.md 1.12).
 enum class BlockScaleChoice : std::uint8_t {
   single,     // the one scale of the two-level rule
@@ -101,6 +110,7 @@ enum class Gemm : std::uint8_t { fprop, dgrad, wgrad };
 std::span<const NameRow<ScaleRule>> names(ScaleRule);
 std::span<const NameRow<ZeroScale>> names(ZeroScale);
 std::span<const NameRow<ElementScaling>> names(ElementScaling);
+std::span<const NameRow<ScaleOrder>> names(ScaleOrder);
 std::span<const NameRow<BlockScaleChoice>> names(BlockScaleChoice);
 std::span<const NameRow<AmaxScope>> names(AmaxScope);
 std::span<const NameRow<FourOverSixErrorDomain>> names(FourOverSixErrorDomain);
@@ -133,6 +143,10 @@ struct Recipe {
   ScaleRule scale_rule = ScaleRule::two_level;
   ZeroScale zero_scale = ZeroScale::keep;
   ElementScaling element_scaling = ElementScaling::reciprocal;
+  ScaleOrder scale_order = ScaleOrder::te;
+  // A two-level u below this is raised to it before rounding (torch.clamp(min=...): torchao 2^-6, ModelOpt
+  // 2^-9), a zero u too unless ZeroScale::one makes it 1.0 first (ModelOpt's `[== 0] = 1.0`); 0 = none.
+  float scale_min = 0.0f;
   BlockScaleChoice block_choice = BlockScaleChoice::single;
   FourOverSixErrorDomain four_over_six_error = FourOverSixErrorDomain::input;
   AmaxScope amax_scope = AmaxScope::tensor;
