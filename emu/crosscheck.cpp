@@ -99,13 +99,15 @@ struct Tally {
   double golden_s = 0.0, gpu_s = 0.0;
 };
 
-// Row-scaled amax (AmaxScope::row) takes 1-D blocks only: its 2-D weight specs are left out.
+// Row-scaled amax (AmaxScope::row) takes 1-D blocks only: its 2-D weight specs are left out. The quantizer is
+// checked row-scaled under every other spec (each operand's rounding and RHT), as `quantize --role` takes it.
 std::vector<OperandSpec> specs_of(const Recipe& r) {
   const bool row_scaled = r.amax_scope == AmaxScope::row;
   std::vector<OperandSpec> specs;
   for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
     const GemmOperands ops = operands_for(r, g);
-    for (const OperandSpec& s : {ops.a, ops.b}) {
+    for (OperandSpec s : {ops.a, ops.b}) {
+      s.takes_row_amax = true;
       if (row_scaled && s.two_d) continue;
       const bool dup = std::any_of(specs.begin(), specs.end(), [&](const OperandSpec& o) {
         return o.two_d == s.two_d && o.rounding == s.rounding && o.rht == s.rht && o.target == s.target;
@@ -261,11 +263,9 @@ struct Shape {
 
 void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, const Options& o, std::mt19937_64& rng,
                  std::vector<PathCheck>& checks, const PhaseProgress& phase, const std::vector<Shape>& fixed = {}) {
-  // A row-scaled recipe: A (activations, 1-D) row-scaled, with one alpha per row; B (the weight, 2-D) keeps
-  // its tensor amax, as TE's row-scaled activations leave the weights.
+  // A row-scaled recipe: A (activations, 1-D) row-scaled, with one alpha per row; B (the weight) keeps its
+  // tensor amax (OperandSpec::takes_row_amax), as TE's row-scaled activations leave the weights.
   const GemmOperands ops = operands_for(recipe, Gemm::fprop);
-  Recipe b_recipe = recipe;
-  b_recipe.amax_scope = AmaxScope::tensor;
   if (!fixed.empty()) {
     count = static_cast<int>(fixed.size());
     large = count;
@@ -298,7 +298,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
     ra.random.stream = 1;
     rb.random.stream = 2;
     const QuantizedTensor qa = quantize(recipe, ra, xa, m, k);
-    const QuantizedTensor qb = quantize(b_recipe, rb, xb, n, k);
+    const QuantizedTensor qb = quantize(recipe, rb, xb, n, k);
     const bool snap = rng() % 4 != 0;  // probe-matched: the recipe's snap mostly, --no-snap too
     for (PathCheck& pc : checks) {
       const gpu::GemmKernel& kernel = *pc.kernel;
@@ -362,34 +362,38 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
   }
 }
 
-// The presets "all" also checks row-scaled: plain NVFP4 (with its SR and RHT specs) and 4over6.
+// The presets the default set also checks row-scaled: plain NVFP4 (with its SR and RHT specs) and 4over6.
 constexpr const char* kRowScaledChecks[] = {"nvfp4", "nvfp4-4over6"};
 
 }  // namespace
 
+std::vector<Recipe> default_recipes() {
+  std::vector<Recipe> recipes;
+  for (const Recipe& r : recipe_presets()) {
+    if (cpu_only_settings(r).empty()) recipes.push_back(r);  // the rest have no kernel path to check
+  }
+  for (const char* name : kRowScaledChecks) {
+    Recipe r = *find_recipe(name);
+    r.name += ":amax_scope=row";
+    r.amax_scope = AmaxScope::row;
+    recipes.push_back(r);
+  }
+  return recipes;
+}
+
 std::uint64_t run(const Options& o, std::FILE* log) {
+  const std::vector<Recipe> recipes = o.recipes.empty() ? default_recipes() : o.recipes;
+  for (const Recipe& r : recipes) {
+    const auto keys = cpu_only_settings(r);
+    if (!keys.empty()) {
+      throw UsageError("crosscheck: recipe " + r.name + " sets " + std::string(keys.front()) +
+                       ", which only the CPU golden model implements: no GPU kernel to check");
+    }
+  }
   if (!gpu::device_available()) {
     throw DataError(
         "crosscheck: no GPU that can run this build's sm_90 kernels was found, so nothing can be checked "
         "(crosscheck needs a GPU; it never reports success without one)");
-  }
-  std::vector<Recipe> recipes;
-  if (o.recipes.empty() || (o.recipes.size() == 1 && o.recipes[0] == "all")) {
-    for (const Recipe& r : recipe_presets()) {
-      if (cpu_only_settings(r).empty()) recipes.push_back(r);  // the rest have no kernel path to check
-    }
-    for (const char* name : kRowScaledChecks) recipes.push_back(row_scaled(*find_recipe(name)));
-  } else {
-    for (const auto& name : o.recipes) {
-      const auto names = recipe_names();
-      if (std::find(names.begin(), names.end(), name) == names.end()) {
-        throw UsageError("crosscheck: unknown recipe '" + name + "' (known: " + fp4sim::recipe_names() +
-                         ", and PRESET" + std::string(kRowScaled) + " for those with current tensor scaling)");
-      }
-      const bool row = name.ends_with(kRowScaled);
-      const Recipe& preset = *find_recipe(row ? name.substr(0, name.size() - kRowScaled.size()) : name);
-      recipes.push_back(row ? row_scaled(preset) : preset);
-    }
   }
   auto wants = [&](std::string_view p) { return std::find(o.paths.begin(), o.paths.end(), p) != o.paths.end(); };
   std::mt19937_64 rng(o.seed);

@@ -35,16 +35,22 @@ __global__ void tensor_scalars_kernel(const float* measured, const float* held, 
   out[kBlockMultiplier] = __fmul_rn(encode, __fdiv_rn(1.0f, 6.0f));
 }
 
+__device__ float gemm_alpha(int rule, float amax_a, float target_a, float amax_b, float target_b, float element_max) {
+  if (rule == static_cast<int>(AlphaRule::one)) return 1.0f;
+  const float num = __fmul_rn(amax_a, amax_b);
+  const float den = __fmul_rn(__fmul_rn(element_max, target_a), __fmul_rn(element_max, target_b));
+  return rule == static_cast<int>(AlphaRule::division) ? __fdiv_rn(num, den) : __fmul_rn(num, __fdiv_rn(1.0f, den));
+}
+
 __global__ void gemm_alpha_kernel(int rule, const float* sa, float target_a, const float* sb, float target_b,
                                   float element_max, float* alpha) {
-  if (rule == static_cast<int>(AlphaRule::one)) {
-    *alpha = 1.0f;
-    return;
-  }
-  const float num = __fmul_rn(sa[kTensorAmax], sb[kTensorAmax]);
-  const float den = __fmul_rn(__fmul_rn(element_max, target_a), __fmul_rn(element_max, target_b));
-  *alpha = rule == static_cast<int>(AlphaRule::division) ? __fdiv_rn(num, den)
-                                                          : __fmul_rn(num, __fdiv_rn(1.0f, den));
+  *alpha = gemm_alpha(rule, sa[kTensorAmax], target_a, sb[kTensorAmax], target_b, element_max);
+}
+
+__global__ void gemm_row_alpha_kernel(int rule, const float* row_amax_a, std::size_t rows, float target_a,
+                                      const float* sb, float target_b, float element_max, float* row_alpha) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < rows) row_alpha[i] = gemm_alpha(rule, row_amax_a[i], target_a, sb[kTensorAmax], target_b, element_max);
 }
 
 Status launched() { return cudaGetLastError() == cudaSuccess ? Status::success : Status::cuda_error; }
@@ -64,6 +70,17 @@ Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_
                          float target_b, float element_max, float* d_alpha, void* stream) {
   gemm_alpha_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<int>(rule), d_scalars_a, target_a,
                                                                     d_scalars_b, target_b, element_max, d_alpha);
+  return launched();
+}
+
+Status launch_gemm_row_alpha(AlphaRule rule, const float* d_row_amax_a, std::size_t rows, float target_a,
+                             const float* d_scalars_b, float target_b, float element_max, float* d_row_alpha,
+                             void* stream) {
+  if (rows == 0) return Status::success;
+  constexpr unsigned threads = 256;
+  const auto blocks = static_cast<unsigned>((rows + threads - 1) / threads);
+  gemm_row_alpha_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<int>(rule), d_row_amax_a, rows, target_a, d_scalars_b, target_b, element_max, d_row_alpha);
   return launched();
 }
 

@@ -100,7 +100,7 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
   if (p.rht && (p.block_rows != 1 || p.block_cols % 16 != 0)) return Status::unsupported_options;
   // 4over6 rounds to nearest even only (TE's kernel has no stochastic path, and the presets use none).
   if (p.scale_kind == ScaleKind::four_over_six && p.rounding != ElementRound::rne) return Status::unsupported_options;
-  p.row_scaled = p.tensor_scaled && recipe.amax_scope == AmaxScope::row;
+  p.row_scaled = p.tensor_scaled && fp4sim::row_scaled(recipe, request.spec);
   if (p.row_scaled && p.block_rows != 1) return Status::unsupported_options;
   if (p.row_scaled && request.amax_ref) return Status::invalid_argument;
   p.target = request.spec.target;

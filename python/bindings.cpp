@@ -230,11 +230,15 @@ QuantizedTensor plan_quantize_py(python::PlanHandle plan, const FloatIn& x, std:
 
 // A quantized tensor from its bytes and tensor scalars as another implementation stored them (the CUDA
 // ops of fp4sim.torch), with the settings of operand `plan`: what the golden GEMM and dequantize take.
+// row_amax: a row-scaled operand's amax of each row (its scalars after the four), else empty.
 QuantizedTensor plan_quantized_py(python::PlanHandle plan, const BytesIn& codes, const BytesIn& scales,
-                                  std::size_t rows, std::size_t cols, float tensor_amax, float encode, float decode) {
+                                  std::size_t rows, std::size_t cols, float tensor_amax, float encode, float decode,
+                                  const std::vector<float>& row_amax) {
   const python::QuantizePlan& p = python::quantize_plan_of(plan);
-  if (p.recipe.amax_scope == AmaxScope::row) {
-    throw UsageError("amax_scope='row': a tensor built from bytes takes one tensor scale here, not one per row");
+  const bool row_scaled = fp4sim::row_scaled(p.recipe, p.request.spec);
+  if (row_amax.size() != (row_scaled ? rows : 0)) {
+    throw DataError("quantized " + p.operand + ": " + std::to_string(row_amax.size()) + " row amaxes given, the " +
+                    (row_scaled ? "row-scaled operand has " + std::to_string(rows) + " rows" : "operand takes none"));
   }
   QuantizedTensor q = blank_quantized(p.recipe, p.request, rows, cols);
   if (codes.size() != q.codes.size() || scales.size() != q.scales.size()) {
@@ -249,6 +253,7 @@ QuantizedTensor plan_quantized_py(python::PlanHandle plan, const BytesIn& codes,
   q.tensor_scaled = p.blank.tensor_scaled;
   q.global_encode_scale = encode;
   q.global_decode_scale = decode;
+  q.row_amax = row_amax;
   return q;
 }
 
@@ -607,7 +612,7 @@ NB_MODULE(_fp4sim, m) {
   m.def("plan_quantize", &plan_quantize_py, "plan"_a, "x"_a.noconvert(), "amax_ref"_a.none(), "seed"_a,
         "rbits"_a.none());
   m.def("plan_quantized", &plan_quantized_py, "plan"_a, "codes"_a.noconvert(), "scales"_a.noconvert(), "rows"_a,
-        "cols"_a, "tensor_amax"_a, "encode"_a, "decode"_a);
+        "cols"_a, "tensor_amax"_a, "encode"_a, "decode"_a, "row_amax"_a = std::vector<float>{});
   m.def("plan_gemm_quantized", &plan_gemm_quantized_py, "plan"_a, "a"_a, "b"_a, "bf16_out"_a);
   m.def("plan_gemm", &plan_gemm_py, "plan"_a, "a"_a.noconvert(), "b"_a.noconvert(), "seed"_a, "amax_ref_a"_a.none(),
         "amax_ref_b"_a.none(), "rbits_a"_a.none(), "rbits_b"_a.none(), "bf16_out"_a);

@@ -36,8 +36,8 @@ void check(Status s, const std::string& what) {
 }
 
 // codes [rows, ceil(cols/2)] uint8, scales (the block grid) uint8 and scalars float[4] (tensor amax, G, Gd,
-// the block multiplier) of x [rows, cols], float32 or (bf16) bfloat16, 16-byte aligned, as operand `plan`
-// (python/plans.hpp). held: a device float with the held tensor amax, or 0 for the current amax; rbits: one
+// the block multiplier; a row-scaled operand's rows' amaxes follow them: float[4 + rows]) of x [rows, cols],
+// float32 or (bf16) bfloat16, 16-byte aligned, as operand `plan` (python/plans.hpp). held: a device float with the held tensor amax, or 0 for the current amax; rbits: one
 // uint32 (or int32 >= 0) per element, or 0 for the Philox stream of `seed`.
 void quantize(PlanHandle plan, std::uintptr_t x, bool bf16, std::size_t rows, std::size_t cols, std::uint64_t seed,
               std::uintptr_t held, std::uintptr_t rbits, std::uintptr_t codes, std::uintptr_t scales,
@@ -45,30 +45,27 @@ void quantize(PlanHandle plan, std::uintptr_t x, bool bf16, std::size_t rows, st
   const QuantizePlan& p = quantize_plan_of(plan);
   gpu::QuantizePlan launch;
   check(gpu::make_plan(p.recipe, p.request_for(seed, std::nullopt, rbits != 0), rows, cols, launch), "quantize");
-  // The kernels quantize row-scaled operands (gpu::launch_row_amax), but the operand form here holds one tensor
-  // scale, and a GEMM of them needs a per-row alpha that no datapath has yet.
-  if (launch.row_scaled) {
-    throw UsageError("quantize: amax_scope row: fp4sim.torch's operands and GEMMs take one tensor scale, not one "
-                     "per row (fp4sim.quantize takes it)");
-  }
   float* s = ptr<float>(scalars);
+  float* row_amax = launch.row_scaled ? s + gpu::kDeviceScalars : nullptr;
   const bool held_used = launch.tensor_scaled && held != 0;
   const gpu::QuantizeInput input =
       bf16 ? gpu::QuantizeInput(ptr<const std::uint16_t>(x)) : gpu::QuantizeInput(ptr<const float>(x));
   if (!held_used) check(gpu::launch_amax(launch, input, s, stream_of(stream)), "quantize (amax)");
+  if (row_amax) check(gpu::launch_row_amax(launch, input, row_amax, stream_of(stream)), "quantize (row amax)");
   check(gpu::launch_tensor_scalars(launch, s, held_used ? ptr<const float>(held) : nullptr, s, stream_of(stream)),
         "quantize (tensor scalars)");
   check(gpu::launch_quantize(launch, static_cast<const float*>(s), input, ptr<const std::uint32_t>(rbits),
-                             ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales), stream_of(stream)),
+                             ptr<std::uint8_t>(codes), ptr<std::uint8_t>(scales), stream_of(stream), row_amax),
         "quantize");
 }
 
 // out [rows, cols] float32: operand `plan`'s reconstruction of (codes, scales, scalars).
 void dequantize(PlanHandle plan, std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t scalars, std::size_t rows,
                 std::size_t cols, std::uintptr_t out, std::uintptr_t stream) {
-  check(gpu::launch_dequantize(quantize_plan_of(plan).described(rows, cols), ptr<const std::uint8_t>(codes),
-                               ptr<const std::uint8_t>(scales), ptr<const float>(scalars), ptr<float>(out),
-                               stream_of(stream)),
+  const QuantizedTensor q = quantize_plan_of(plan).described(rows, cols);
+  const float* row_amax = q.row_amax.empty() ? nullptr : ptr<const float>(scalars) + gpu::kDeviceScalars;
+  check(gpu::launch_dequantize(q, ptr<const std::uint8_t>(codes), ptr<const std::uint8_t>(scales),
+                               ptr<const float>(scalars), ptr<float>(out), stream_of(stream), row_amax),
         "dequantize");
 }
 
@@ -86,7 +83,7 @@ const gpu::GemmKernel& kernel_of(const GemmPlan& plan) {
 
 // C [M, N] = A·Bᵀ of quantized operands A [M, K] (the plan's operand a) and B [N, K] (b) through the plan's
 // GPU kernel, then + bias [N] (float32, or 0 for none) in binary32; C float32, or BF16 (RNE) when
-// bf16_out. alpha: a device float (workspace, set here); ea, eb: the kernel's BF16 workspaces [M, Kp] and
+// bf16_out. alpha: a device float (workspace, set here), float[M] when A is row-scaled (one alpha a row); ea, eb: the kernel's BF16 workspaces [M, Kp] and
 // [N, Kp], Kp = GemmKernel::workspace_cols(K) (0 when it needs none: pass 0). Every kernel reads alpha from
 // the device and adds the bias in its epilogue.
 void gemm(PlanHandle plan, std::uintptr_t a_codes, std::uintptr_t a_scales, std::uintptr_t a_scalars, std::size_t m,
@@ -101,11 +98,18 @@ void gemm(PlanHandle plan, std::uintptr_t a_codes, std::uintptr_t a_scales, std:
   }
   const QuantizedTensor qa = quantize_plan_of(g.a).described(m, k), qb = quantize_plan_of(g.b).described(n, k);
   auto* d_alpha = ptr<float>(alpha);
-  const gpu::Epilogue epilogue{1.0f, d_alpha, ptr<const float>(bias), bf16_out};
+  const bool row_alpha = !qa.row_amax.empty();
+  const gpu::Epilogue epilogue{1.0f, d_alpha, ptr<const float>(bias), bf16_out, row_alpha ? d_alpha : nullptr};
   void* s = stream_of(stream);
-  check(gpu::launch_gemm_alpha(g.alpha_rule, ptr<const float>(a_scalars), qa.target, ptr<const float>(b_scalars),
-                               qb.target, g.element_max, d_alpha, s),
-        "gemm (alpha)");
+  if (row_alpha) {
+    check(gpu::launch_gemm_row_alpha(g.alpha_rule, ptr<const float>(a_scalars) + gpu::kDeviceScalars, m, qa.target,
+                                     ptr<const float>(b_scalars), qb.target, g.element_max, d_alpha, s),
+          "gemm (row alpha)");
+  } else {
+    check(gpu::launch_gemm_alpha(g.alpha_rule, ptr<const float>(a_scalars), qa.target, ptr<const float>(b_scalars),
+                                 qb.target, g.element_max, d_alpha, s),
+          "gemm (alpha)");
+  }
   if (kernel.path == gpu::GemmPath::exact) {
     check(gpu::launch_gemm_exact(qa, ptr<const std::uint8_t>(a_codes), ptr<const std::uint8_t>(a_scales), qb,
                                  ptr<const std::uint8_t>(b_codes), ptr<const std::uint8_t>(b_scales), ptr<void>(c),

@@ -23,6 +23,8 @@ QuantizedTensor QuantizePlan::described(std::size_t rows, std::size_t cols) cons
   q.cols = cols;
   q.scale_rows = (rows + q.block_rows - 1) / q.block_rows;
   q.scale_cols = (cols + q.block_cols - 1) / q.block_cols;
+  // A row-scaled operand's row amaxes lie in device memory after its scalars: sized here, their values there.
+  if (row_scaled(recipe, request.spec)) q.row_amax.assign(rows, 0.0f);
   return q;
 }
 
@@ -159,6 +161,7 @@ nb::dict operand_info(const Recipe& recipe, const QuantizeRequest& request) {
   d["target"] = request.spec.target;
   d["tensor_scaled"] = has_tensor_scale(recipe);
   d["tensor_scale"] = std::string(name_of(recipe.tensor_scale));
+  d["row_scaled"] = row_scaled(recipe, request.spec);
   d["period"] = recipe.period;
   d["sr_bits"] = recipe.sr_bits;
   d["datapath"] = std::string(recipe.default_datapath->name);

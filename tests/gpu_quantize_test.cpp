@@ -303,6 +303,8 @@ TEST(Plan, RefusesWhatOnlyTheCpuModelImplements) {
   const OperandSpec weight_2d = operands_for(nvfp4, Gemm::fprop).b;
   OperandSpec stochastic = activation;
   stochastic.rounding = Rounding::sr_fast;
+  OperandSpec row_scaled_2d = weight_2d;  // a 2-D tensor quantized on its own (quantize --role weight) row-scaled
+  row_scaled_2d.takes_row_amax = true;
   const Refusal refusals[] = {
       {with(nvfp4, [](Recipe& r) { r.element_scaling = ElementScaling::division; }), activation, false,
        gpu::Status::unsupported_options},
@@ -313,7 +315,8 @@ TEST(Plan, RefusesWhatOnlyTheCpuModelImplements) {
       {with(nvfp4, [](Recipe& r) { r.element = formats::e2m3; }), activation, false, gpu::Status::unsupported_format},
       {with(nvfp4, [](Recipe& r) { r.block = 64; }), activation, false, gpu::Status::unsupported_options},
       {four_over_six, stochastic, false, gpu::Status::unsupported_options},  // 4over6 rounds to nearest only
-      {with(nvfp4, [](Recipe& r) { r.amax_scope = AmaxScope::row; }), weight_2d, false, gpu::Status::unsupported_options},
+      {with(nvfp4, [](Recipe& r) { r.amax_scope = AmaxScope::row; }), row_scaled_2d, false,
+       gpu::Status::unsupported_options},
       {with(nvfp4, [](Recipe& r) { r.amax_scope = AmaxScope::row; }), activation, true, gpu::Status::invalid_argument},
   };
   ASSERT_TRUE(weight_2d.two_d);

@@ -160,8 +160,9 @@ TEST(Device, RowScaledEverySpec) {
     recipe.amax_scope = AmaxScope::row;
     for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
       const GemmOperands ops = operands_for(recipe, g);
-      for (const OperandSpec& spec : {ops.a, ops.b}) {
+      for (OperandSpec spec : {ops.a, ops.b}) {
         if (spec.two_d) continue;  // row scope takes 1-D blocks only
+        spec.takes_row_amax = true;  // each spec's rounding and RHT under the row-scaled quantizer (quantize --role)
         for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{40, 128}, {9, 97}}) {
           ++case_id;
           std::vector<float> x = adversarial(rows, cols, 2000 + case_id, true);

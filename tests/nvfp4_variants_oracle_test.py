@@ -147,6 +147,19 @@ def test_rht_signs(tmp_path):
     assert not np.array_equal(default.nibbles, want.nibbles)
 
 
+# TE's reference keeps the RHT of a float32 tensor in float32 (--rht-precision float32): the codes and scales of
+# the unrounded transform, which the BF16 one (every preset) does not give.
+def test_rht_precision_float32(tmp_path):
+    x = inputs(3)["laplace"]
+    res = run(tmp_path, x, "--recipe", "nvfp4", "--rht", "--rht-precision", "float32")
+    want = nvfp4_ref.quantize(ref.rht_float32(x))
+    assert np.array_equal(nibbles(res, x.shape[1]), want.nibbles)
+    assert np.array_equal(res["scales"], want.scales)
+    assert res["attrs"]["rht_precision"] == "float32"
+    bf16 = nvfp4_ref.quantize(x, rht_on=True)
+    assert not np.array_equal(bf16.nibbles, want.nibbles)
+
+
 def test_reference_tree_sum_order():
     # 16 lanes summed v[i] += v[i + h], h = 8, 4, 2, 1: the tiny terms pair up before they meet the 1.
     v = [F32(1.0)] + [F32(2.0 ** -24)] * 15

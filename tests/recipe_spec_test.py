@@ -74,6 +74,32 @@ def test_a_spec_equals_the_preset_row_that_makes_the_same_change(tmp_path, x):
             assert all(np.array_equal(p, q) for p, q in zip(a, b)), (spec, row, role)
 
 
+@pytest.mark.parametrize("profile,flags", [
+    ("nvfp4-4over6-448", ["--recipe", "nvfp4-4over6", "--target", "448"]),
+    ("nvfp4-4over6-mse-fast", ["--recipe", "nvfp4-4over6-mse", "--four-over-six-error", "fast-math"]),
+    ("nvfp4-row", ["--recipe", "nvfp4-norht", "--amax-scope", "row", "--one-d"]),
+])
+def test_a_stack_profile_is_a_recipe_and_takes_overrides(tmp_path, x, profile, flags):
+    """A profile's name (docs/recipes.md) is its preset and overrides wherever a recipe is named; a spec
+    starting from it applies its overrides on top."""
+    a = quantized(tmp_path, x, "a", "--recipe", profile)
+    b = quantized(tmp_path, x, "b", *flags)
+    assert all(np.array_equal(p, q) for p, q in zip(a, b)), profile
+    c = quantized(tmp_path, x, "c", "--recipe", profile + ":block=32")
+    d = quantized(tmp_path, x, "d", *flags, "--block", "32")
+    assert all(np.array_equal(p, q) for p, q in zip(c, d)), profile
+    assert not all(np.array_equal(p, q) for p, q in zip(a, c)), profile
+
+
+def test_replay_takes_a_stack_profile(tmp_path):
+    ok("replay", TRACE, "--recipes", "nvfp4-4over6-448,nvfp4-4over6:target=448", "--steps", "1", "--layers",
+       "lm_head", "--json", tmp_path / "r.json", "-q")
+    result = json.loads((tmp_path / "r.json").read_text())
+    for kind in ["tensors", "gemms"]:
+        by = entries_by_recipe(result, kind)
+        assert by["nvfp4-4over6-448"] and by["nvfp4-4over6-448"] == by["nvfp4-4over6:target=448"], kind
+
+
 def test_flags_override_the_spec_wherever_they_stand(tmp_path, x):
     _, before = quantized(tmp_path, x, "a", "--block", "32", "--recipe", "mxfp4:block=16")
     _, after = quantized(tmp_path, x, "b", "--recipe", "mxfp4:block=16", "--block", "32")
@@ -120,7 +146,7 @@ def test_wgrad_grad_target_moves_only_wgrads_dy(tmp_path, x):
     ("mxfp4:", "'' is no override KEY=VALUE"),
     ("mxfp4:block", "'block' is no override KEY=VALUE"),
     ("mxfp4:target=inf", "target=inf: not a finite number"),
-    ("nosuch:block=16", "unknown preset 'nosuch' (known: ue5m3,"),
+    ("nosuch:block=16", "unknown preset or profile 'nosuch' (known: ue5m3,"),
     ("nvfp4:scale_rule=floor", "invalid recipe: scale rules floor/"),
     ("mxfp4:block=1", "invalid recipe: block size must be between 2 and 256"),
     ("nvfp4/x", "holds no '/'"),

@@ -256,6 +256,13 @@ def test_an_empty_output_path_is_exit_2_in_every_subcommand(tmp_path, x_npy):
 def test_crosscheck_an_unknown_recipe_is_a_usage_error_on_any_machine():
     r = run("crosscheck", "--recipe", "bogus")
     refused(r, 2, "--recipe", "bogus")
+    refused(run("crosscheck", "--recipe", "nvfp4:bogus=1"), 2, "--recipe 'nvfp4:bogus=1'", "unknown override 'bogus'")
+
+
+def test_crosscheck_refuses_a_recipe_only_the_cpu_model_implements_on_any_machine():
+    # a stack profile (TE's reference NaN rule) and a spec (division element scaling)
+    refused(run("crosscheck", "--recipe", "nvfp4-te-reference"), 2, "nvfp4-te-reference", "nan_amax")
+    refused(run("crosscheck", "--recipe", "nvfp4:element_scaling=division"), 2, "element_scaling")
 
 
 def npy_with_header(path, header_dict_text, payload):

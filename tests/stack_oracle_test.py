@@ -1,16 +1,17 @@
 """The stacks' own quantizers as external oracles (tools/te_oracle.py, tools/torchao_oracle.py,
-tools/microxcaling_oracle.py, tools/flashinfer_oracle.py; docs/recipes.md "Stack profiles"), on one seed of their
-generated inputs.
+tools/microxcaling_oracle.py, tools/flashinfer_oracle.py, tools/modelopt_oracle.py; docs/recipes.md "Stack profiles"),
+on one seed of their generated inputs.
 
-Runs only where the oracles are set up: TransformerEngine's, torchao's, microxcaling's and FlashInfer's sources in
-tools/.oracles/ (the
+Runs only where the oracles are set up: TransformerEngine's, torchao's, microxcaling's, FlashInfer's and ModelOpt's
+sources in tools/.oracles/ (the
 tools' docstrings say how) and a Python with torch ($FP4SIM_ORACLE_PYTHON, else the worktree's .venv-oracle or
 .venv-torch); skipped otherwise, saying why.
 
 * Every profile: 0 differing codes and scales (exit 0).
-* A wrong pairing (fp4sim's `ceil` for torchao's CEIL, the fast-math error for TE's default 4over6, OCP's
-  exponent-field floor or the hardware's -0 and ties for microxcaling's, TE's input-domain error for FlashInfer's
-  decode-scale one) reports differences (exit 1): the tools can fail.
+* A wrong pairing (fp4sim's `ceil` for torchao's CEIL, the fast-math error for TE's default 4over6, TE's
+  scale order or no scale clamp for torchao's and ModelOpt's NVFP4, OCP's exponent-field floor or the hardware's
+  -0 and ties for microxcaling's, TE's input-domain error for FlashInfer's decode-scale one) reports differences
+  (exit 1): the tools can fail.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ TE = "TransformerEngine/transformer_engine/pytorch/custom_recipes/reference_nvfp
 AO = "ao/torchao/prototype/mx_formats/mx_tensor.py"
 MX = "microxcaling/mx/mx_ops.py"
 FI = "flashinfer/tests/test_helpers/utils_fp4.py"
+MODELOPT = "modelopt/modelopt/torch/quantization/qtensor/nvfp4_tensor.py"
 
 
 def run(tool, *args):
@@ -70,7 +72,7 @@ def test_te_profiles_match():
     p = run("te_oracle.py")
     assert p.returncode == 0, p.stdout + p.stderr
     counts = differing(p.stdout)
-    assert len(counts) == 26 and all(c == (0, 0) for c in counts), p.stdout
+    assert len(counts) == 33 and all(c == (0, 0) for c in counts), p.stdout
 
 
 @pytest.mark.skipif(bool(missing(TE)), reason=missing(TE) or "present")
@@ -80,12 +82,22 @@ def test_te_oracle_can_fail():
     assert any(c != (0, 0) for c in differing(p.stdout)), p.stdout
 
 
+# TE's reference keeps the RHT of a float32 tensor in float32: rounding it to BF16 (fp4sim's default, TE's
+# kernels) changes codes and scales.
+@pytest.mark.skipif(bool(missing(TE)), reason=missing(TE) or "present")
+def test_te_oracle_rht_precision_can_fail():
+    p = run("te_oracle.py", "--only", "rht bf16 input TE's signs", "--fp4sim-extra", "--rht-precision float32")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert any(c != (0, 0) for c in differing(p.stdout)), p.stdout
+
+
 @pytest.mark.skipif(bool(missing(AO)), reason=missing(AO) or "present")
 def test_torchao_profiles_match():
     p = run("torchao_oracle.py")
     assert p.returncode == 0, p.stdout + p.stderr
     counts = differing(p.stdout)
-    assert len(counts) == 20 and all(c == (0, 0) for c in counts), p.stdout
+    assert len(counts) == 22 and all(c == (0, 0) for c in counts), p.stdout
+    assert "nvfp4-torchao " in p.stdout and "nvfp4-torchao-two-level" in p.stdout, p.stdout
 
 
 @pytest.mark.skipif(bool(missing(AO)), reason=missing(AO) or "present")
@@ -106,7 +118,7 @@ def test_microxcaling_profiles_match():
 @pytest.mark.skipif(bool(missing(MX)), reason=missing(MX) or "present")
 @pytest.mark.parametrize("flipped, what", [("scale-rule=floor", 1), ("element-specials=hardware", 0)])
 def test_microxcaling_oracle_can_fail(flipped, what):
-    p = run("microxcaling_oracle.py", "--rounds", "nearest", "--blocks", "32", "--set", flipped)
+    p = run("microxcaling_oracle.py", "--rounds", "nearest", "--blocks", "32", "--swap", flipped)
     assert p.returncode == 1, p.stdout + p.stderr
     assert any(c[what] for c in differing(p.stdout)), p.stdout
 
@@ -121,6 +133,32 @@ def test_flashinfer_profiles_match():
 
 @pytest.mark.skipif(bool(missing(FI)), reason=missing(FI) or "present")
 def test_flashinfer_oracle_can_fail():
-    p = run("flashinfer_oracle.py", "--only", "4over6 MSE 448 strict", "--set", "four-over-six-error=input")
+    p = run("flashinfer_oracle.py", "--only", "4over6 MSE 448 strict", "--swap", "four-over-six-error=input")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert any(c != (0, 0) for c in differing(p.stdout)), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(AO)), reason=missing(AO) or "present")
+@pytest.mark.parametrize("swap", ["scale-order=te", "scale-min=0"])
+def test_torchao_nvfp4_oracle_can_fail(swap):
+    p = run("torchao_oracle.py", "--presets", "mxfp4", "--swap", swap)
+    assert p.returncode == 1, p.stdout + p.stderr
+    nvfp4 = [line for line in p.stdout.splitlines() if line.startswith("nvfp4-torchao")]
+    assert len(nvfp4) == 2 and any(c != (0, 0) for c in differing("\n".join(nvfp4))), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(MODELOPT)), reason=missing(MODELOPT) or "present")
+def test_modelopt_profiles_match():
+    p = run("modelopt_oracle.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    counts = differing(p.stdout)
+    assert len(counts) == 1 and all(c == (0, 0) for c in counts), p.stdout
+
+
+@pytest.mark.skipif(bool(missing(MODELOPT)), reason=missing(MODELOPT) or "present")
+@pytest.mark.parametrize("swap", ["scale-order=te", "scale-min=0", "zero-scale=keep", "element-specials=hardware",
+                                  "element-specials=te-python", "nan-amax=ignore"])
+def test_modelopt_oracle_can_fail(swap):
+    p = run("modelopt_oracle.py", "--swap", swap)
     assert p.returncode == 1, p.stdout + p.stderr
     assert any(c != (0, 0) for c in differing(p.stdout)), p.stdout

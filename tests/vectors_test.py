@@ -176,6 +176,60 @@ def test_unknown_recipe_is_a_usage_error(tmp_path):
     assert r.returncode == 2 and not (tmp_path / "v").exists()
 
 
+# A stack profile is its preset and overrides (src/verify/profiles.cpp): nvfp4-rht-float32 writes the bytes of
+# the spec that spells its overrides out, under the profile's name, and its overrides change the bytes (the
+# float32 RHT differs from the BF16 one of the preset with the RHT on).
+TE_REFERENCE_RHT = "nvfp4:rht=true,rht_precision=float32,element_specials=te-python,nan_amax=propagate"
+
+
+def test_profile_is_its_preset_and_overrides(tmp_path):
+    dirs = {}
+    for name, args in (("profile", ("--profile", "nvfp4-rht-float32")), ("spec", ("--recipe", TE_REFERENCE_RHT)),
+                       ("bf16", ("--recipe", "nvfp4:rht=true"))):
+        r = run("vectors", *args, "--out", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+        dirs[name] = tmp_path / name
+    manifest = (dirs["profile"] / "manifest.json").read_text()
+    assert json.loads(manifest)["recipe"]["name"] == "nvfp4-rht-float32"
+    assert manifest.replace('"nvfp4-rht-float32"', json.dumps(TE_REFERENCE_RHT)) == (
+        dirs["spec"] / "manifest.json").read_text()
+    npy = sorted(f for f in os.listdir(dirs["profile"]) if f.endswith(".npy"))
+    assert npy == sorted(f for f in os.listdir(dirs["spec"]) if f.endswith(".npy"))
+    _, mismatch, errors = filecmp.cmpfiles(dirs["profile"], dirs["spec"], npy, shallow=False)
+    assert not mismatch and not errors
+    transformed = [f for f in npy if "transformed" in f]
+    assert transformed and any(not np.array_equal(np.load(dirs["profile"] / f), np.load(dirs["bf16"] / f))
+                               for f in transformed)
+    # TE's reference on float32 (reference_nvfp4.py _apply_rht, d0067d0): x @ (S H16 / 4) per 16 elements, the
+    # binary32 sum in ascending i (the order of torch's CPU SGEMM), not rounded to BF16.
+    signs = np.array([1 if c == "+" else -1 for c in "+++-+------+-+--"], np.float32)
+    h16 = np.array([[(-1) ** bin(i & j).count("1") for j in range(16)] for i in range(16)], np.float32)
+    matrix = signs[:, None] * h16 * np.float32(0.25)
+    quantized = [c["files"] for c in json.loads(manifest)["cases"] if "transformed" in c.get("files", {})]
+    assert quantized
+    for files in quantized:
+        x, f = np.load(dirs["profile"] / files["x"]), files["transformed"]
+        rows, cols = x.shape
+        groups = np.pad(x, ((0, 0), (0, -cols % 16))).reshape(-1, 16)  # a partial group padded with +0
+        want = np.zeros(groups.shape, np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for i in range(16):
+                want = (want + groups[:, i:i + 1] * matrix[i]).astype(np.float32)
+        want = want.reshape(rows, -1)[:, :cols]
+        assert np.array_equal(np.load(dirs["profile"] / f), want, equal_nan=True), f
+    assert check(dirs["profile"], "--self-check").returncode == 0
+
+
+def test_profiles_vectors_cannot_serve_are_one_line_exit_2(tmp_path):
+    r = run("vectors", "--profile", "mxfp8-ceil", "--out", tmp_path / "v")
+    assert r.returncode == 2 and not (tmp_path / "v").exists(), r.stderr
+    assert r.stderr.count("\n") == 1 and "mxfp8-ceil" in r.stderr and "E2M1" in r.stderr, r.stderr
+    for args, words in ((("--profile", "nvfp4-row", "--recipe", "nvfp4"), "drop --recipe"),
+                        (("--profile", "no-such-stack"), "no-such-stack"), ((), "--profile NAME is required")):
+        r = run("vectors", *args, "--out", tmp_path / "v")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+
+
 # --- the numpy-only checker ---------------------------------------------------------------------
 
 

@@ -471,6 +471,10 @@ TEST(PlantedCause, HadamardSignVector) {
   kernel.rht_signs = recipe.rht_signs;
   std::reverse(kernel.rht_signs.begin(), kernel.rht_signs.end());
   expect_named(recipe, request, x, 16, 64, golden(kernel, request, x, 16, 64), "sign vector in reverse order");
+  kernel.rht_signs = recipe.rht_signs;
+  kernel.rht_precision = RhtPrecision::float32;  // TE's reference on a float32 tensor
+  expect_named(recipe, request, x, 16, 64, golden(kernel, request, x, 16, 64),
+               "the RHT kept in binary32, as TE's reference on float32 input ({rht_precision} float32)");
   // A user-chosen vector is the golden rule when verify is given it (--rht-signs), and TE's is then the
   // alternative that names a kernel still using TE's.
   Recipe chosen = recipe;

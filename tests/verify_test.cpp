@@ -58,7 +58,12 @@ std::vector<Variant> overrides_of(const Recipe& preset, const OperandSpec& spec,
     if (row.value == preset.block_choice) continue;
     add("--block-choice " + std::string(row.name), [c = row.value](Recipe& r, OperandSpec&) { r.block_choice = c; });
   }
-  if (!spec.two_d) add("--amax-scope row", [](Recipe& r, OperandSpec&) { r.amax_scope = AmaxScope::row; });
+  if (!spec.two_d) {
+    add("--amax-scope row", [](Recipe& r, OperandSpec& o) {
+      r.amax_scope = AmaxScope::row;
+      o.takes_row_amax = true;  // as `verify quantize --role` quantizes one tensor
+    });
+  }
   if (cols % 16 == 0) {
     RhtSigns plus{}, reversed = kRhtSigns;
     plus.fill(1);
@@ -69,6 +74,10 @@ std::vector<Variant> overrides_of(const Recipe& preset, const OperandSpec& spec,
         o.rht = true;
       });
     }
+    add("--rht --rht-precision float32", [](Recipe& r, OperandSpec& o) {
+      r.rht_precision = RhtPrecision::float32;
+      o.rht = true;
+    });
   }
   return out;
 }
@@ -83,7 +92,8 @@ TEST(GoldenPassesOverrides, EachOverrideAppliesToSomePreset) {
   // --element-scaling reciprocal is every preset's own rule, run as given.
   for (const char* label : {"--element-scaling division", "--element-scaling bf16-coefficient",
                             "--block-choice single", "--block-choice 4over6-mae", "--block-choice 4over6-mse",
-                            "--amax-scope row", "--rht --rht-signs ++++++++++++++++"}) {
+                            "--amax-scope row", "--rht --rht-signs ++++++++++++++++",
+                            "--rht --rht-precision float32"}) {
     EXPECT_NE(std::find(labels.begin(), labels.end(), label), labels.end()) << label;
   }
 }

@@ -115,7 +115,7 @@ def main(argv=None):
     ap.add_argument("--binary", default=os.environ.get("FP4SIM_BINARY", "build/fp4sim"))
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--only", default="", help="run only the profile of this name")
-    ap.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
+    ap.add_argument("--swap", action="append", default=[], metavar="FLAG=VALUE",
                     help="an fp4sim flag's value instead of the profile's (e.g. four-over-six-error=input, to see "
                          "the check fail)")
     args = ap.parse_args(argv)
@@ -148,7 +148,7 @@ def main(argv=None):
                 want_codes = codes_of(values)
                 want_scales = scales.contiguous().view(torch.uint8).numpy()
                 codes, got_scales = fp4sim_quantize(args.binary, x, with_settings(
-                    flags + ["--role", "activation", "--element-specials", "te-python"], args.set))
+                    flags + ["--role", "activation", "--element-specials", "te-python"], args.swap))
                 codes = np.stack([codes & 15, codes >> 4], axis=-1).reshape(codes.shape[0], -1)
                 bad_codes += int(np.count_nonzero(codes != want_codes))
                 bad_scales += int(np.count_nonzero(got_scales != want_scales))

@@ -136,7 +136,7 @@ def main(argv=None):
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--rounds", default=",".join(ROUNDINGS), help="microxcaling rounding modes to check")
     ap.add_argument("--blocks", default="32,16")
-    ap.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
+    ap.add_argument("--swap", action="append", default=[], metavar="FLAG=VALUE",
                     help="an fp4sim flag's value instead of the profile's (e.g. scale-rule=floor, to see the check fail)")
     args = ap.parse_args(argv)
     try:
@@ -154,7 +154,7 @@ def main(argv=None):
     total_bad = 0
     for rnd, block in ((r, int(b)) for r in args.rounds.split(",") for b in args.blocks.split(",")):
         settings = dict(MICROXCALING, rounding=ROUNDINGS[rnd], block=str(block))
-        settings.update(pair.split("=", 1) for pair in args.set)
+        settings.update(pair.split("=", 1) for pair in args.swap)
         name = "mxfp4-microxcaling" + ("" if rnd == "nearest" else "-" + rnd)
         elements = blocks = nan_blocks = bad_codes = bad_scales = 0
         for seed in (int(s) for s in args.seeds.split(",")):

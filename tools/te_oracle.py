@@ -18,6 +18,12 @@ Profiles (fp4sim flags <-> TE constructor arguments):
   4over6 MAE|MSE x 256|448     + --block-choice 4over6-mae|mse --target nvfp4_use_4over6, err_mode, e4m3_max
      x 1-D|2-D x input|fast-math  --four-over-six-error fast-math       nvfp4_4over6_err_use_fast_math
   NaN rule                     + --nan-amax propagate (inputs with NaN) (torch.amax propagates NaN)
+  RHT, BF16 | float32 input    nvfp4 --rht on x^T [--rht-precision   columnwise, with_rht=True, input dtype
+     x TE's | no | custom signs  float32] [--rht-signs S]            with_random_sign_mask / get_wgrad_sign_vector
+The RHT profiles quantize the transposed tensor (TE's columnwise output, the wgrad operand) and give TE a BF16
+tensor where the profile says BF16. TE's reference multiplies by the 16x16 matrix with torch's CPU GEMM; on
+float32 its sum order is fp4sim's (ascending), on BF16 oneDNN's may differ, so a block whose transformed value
+differs from the ascending-order sum rounded to BF16 (computed here) is counted apart ("order") and not failed.
 Inputs come from seeded generators (normal at several magnitudes, log-uniform over the binary32 range, random
 finite bit patterns, E2M1 grid points and midpoints nudged by one ulp, Inf, NaN), fp32 and bf16-valued; the
 profile never sees them first. Prints one line per profile; exit 1 if any code or scale differs, 2 if TE,
@@ -113,6 +119,39 @@ def with_nan(x, seed, rows_with_nan):
     return y
 
 
+TE_SIGNS = "+++-+------+-+--"  # get_wgrad_sign_vector() at d0067d0
+
+
+def te_rht_quantize(ref, utils, x, *, signs, bf16):
+    """TE's columnwise (transposed, RHT) codes and scales of x; signs None: with_random_sign_mask=False."""
+    q = ref.NVFP4QuantizerRef(dtype=utils.Fp4Formats.E2M1, rowwise=False, columnwise=True, pow_2_scales=False,
+                              quant_tile_shape=(1, 16), with_rht=True, with_random_sign_mask=signs is not None)
+    te_signs = ref.get_wgrad_sign_vector
+    ref.get_wgrad_sign_vector = lambda: torch.tensor([1.0 if c == "+" else -1.0 for c in signs or TE_SIGNS])
+    try:
+        t = torch.from_numpy(x)
+        if bf16:
+            t = t.to(torch.bfloat16)
+        _, _, qx, sx, *_ = q._quantize(t)
+        transformed = q._apply_rht(t.t().contiguous()).to(torch.float32).numpy()
+    finally:
+        ref.get_wgrad_sign_vector = te_signs
+    return qx.numpy(), sx.contiguous().view(torch.uint8).numpy(), transformed
+
+
+def ascending_rht_bf16(xt, signs):
+    """BF16_RN of the transform's binary32 sum in ascending order, rows of xt in groups of 16 (to tell oneDNN's
+    BF16 GEMM order apart from a modelling difference)."""
+    s = np.array([1 if c == "+" else -1 for c in signs or "+" * 16], np.float32)
+    h = np.array([[(-1) ** bin(i & j).count("1") for j in range(16)] for i in range(16)], np.float32)
+    m = s[:, None] * h * np.float32(0.25)
+    groups = xt.reshape(-1, 16)
+    acc = np.zeros(groups.shape, np.float32)
+    for i in range(16):
+        acc = (acc + groups[:, i:i + 1] * m[i]).astype(np.float32)
+    return torch.from_numpy(acc).to(torch.bfloat16).to(torch.float32).numpy().reshape(xt.shape)
+
+
 def te_quantize(ref, utils, x, *, two_d=False, row=False, four_over_six=None, bound=448, fast_math=False):
     q = ref.NVFP4QuantizerRef(dtype=utils.Fp4Formats.E2M1, rowwise=True, columnwise=False, pow_2_scales=False,
                               quant_tile_shape=(16, 16) if two_d else (1, 16), row_scaled_nvfp4=row,
@@ -167,6 +206,16 @@ def profiles():
                 flags += ["--four-over-six-error", "fast-math"]
             out.append((f"row-scaled 4over6 {mode} 256{' fast-math' if fast else ''}", flags,
                         dict(row=True, four_over_six=mode, bound=256, fast_math=fast), False))
+    for bf16 in (True, False):
+        for label, signs in (("TE's signs", TE_SIGNS), ("no signs", None), ("custom signs", "-+-++--+--+++-+-")):
+            flags = ["--recipe", "nvfp4", "--role", "activation", "--rht", "--rht-signs", signs or "+" * 16]
+            if not bf16:
+                flags += ["--rht-precision", "float32"]
+            out.append((f"rht {'bf16' if bf16 else 'float32'} input {label}", flags, dict(rht=signs, bf16=bf16),
+                        False))
+    out.append(("rht float32 input nan-amax propagate", ["--recipe", "nvfp4", "--role", "activation", "--rht",
+                                                         "--rht-precision", "float32", "--nan-amax", "propagate"],
+                dict(rht=TE_SIGNS, bf16=False), True))
     return out
 
 
@@ -190,14 +239,32 @@ def main(argv=None):
     for name, flags, kw, nan in profiles():
         if args.only not in name:
             continue
-        elements = blocks = bad_codes = bad_scales = nan_scales = 0
+        elements = blocks = bad_codes = bad_scales = nan_scales = order_elements = order_blocks = 0
         for seed in seeds:
             for kind, x in inputs(seed).items():
                 if nan:
                     x = with_nan(x, seed, 1 if kind != "normal" else 5)
-                want_codes, want_scales = te_quantize(ref, utils, x, **kw)
+                order = None
+                if "rht" in kw:
+                    want_codes, want_scales, transformed = te_rht_quantize(ref, utils, x, signs=kw["rht"],
+                                                                           bf16=kw["bf16"])
+                    x = np.ascontiguousarray(x.T)
+                    if kw["bf16"]:
+                        x = torch.from_numpy(x).to(torch.bfloat16).to(torch.float32).numpy()
+                        ours = ascending_rht_bf16(x, kw["rht"]).view(np.uint32)
+                        differs = (ours != transformed.view(np.uint32)) & ~(np.isnan(transformed) & np.isnan(
+                            ours.view(np.float32)))
+                        order = differs.reshape(differs.shape[0], -1, 16).any(axis=2)  # per block
+                        order_elements += int(np.count_nonzero(differs))
+                else:
+                    want_codes, want_scales = te_quantize(ref, utils, x, **kw)
                 codes, scales = fp4sim_quantize(args.binary, x, flags + ["--element-specials", "te-python"] +
                                                 args.fp4sim_extra.split())
+                if order is not None:  # blocks the GEMM order changed: counted apart
+                    order_blocks += int(np.count_nonzero(order))
+                    keep = ~order.repeat(8, axis=1)
+                    codes, want_codes = codes[keep], want_codes[keep]
+                    scales, want_scales = scales[~order], want_scales[~order]
                 # Codes as nibbles: two per byte, both sides low nibble first.
                 bad_codes += int(np.count_nonzero((codes & 15) != (want_codes & 15)) +
                                  np.count_nonzero((codes >> 4) != (want_codes >> 4)))
@@ -208,10 +275,11 @@ def main(argv=None):
                 bad_scales += int(np.count_nonzero((scales != want_scales) & ~nan_scale))
                 nan_scales += int(np.count_nonzero(nan_scale))
                 elements += x.size
-                blocks += scales.size
+                blocks += scales.size + (0 if order is None else int(np.count_nonzero(order)))
         total_bad += bad_codes + bad_scales
+        apart = f" (order: {order_elements} elements in {order_blocks} blocks set apart)" if "rht" in kw else ""
         print(f"{name:36s} elements {elements:6d} blocks {blocks:5d} (NaN-scale {nan_scales:4d}) "
-              f"differing codes {bad_codes} scales {bad_scales}")
+              f"differing codes {bad_codes} scales {bad_scales}{apart}")
     return 1 if total_bad else 0
 
 

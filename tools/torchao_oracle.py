@@ -7,6 +7,11 @@
 never copied into fp4sim; a COMMIT file beside it, if present, is printed). Needs torch and numpy. Setting up,
 from a clone of pytorch/ao at 36027d8:  git -C ao archive --prefix=ao/ HEAD torchao | tar x -C tools/.oracles
 
+NVFP4 tensor (prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize, block 16, on the inputs of
+tools/nvfp4_stack_inputs.py, finite, and for one-level a tensor with +-Inf elements): nvfp4-torchao (per_tensor_scale None) and nvfp4-torchao-two-level
+(per_tensor_scale = per_tensor_amax_to_scale(max|x|), as NVFP4Tensor's dynamic activation path computes it), each
+the fp4sim flags of its profile in NVFP4_PROFILES; --swap FLAG=VALUE changes one (to see the check fail).
+
 Profiles (fp4sim flags <-> torchao): MXFP4 (E2M1 elements), MXFP8 (E4M3 and E5M2) and MXFP6 (E2M3 and E3M2,
 mxfp4 with --element-format; FP8 and FP6 codes one a byte), E8M0 scales, block 32, under each
 ScaleCalculationMode: --scale-rule floor <-> FLOOR, ceil-exponent <-> CEIL, even <-> EVEN, rceil <-> RCEIL
@@ -32,6 +37,9 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nvfp4_stack_inputs import nvfp4_infinities, nvfp4_inputs, pack_nibbles_unpacked  # noqa: E402
+
 ROWS, COLS, BLOCK = 64, 256, 32
 MODES = {"floor": "FLOOR", "ceil-exponent": "CEIL", "even": "EVEN", "rceil": "RCEIL"}
 # fp4sim recipe (a preset, or mxfp4 with another element format) <-> torchao element dtype (a torch dtype's
@@ -39,6 +47,11 @@ MODES = {"floor": "FLOOR", "ceil-exponent": "CEIL", "even": "EVEN", "rceil": "RC
 ELEMENTS = {"mxfp4": ("float4_e2m1fn_x2", 1, 6.0), "mxfp8": ("float8_e4m3fn", 3, 448.0),
             "mxfp8-e5m2": ("float8_e5m2", 2, 57344.0), "mxfp4:e2m3": ("fp6_e2m3", 3, 7.5),
             "mxfp4:e3m2": ("fp6_e3m2", 2, 28.0)}
+
+# docs/recipes.md "Stack profiles": finfo(float8_e4m3fn).tiny = 2^-6 is torchao's lower scale clamp.
+TORCHAO_NVFP4 = ["--recipe", "nvfp4-norht", "--scale-order", "torchao", "--scale-min", "0.015625", "--one-d"]
+NVFP4_PROFILES = {"nvfp4-torchao": TORCHAO_NVFP4 + ["--tensor-scale", "none"],
+                  "nvfp4-torchao-two-level": TORCHAO_NVFP4}
 
 
 def load_torchao(ao_root: str):
@@ -49,9 +62,9 @@ def load_torchao(ao_root: str):
     sys.path.insert(0, os.path.abspath(ao_root))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from torchao.prototype.mx_formats import mx_tensor
+        from torchao.prototype.mx_formats import mx_tensor, nvfp4_tensor
         from torchao.prototype.mx_formats.config import ScaleCalculationMode
-    return mx_tensor, ScaleCalculationMode
+    return mx_tensor, ScaleCalculationMode, nvfp4_tensor
 
 
 def element_grid(mbits: int, max_pos: float):
@@ -105,18 +118,57 @@ def inputs(seed: int, mbits: int = 1, max_pos: float = 6.0):
     return {"normal": normal, "patterned": patterned, "midpoints": midpoints, "special": special}
 
 
-def fp4sim_quantize(binary, x, recipe, rule):
-    preset, _, element = recipe.partition(":")
+def fp4sim_run(binary, x, flags):
     with tempfile.TemporaryDirectory() as d:
         xin, codes, scales = (os.path.join(d, n) for n in ("x.npy", "c.npy", "s.npy"))
         np.save(xin, x)
-        p = subprocess.run([binary, "quantize", "--in", xin, "--codes", codes, "--scales", scales, "--recipe", preset,
-                            "--role", "activation", "--scale-rule", rule,
-                            *(["--element-format", element] if element else [])],
+        p = subprocess.run([binary, "quantize", "--in", xin, "--codes", codes, "--scales", scales, *flags],
                            capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
         if p.returncode != 0:
-            raise RuntimeError(f"fp4sim quantize --recipe {preset} --scale-rule {rule}: {p.stderr.strip()}")
+            raise RuntimeError(f"fp4sim quantize {' '.join(flags)}: {p.stderr.strip()}")
         return np.load(codes), np.load(scales)
+
+
+def fp4sim_quantize(binary, x, recipe, rule):
+    preset, _, element = recipe.partition(":")
+    return fp4sim_run(binary, x, ["--recipe", preset, "--role", "activation", "--scale-rule", rule,
+                                  *(["--element-format", element] if element else [])])
+
+
+def swapped(flags, swaps):
+    """flags with each --FLAG's value replaced as the FLAG=VALUE swaps say."""
+    out = list(flags)
+    for swap in swaps:
+        flag, _, value = swap.partition("=")
+        out[out.index("--" + flag) + 1] = value
+    return out
+
+
+def compare_nvfp4(binary, nvfp4_tensor, seeds, swaps):
+    """The NVFP4 profiles against nvfp4_quantize; returns the number of differing codes and scales."""
+    import torch
+
+    total_bad = 0
+    for name, flags in NVFP4_PROFILES.items():
+        elements = blocks = bad_codes = bad_scales = 0
+        for seed in seeds:
+            tensors = list(nvfp4_inputs(seed).values())
+            if not name.endswith("two-level"):
+                tensors.append(nvfp4_infinities(seed))  # one-level: Inf saturates the scale; docs/semantics.md §4
+            for x in tensors:
+                t = torch.from_numpy(x)
+                per_tensor = (nvfp4_tensor.per_tensor_amax_to_scale(torch.max(torch.abs(t)))
+                              if name.endswith("two-level") else None)
+                scale, data = nvfp4_tensor.nvfp4_quantize(t, 16, per_tensor)
+                codes, scales = fp4sim_run(binary, x, swapped(flags, swaps))
+                bad_codes += int(np.count_nonzero(pack_nibbles_unpacked(codes) !=
+                                                  pack_nibbles_unpacked(data.view(torch.uint8).numpy())))
+                bad_scales += int(np.count_nonzero(scales != scale.view(torch.uint8).numpy()))
+                elements += x.size
+                blocks += scales.size
+        total_bad += bad_codes + bad_scales
+        print(f"{name:23s} elements {elements:7d} blocks {blocks:5d} differing codes {bad_codes} scales {bad_scales}")
+    return total_bad
 
 
 def unpacked(codes, packed_fp4):
@@ -135,6 +187,8 @@ def main(argv=None):
                     help="element families to check (default: all; mxfp4:e2m3 is mxfp4 --element-format e2m3)")
     ap.add_argument("--rule", action="append", default=[], metavar="RULE=MODE",
                     help="pair fp4sim's RULE with torchao's MODE instead (e.g. ceil=CEIL, to see the check fail)")
+    ap.add_argument("--swap", action="append", default=[], metavar="FLAG=VALUE",
+                    help="give an NVFP4 profile's flag another value (e.g. --swap scale-order=te)")
     args = ap.parse_args(argv)
     modes = dict(MODES)
     for pair in args.rule:
@@ -148,7 +202,7 @@ def main(argv=None):
     if not os.access(args.binary, os.X_OK):
         print(f"torchao_oracle: no fp4sim binary at {args.binary}", file=sys.stderr)
         return 2
-    mx_tensor, Mode = load_torchao(args.ao_root)
+    mx_tensor, Mode, nvfp4_tensor = load_torchao(args.ao_root)
     commit = os.path.join(args.ao_root, "COMMIT")
     print(f"torchao {open(commit).read().strip() if os.path.isfile(commit) else '(commit unknown)'}, "
           f"torch {torch.__version__}")
@@ -175,6 +229,7 @@ def main(argv=None):
             total_bad += bad_codes + bad_scales
             print(f"{preset:10s} {mode:6s} (--scale-rule {rule:13s}) elements {elements:7d} blocks {blocks:5d} "
                   f"(NaN-scale {nan_blocks}) differing codes {bad_codes} scales {bad_scales}")
+    total_bad += compare_nvfp4(args.binary, nvfp4_tensor, [int(s) for s in args.seeds.split(",")], args.swap)
     return 1 if total_bad else 0
 
 

@@ -96,7 +96,8 @@ def train(a, recipe: str, rank: int, world: int, say, trace) -> list:
     model = build_model(a)  # the same initial weights on every rank and in every run
     if recipe != "bf16":
         import fp4sim.torch as ft
-        ft.convert(model, recipe=recipe, exclude=["lm_head"], datapath=a.datapath, period=a.period, seed=a.seed)
+        ft.convert(model, recipe=recipe, exclude=["lm_head"], datapath=a.datapath, period=a.period, seed=a.seed,
+                   backward=a.backward)
     run = model
     if world > 1:
         run = torch.nn.parallel.DistributedDataParallel(model, device_ids=[a.device] if a.device.startswith("cuda")
@@ -154,7 +155,11 @@ def train(a, recipe: str, rank: int, world: int, say, trace) -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipe", default="ue5m3", help="an fp4sim recipe preset, or bf16 for no conversion")
+    p.add_argument("--recipe", default="ue5m3",
+                   help="an fp4sim recipe (a preset, a stack profile or a spec PRESET:KEY=VALUE,...), or bf16 for no "
+                        "conversion")
+    p.add_argument("--backward", choices=["quantized", "dequantized", "high_precision"], default=None,
+                   help="TE's backward_override (default: quantized; high_precision for a row-scaled recipe)")
     p.add_argument("--compare-bf16", action="store_true", help="then train the same start in BF16, side by side")
     p.add_argument("--model", choices=["small-llama", "hf"], default="small-llama")
     p.add_argument("--hf-config", default=None, help="--model hf: a config.json (default: a tiny Llama)")

@@ -183,7 +183,8 @@ class Quantized:
     ``codes`` uint8 [rows, ceil(cols/2)] (element 2j in the low nibble) and ``scales`` uint8
     [rows, ceil(cols/B)] (1-D blocks) or [ceil(rows/B), ceil(cols/B)] (2-D tiles) are read-only NumPy
     views; ``tensor_scale`` is the FP32 encode scale G (1 without a tensor scale), ``global_decode_scale``
-    Gd = RN(1/G), ``tensor_amax`` the reference amax used.
+    Gd = RN(1/G), ``tensor_amax`` the reference amax used; ``row_amax`` float32 [rows], each row's amax, which
+    made its own G and Gd, under ``amax_scope="row"`` (row-scaled NVFP4), else empty.
     """
 
     def __init__(self, native: "_fp4sim.QuantizedTensor", shape: Optional[tuple] = None):
@@ -198,6 +199,7 @@ class Quantized:
         self.global_encode_scale = self.tensor_scale
         self.global_decode_scale = _np.float32(native.global_decode_scale)
         self.tensor_amax = _np.float32(native.tensor_amax)
+        self.row_amax = _np.array(native.row_amax, dtype=_np.float32)
         self.tensor_scaled = bool(native.tensor_scaled)
         self.target = _np.float32(native.target)
         self.shape = tuple(shape) if shape is not None and len(shape) > 2 else (native.rows, native.cols)
@@ -323,7 +325,8 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
     ``rbits`` (one integer per element) or the Philox stream of ``seed``.
 
     Overflow, Inf, NaN and -0 follow the hardware (``specials="hardware"``: cvt.*.satfinite; ``saturate``
-    defaults to True for formats without Inf), TE's Python reference (``"te-python"``), or ml_dtypes'
+    defaults to True for formats without Inf), TE's Python reference (``"te-python"``), ModelOpt's
+    ``_cast_fp4`` (``"modelopt"``: an exact -0 gives code 0, NaN the hardware's), or ml_dtypes'
     ``astype`` exactly (``"ml_dtypes"``: no saturation where the format has Inf or NaN, NaN keeps its sign,
     +NaN -> -0 in e2m1, e8m0 ties away from zero; docs/semantics.md lists each difference).
 

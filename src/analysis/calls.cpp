@@ -197,9 +197,10 @@ sweep::Options sweep::Call::resolve() const {
 }
 
 vectors::Call::Resolved vectors::Call::resolve() const {
-  if (recipe.recipe.empty()) throw UsageError("{recipe} is required");
+  if (profile && !recipe.recipe.empty()) throw UsageError("{profile} names the recipe: drop {recipe}");
+  if (!profile && recipe.recipe.empty()) throw UsageError("{recipe} SPEC or {profile} NAME is required");
   Resolved r;
-  r.recipe = recipe.resolve();
+  r.recipe = (profile ? *profile : recipe).resolve();
   for (const std::string& name : split_list(discriminate)) r.discriminate.push_back(&datapath_argument(name, "{discriminate}"));
   if (!discriminate.empty() && r.discriminate.empty()) throw UsageError("{discriminate}: '" + discriminate + "' names no datapath");
   r.cases = cases.value_or(r.discriminate.empty() ? default_cases(r.recipe) : 4);

@@ -122,9 +122,10 @@ class Replayer {
   }
 
   // amax of a GEMM operand after RHT (wgrad operands are the transposed tensors, transformed along
-  // the token dimension), cached per (step, layer, role).
-  float rht_operand_amax(std::int64_t step, const std::string& layer, TensorRole role, const RhtSigns& signs) {
-    const auto key = std::make_tuple(step, layer, static_cast<int>(role), rht_signs_text(signs));
+  // the token dimension), cached per (step, layer, role, the recipe's signs and precision).
+  float rht_operand_amax(std::int64_t step, const std::string& layer, TensorRole role, const Recipe& recipe) {
+    const auto key = std::make_tuple(step, layer, static_cast<int>(role),
+                                     rht_signs_text(recipe.rht_signs) + std::string(name_of(recipe.rht_precision)));
     if (auto it = amax_.find(key); it != amax_.end()) return it->second;
     const trace::LayerInfo* l = find_layer(step, layer);
     const trace::TensorInfo& t = *l->find(role);
@@ -136,7 +137,8 @@ class Replayer {
       const std::size_t n = std::min(slab_rows, t.rows - r0);
       x.resize(n * t.cols);
       reader_.read_rows(t, r0, n, std::span<float>(x));
-      a = std::max(a, abs_max(random_hadamard_transform(transpose<float>(x, n, t.cols), t.cols, n, signs)));
+      a = std::max(a, abs_max(random_hadamard_transform(transpose<float>(x, n, t.cols), t.cols, n, recipe.rht_signs,
+                                                          recipe.rht_precision)));
     }
     amax_[key] = a;
     return a;
@@ -195,7 +197,7 @@ class Replayer {
       QuantizeRequest q;
       if (r) {
         q.spec = operand_for_role(*r, role);
-        q.amax_ref = detail::amax_ref(*r, e.hold, current);
+        q.amax_ref = detail::amax_ref(*r, q.spec, e.hold, current);
       }
       q.random.seed = o_.seed;
       q.random.stream = stream;
@@ -549,14 +551,14 @@ class Replayer {
         float current;
         std::function<float(std::int64_t)> amax_at;
         if (spec.rht) {
-          current = rht_operand_amax(step, layer.name, lt.info->role, r.rht_signs);
-          amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, lt.info->role, r.rht_signs); };
+          current = rht_operand_amax(step, layer.name, lt.info->role, r);
+          amax_at = [&](std::int64_t s) { return rht_operand_amax(s, layer.name, lt.info->role, r); };
         } else {
           current = tensor_amax(step, layer.name, lt.info->role);
           amax_at = [&](std::int64_t s) { return tensor_amax(s, layer.name, lt.info->role); };
         }
         hold = hold_for(r.tensor_scale, r.period, step, layer.name, current, amax_at);
-        return detail::amax_ref(r, hold, current);
+        return detail::amax_ref(r, spec, hold, current);
       };
       t.amax_ref_a = hold_of(t.ops.a, *p.a.tensor, e.hold_a);
       t.amax_ref_b = hold_of(t.ops.b, *p.b.tensor, e.hold_b);

@@ -62,8 +62,8 @@ Hold hold_for(TensorScalePolicy policy, int period, HoldRule rule, std::int64_t 
   return h;
 }
 
-std::optional<float> amax_ref(const Recipe& r, const Hold& h, float current) {
-  if (r.tensor_scale == TensorScalePolicy::none) return std::nullopt;
+std::optional<float> amax_ref(const Recipe& r, const OperandSpec& spec, const Hold& h, float current) {
+  if (r.tensor_scale == TensorScalePolicy::none || row_scaled(r, spec)) return std::nullopt;
   if (r.tensor_scale == TensorScalePolicy::current) return current;
   return h.held_amax;
 }

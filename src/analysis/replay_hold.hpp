@@ -18,8 +18,8 @@ Hold hold_for(TensorScalePolicy policy, int period, HoldRule rule, std::int64_t 
               const std::set<std::int64_t>& captured, const std::function<bool(std::int64_t)>& has_layer,
               const std::function<float(std::int64_t)>& amax_at);
 
-// The amax reference a quantization takes: none without a tensor scale, the current amax under current
-// scaling, else the held one.
-std::optional<float> amax_ref(const Recipe& r, const Hold& h, float current);
+// The amax reference operand `spec` takes: none without a tensor scale or when its rows take their own
+// (a row-scaled recipe), the current amax under current scaling, else the held one.
+std::optional<float> amax_ref(const Recipe& r, const OperandSpec& spec, const Hold& h, float current);
 
 }  // namespace fp4sim::replay::detail

@@ -322,7 +322,7 @@ Result run(const Options& o) {
             case TensorScalePolicy::current:
               e.hold.held_amax = amax;
               e.hold.rho = stats::Figure::of(amax > 0 ? 1.0 : NAN);
-              q.amax_ref = amax;
+              if (!row_scaled(r, q.spec)) q.amax_ref = amax;
               break;
             case TensorScalePolicy::periodic: {
               // RN32(amax / rho): the held amax a tensor that grew by rho since the refresh would have.

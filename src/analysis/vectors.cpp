@@ -178,7 +178,7 @@ QuantizeCase detail::quantize_case(const Recipe& recipe, std::string name, const
   request.random.explicit_bits = c.rbits;
   c.q = quantize(recipe, request, c.x, c.rows, c.cols);
   c.dequantized = dequantize(c.q);
-  if (spec.rht) c.transformed = random_hadamard_transform(c.x, c.rows, c.cols, recipe.rht_signs);
+  if (spec.rht) c.transformed = random_hadamard_transform(c.x, c.rows, c.cols, recipe.rht_signs, recipe.rht_precision);
 
   // Power-of-two scale formats mark a block holding NaN or Inf with the NaN scale; the codes of its finite
   // elements are left to the implementation by the OCP MX specification.
@@ -241,7 +241,9 @@ std::size_t default_cases(const Recipe& recipe) { return minimum_cases(recipe) +
 
 // The number of cases asked for: at least the edge cases, at most what a disk holds.
 void detail::check_cases(const Recipe& recipe, std::size_t cases) {
-  if (recipe.element != formats::e2m1) throw UsageError("vectors: only E2M1 element formats are supported");
+  if (recipe.element != formats::e2m1) {
+    throw UsageError("vectors: recipe " + recipe.name + ": only E2M1 element formats are supported");
+  }
   const Plans plans = edge_plans(recipe);
   if (cases < edge_count(plans)) {
     throw UsageError("{cases}: recipe " + recipe.name + " has " + std::to_string(edge_count(plans)) +

@@ -11,6 +11,8 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/emu/crosscheck.hpp"
+#include "fp4sim/front/recipe_spec.hpp"
+#include "fp4sim/verify/profiles.hpp"
 
 namespace fp4sim::cli {
 
@@ -18,12 +20,33 @@ namespace {
 
 struct CrosscheckCliOptions {
   crosscheck::Options run;
+  std::vector<std::string> recipes;
   ProgressMode progress = ProgressMode::automatic;
 };
 
+// The recipes one --recipe value names: "all" (the default set), "profiles" (every stack profile,
+// docs/recipes.md, whose settings the GPU kernels serve), or a recipe spec (a preset or a stack profile, and
+// :KEY=VALUE,...). Resolved before the GPU is looked for: a bad name is a usage error anywhere.
+void add_recipes(const std::string& name, std::vector<Recipe>& out) {
+  if (name == "all") {
+    const std::vector<Recipe> all = crosscheck::default_recipes();
+    out.insert(out.end(), all.begin(), all.end());
+  } else if (name == "profiles") {
+    for (const StackProfile& p : stack_profiles()) {
+      Recipe r = front::recipe_spec(p.name).resolve();
+      if (cpu_only_settings(r).empty()) out.push_back(std::move(r));
+    }
+  } else {
+    out.push_back(front::recipe_spec(name).resolve());
+  }
+}
+
 void run_crosscheck(const CrosscheckCliOptions& cli) {
+  std::vector<Recipe> recipes;
+  for (const std::string& name : cli.recipes) add_recipes(name, recipes);
 #if defined(FP4SIM_HAVE_CUDA)
   crosscheck::Options o = cli.run;
+  o.recipes = std::move(recipes);
   // Two counts, one after the other: quantize elements, then GEMMs (the label says which).
   Progress progress(cli.progress, "");
   o.progress = progress.callback();
@@ -43,12 +66,9 @@ void run_crosscheck(const CrosscheckCliOptions& cli) {
 void setup_crosscheck(CLI::App& app) {
   auto cli = std::make_shared<CrosscheckCliOptions>();
   crosscheck::Options* o = &cli->run;
-  // Names checked here, before the GPU is looked for: an unknown preset is a usage error (2) on any machine.
-  std::vector<std::string> presets{"all"};
-  for (const std::string& name : crosscheck::recipe_names()) presets.push_back(name);
-  CLI::Validator member = CLI::IsMember(presets);
-  member.description("");
-  app.add_option("--recipe", o->recipes, "presets to check, or PRESET:amax_scope=row (default: all)")->check(member);
+  app.add_option("--recipe", cli->recipes,
+                 "what to check: all (default), profiles (every stack profile the kernels serve), a stack profile "
+                 "or a recipe spec PRESET[:KEY=VALUE,...]");
   std::string known;
   for (const std::string& path : crosscheck::all_paths()) known += (known.empty() ? "" : " ") + path;
   app.add_option("--paths", o->paths, known + " (default: all)");

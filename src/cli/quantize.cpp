@@ -106,6 +106,7 @@ void run_quantize(const QuantizeOptions& o) {
     file.write_attribute("scale_rule", name_of(recipe.scale_rule));
     file.write_attribute("rht", std::int64_t{q.spec.rht});
     file.write_attribute("rht_signs", rht_signs_text(recipe.rht_signs));
+    file.write_attribute("rht_precision", name_of(recipe.rht_precision));
     file.write_attribute("element_scaling", name_of(recipe.element_scaling));
     file.write_attribute("block_choice", name_of(recipe.block_choice));
     file.write_attribute("four_over_six_error", name_of(recipe.four_over_six_error));

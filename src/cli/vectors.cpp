@@ -45,13 +45,13 @@ void run_vectors(const VectorsOptions& o) {
 void setup_vectors(CLI::App& app) {
   auto o = std::make_shared<VectorsOptions>();
   add_arguments(app, front::vectors_arguments(), o->call);
-  app.get_option("--recipe")->required();
   app.add_option("--out", o->out,
                  "output directory: must not exist or be empty; manifest.json and the .npy files appear together "
                  "or not at all")
       ->required()
       ->check(not_empty_path());
   add_example(app, "fp4sim vectors --recipe mxfp4 --out vectors-mxfp4");
+  add_example(app, "fp4sim vectors --profile nvfp4-rht-float32 --out vectors-te-reference-rht");
   add_example(app, "fp4sim vectors --recipe nvfp4 --discriminate sm100-mxf4nvf4,probe-matched --out which-path");
   app.callback([o] { run_vectors(*o); });
 }

@@ -390,6 +390,7 @@ namespace {
 constexpr NameRow<SpecialConvention> kConventions[] = {
     {"hardware", SpecialConvention::hardware, "-0 and NaN kept as the hardware converts them (cvt.*.satfinite)"},
     {"te-python", SpecialConvention::te_python, "TransformerEngine's cast_to_fp4x2: -0 and NaN become +0"},
+    {"modelopt", SpecialConvention::modelopt, "ModelOpt's _cast_fp4: -0 becomes +0, NaN +max finite as the hardware"},
     {"microxcaling", SpecialConvention::microxcaling,
      "microxcaling's elementwise rounding: -0 becomes +0; under rna/rne the binary32 just below half the smallest "
      "subnormal rounds up (E2M1: 0.25 - 2^-26 -> 0.5)"}};

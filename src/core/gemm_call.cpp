@@ -8,12 +8,12 @@ namespace fp4sim {
 GemmCall::Resolved GemmCall::resolve() const {
   Resolved r;
   r.recipe = recipe.resolve();
-  if (r.recipe.amax_scope == AmaxScope::row) {
-    throw UsageError("{amax_scope} row: a recipe's amax scope applies to both operands here, and only a row-scaled "
-                     "A has an epilogue (one alpha per row; B's rows would need one per column); quantize and "
-                     "verify quantize take it");
-  }
   r.gemm = parse_name_or_throw<Gemm>(gemm, "{gemm}");
+  if (r.recipe.amax_scope == AmaxScope::row && r.gemm != Gemm::fprop) {
+    throw UsageError("{amax_scope} row scales the forward activations, fprop's A (one alpha per output row); TE "
+                     "runs a row-scaled recipe's dgrad and wgrad in high precision, so fp4sim has no quantized "
+                     "one: use {gemm} fprop");
+  }
   if (out_dtype != "f32" && out_dtype != "bf16") {
     throw UsageError("{out_dtype}: expected f32 or bf16, got '" + out_dtype + "'");
   }

@@ -6,6 +6,14 @@
 
 namespace fp4sim {
 
+namespace {
+constexpr NameRow<RhtPrecision> kPrecisions[] = {
+    {"bf16", RhtPrecision::bf16, "the transform rounded to BF16 (TE's kernels; its reference on BF16 input)"},
+    {"float32", RhtPrecision::float32, "the transform kept in binary32 (TE's reference_nvfp4.py on float32 input)"}};
+}  // namespace
+
+std::span<const NameRow<RhtPrecision>> names(RhtPrecision) { return kPrecisions; }
+
 std::optional<RhtSigns> parse_rht_signs(std::string_view text) {
   if (text.size() != 16) return std::nullopt;
   RhtSigns signs{};
@@ -23,7 +31,7 @@ std::string rht_signs_text(const RhtSigns& signs) {
 }
 
 std::vector<float> random_hadamard_transform(std::span<const float> x, std::size_t rows, std::size_t cols,
-                                             const RhtSigns& signs) {
+                                             const RhtSigns& signs, RhtPrecision precision) {
   std::array<std::array<float, 16>, 16> matrix{};  // s_i * H16[i][j] * 0.25, exact in binary32
   for (int i = 0; i < 16; ++i) {
     for (int j = 0; j < 16; ++j) matrix[i][j] = 0.25f * static_cast<float>(signs[i] * hadamard16(i, j));
@@ -39,7 +47,9 @@ std::vector<float> random_hadamard_transform(std::span<const float> x, std::size
       for (std::size_t j = 0; j < 16 && g * 16 + j < cols; ++j) {
         float sum = 0.0f;
         for (int i = 0; i < 16; ++i) sum = sum + in[i] * matrix[i][j];
-        out[r * cols + g * 16 + j] = std::bit_cast<float>(to_bf16(std::bit_cast<std::uint32_t>(sum)) << 16);
+        out[r * cols + g * 16 + j] = precision == RhtPrecision::float32
+                                         ? sum
+                                         : std::bit_cast<float>(to_bf16(std::bit_cast<std::uint32_t>(sum)) << 16);
       }
     }
   }

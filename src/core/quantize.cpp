@@ -41,6 +41,7 @@ GlobalScale global_scale(float amax_ref, float target, float element_max) {
   if (encode == 0.0f || std::isnan(encode)) return g;  // amax_ref = +Inf (TE returns 1)
   g.encode = encode;
   g.decode = fp32::div_rn(1.0f, encode);
+  g.per_tensor = fp32::div_rn(amax_ref, fp32::mul_rn(element_max, target));
   return g;
 }
 
@@ -110,7 +111,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
   std::vector<float> transformed;
   std::span<const float> x = input;
   if (spec.rht) {
-    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs);
+    transformed = random_hadamard_transform(input, rows, cols, recipe.rht_signs, recipe.rht_precision);
     x = transformed;
   }
 
@@ -118,7 +119,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
 
   // A held reference amax makes the current one unused: no pass over the tensor for it.
   const bool two_level = has_tensor_scale(recipe);
-  const bool row_scaled = two_level && recipe.amax_scope == AmaxScope::row;
+  const bool row_scaled = fp4sim::row_scaled(recipe, spec);
   if (row_scaled && spec.two_d) throw UsageError("row-scaled amax ({amax_scope} row) needs 1-D blocks ({two_d=false})");
   if (row_scaled && request.amax_ref) throw UsageError("row-scaled amax ({amax_scope} row) takes no held {amax_ref}");
   const float current_amax = two_level && request.amax_ref ? 0.0f : abs_max(x);
@@ -139,10 +140,11 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
     for (std::size_t r = 0; r < rows; ++r) q.row_amax[r] = abs_max(x.subspan(r * cols, cols));
   }
 
-  // NanAmax::propagate (TE's reference): a NaN in the amax's scope, the tensor or a row, makes its G NaN, so
-  // every block scale there becomes the scale format's NaN (torch casts it to the E4M3 NaN of its sign, 0x7F
-  // or 0xFF) and every element code 0 (cast_to_fp4x2 assigns a code only where a comparison holds, none does
-  // for NaN).
+  // NanAmax::propagate (TE's reference, ModelOpt): a NaN in the amax's scope, the tensor or a row, makes its G
+  // NaN, so every block scale there becomes the scale format's NaN (torch casts it to the E4M3 NaN of its sign,
+  // 0x7F or 0xFF) and every element NaN, encoded as the element specials say: code 0 under te-python
+  // (cast_to_fp4x2 assigns a code only where a comparison holds, none does for NaN), +max under modelopt
+  // (_cast_fp4's searchsorted puts NaN past every bound).
   const bool propagate_nan = two_level && recipe.nan_amax == NanAmax::propagate;
   auto holds_nan = [](std::span<const float> v) {
     return std::any_of(v.begin(), v.end(), [](float e) { return std::isnan(e); });
@@ -157,6 +159,12 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
 
   EncodeOptions element_options{spec.rounding, true, recipe.sr_bits, recipe.element_specials};
   const Float32Encoder to_element(recipe.element, element_options);
+  // The code of a NaN-scope block's elements: the specials' NaN code; under hardware specials 0, TE's
+  // reference's (no hardware propagates a NaN amax, so the rule is the reference's alone).
+  const auto nan_element_code = static_cast<std::uint8_t>(
+      recipe.element_specials == SpecialConvention::hardware
+          ? 0
+          : encode(recipe.element, std::numeric_limits<float>::quiet_NaN(), element_options).code);
   const std::size_t code_cols = q.code_cols();
   const bool packed = q.packed();
   const bool adaptive = two_level && recipe.block_choice != BlockScaleChoice::single;
@@ -219,7 +227,7 @@ QuantizedTensor quantize(const Recipe& recipe, const QuantizeRequest& request, s
         std::size_t saturated = 0;
         if (propagate_nan && nan_scope[row_scaled ? r0 : 0]) {
           scale = nan_scale;
-          std::fill(codes.begin(), codes.end(), std::uint8_t{0});
+          std::fill(codes.begin(), codes.end(), nan_element_code);
         } else if (!adaptive) {
           scale = chooser->choose(block, nonfinite, traced ? &traced->trace : nullptr);
           saturated = encode_block(scale, codes);

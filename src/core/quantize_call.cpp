@@ -37,6 +37,7 @@ QuantizeCall::Resolved QuantizeCall::resolve() const {
   r.recipe = recipe.resolve();
   r.role = parse_name_or_throw<Role>(role, "{role}");
   r.request.spec = operand_for_role(r.recipe, r.role);
+  r.request.spec.takes_row_amax = true;  // one tensor on its own: row-scaled whatever its role, as TE's quantizer
   r.request.random.seed = seed;
   r.request.random.stream = 0;
   operand.apply_to(r.request, "");

@@ -208,6 +208,12 @@ constexpr NameRow<ElementScaling> kElementScalings[] = {
     {"division", ElementScaling::division, "y = RN(x / RN(s * Gd)) (the defect TE PRs #2615/#2639 fixed)"},
     {"bf16-coefficient", ElementScaling::bf16_coefficient,
      "y = RN(x * BF16(min(RN(G / s), BF16_MAX))) (TE's tuned 1-D kernel with fast math)"}};
+constexpr NameRow<ScaleOrder> kScaleOrders[] = {
+    {"te", ScaleOrder::te, "u = RN(amax * RN(G * RN(1/F))), elements by the element scaling (TE, UE5M3 paper)"},
+    {"torchao", ScaleOrder::torchao,
+     "u = RN(RN(amax / F) / P), y = RN(x * RN(RN(1/P) / s)), P = RN(A / RN(F*T)) (torchao nvfp4_quantize)"},
+    {"modelopt", ScaleOrder::modelopt,
+     "u = RN(amax / RN(F * P)), y = RN(x / RN(s * P)), P = RN(A / RN(F*T)) (ModelOpt NVFP4QTensor)"}};
 constexpr NameRow<BlockScaleChoice> kBlockChoices[] = {
     {"single", BlockScaleChoice::single, "one scale per block (the two-level rule)"},
     {"4over6-mae", BlockScaleChoice::four_over_six_mae,
@@ -254,6 +260,7 @@ std::span<const NameRow<ScaleRule>> names(ScaleRule) { return kScaleRules; }
 std::span<const NameRow<ZeroScale>> names(ZeroScale) { return kZeroScales; }
 std::span<const NameRow<TensorScalePolicy>> names(TensorScalePolicy) { return kTensorScales; }
 std::span<const NameRow<ElementScaling>> names(ElementScaling) { return kElementScalings; }
+std::span<const NameRow<ScaleOrder>> names(ScaleOrder) { return kScaleOrders; }
 std::span<const NameRow<BlockScaleChoice>> names(BlockScaleChoice) { return kBlockChoices; }
 std::span<const NameRow<AmaxScope>> names(AmaxScope) { return kAmaxScopes; }
 std::span<const NameRow<FourOverSixErrorDomain>> names(FourOverSixErrorDomain) { return kFourOverSixErrors; }
@@ -303,9 +310,12 @@ std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   if (r.element != formats::e2m1) keys.push_back("element_format");  // the kernels quantize to E2M1 only
   if (r.block != 16 && r.block != 32) keys.push_back("block");
   if (r.element_scaling != ElementScaling::reciprocal) keys.push_back("element_scaling");
+  if (r.scale_order != ScaleOrder::te) keys.push_back("scale_order");
+  if (r.scale_min != 0.0f) keys.push_back("scale_min");
   if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
   if (r.element_specials != SpecialConvention::hardware) keys.push_back("element_specials");
   if (r.rht_signs != kRhtSigns) keys.push_back("rht_signs");
+  if (r.rht_precision != RhtPrecision::bf16) keys.push_back("rht_precision");
   return keys;
 }
 
@@ -344,6 +354,14 @@ std::vector<std::string> validate(const Recipe& r) {
   if (r.four_over_six_error != FourOverSixErrorDomain::input && r.block_choice == BlockScaleChoice::single) {
     problems.push_back("a 4over6 error domain needs a 4over6 block choice");
   }
+  if (r.scale_order != ScaleOrder::te &&
+      (pow2 || r.block_choice != BlockScaleChoice::single || r.element_scaling != ElementScaling::reciprocal)) {
+    problems.push_back("a torchao or modelopt scale order needs two-level scales, one candidate and the default "
+                       "element scaling (the order fixes how elements are scaled)");
+  }
+  if (!(r.scale_min >= 0.0f && r.scale_min <= 0x1p127f) || (pow2 && r.scale_min != 0.0f)) {
+    problems.push_back("scale_min must be 0 or a positive finite number, with two-level scales");
+  }
   if (r.nan_amax != NanAmax::ignore && !has_tensor_scale(r)) {
     problems.push_back("a NaN-propagating amax needs two-level scales with a tensor scale");
   }
@@ -361,6 +379,10 @@ OperandSpec operand_for_role(const Recipe& r, Role role) {
     case Role::grad_output: return operands_for(r, Gemm::dgrad).a;
   }
   return {};
+}
+
+bool row_scaled(const Recipe& r, const OperandSpec& spec) {
+  return has_tensor_scale(r) && r.amax_scope == AmaxScope::row && spec.takes_row_amax;
 }
 
 namespace {
@@ -390,6 +412,7 @@ GemmOperands operands_for(const Recipe& r, Gemm gemm) {
   for (OperandSpec* spec : {&ops.a, &ops.b}) {
     if (r.operand_two_d) spec->two_d = *r.operand_two_d;
     if (r.operand_rht) spec->rht = *r.operand_rht;
+    spec->takes_row_amax = spec == &ops.a && gemm == Gemm::fprop;
   }
   return ops;
 }

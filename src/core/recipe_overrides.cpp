@@ -18,6 +18,7 @@ Recipe RecipeOverrides::resolve() const {
   if (!element_format.empty()) r.element = format_argument(element_format, "{element_format}");
   if (target) r.target = r.wgrad_grad_target = *target;
   if (wgrad_grad_target) r.wgrad_grad_target = *wgrad_grad_target;
+  if (scale_min) r.scale_min = *scale_min;
   if (sr_bits) {
     if (*sr_bits < 1 || *sr_bits > 16) throw UsageError("{sr_bits}: must be between 1 and 16");
     r.sr_bits = *sr_bits;
@@ -33,6 +34,7 @@ Recipe RecipeOverrides::resolve() const {
   if (!element_scaling.empty()) {
     r.element_scaling = parse_name_or_throw<ElementScaling>(element_scaling, "{element_scaling}");
   }
+  if (!scale_order.empty()) r.scale_order = parse_name_or_throw<ScaleOrder>(scale_order, "{scale_order}");
   if (!block_choice.empty()) r.block_choice = parse_name_or_throw<BlockScaleChoice>(block_choice, "{block_choice}");
   if (!four_over_six_error.empty()) {
     r.four_over_six_error = parse_name_or_throw<FourOverSixErrorDomain>(four_over_six_error, "{four_over_six_error}");
@@ -47,6 +49,7 @@ Recipe RecipeOverrides::resolve() const {
     if (!signs) throw UsageError("{rht_signs}: expected 16 characters, each + or -, got '" + rht_signs + "'");
     r.rht_signs = *signs;
   }
+  if (!rht_precision.empty()) r.rht_precision = parse_name_or_throw<RhtPrecision>(rht_precision, "{rht_precision}");
   if (!dequantize_order.empty()) {
     r.dequantize_order = parse_name_or_throw<DequantizeOrder>(dequantize_order, "{dequantize_order}");
   }

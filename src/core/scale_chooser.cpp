@@ -23,6 +23,7 @@ ScaleChooser::ScaleChooser(const Recipe& r, const GlobalScale& g)
       to_scale_(r.scale, {Rounding::rne, true}),
       to_bf16_(formats::bf16, {Rounding::rne, true}),
       block_multiplier_(fp32::mul_rn(g.encode, fp32::div_rn(1.0f, element_max_))),
+      per_tensor_reciprocal_(fp32::div_rn(1.0f, g.per_tensor)),
       one_code_(static_cast<std::uint8_t>(encode(r.scale, 1.0f, {Rounding::rne, true}).code)) {}
 
 BlockScale ScaleChooser::choose(float block_amax, bool has_nonfinite, ScaleTrace* trace) const {
@@ -45,6 +46,15 @@ float ScaleChooser::two_level_multiplier(float value) const {
 }
 
 void ScaleChooser::set_element_scaling(BlockScale& b) const {
+  if (recipe_.scale_order == ScaleOrder::torchao) {
+    b.multiplier = fp32::div_rn(per_tensor_reciprocal_, b.value);
+    return;
+  }
+  if (recipe_.scale_order == ScaleOrder::modelopt) {
+    b.divisor = fp32::mul_rn(b.value, global_.per_tensor);
+    b.multiplier = fp32::min(fp32::div_rn(1.0f, b.divisor), kFltMax);  // only where the divisor is 0
+    return;
+  }
   b.multiplier = two_level_multiplier(b.value);
   if (recipe_.element_scaling == ElementScaling::division) b.divisor = fp32::mul_rn(b.value, global_.decode);
 }
@@ -69,7 +79,18 @@ BlockScale ScaleChooser::from_code(std::uint32_t code) const {
 // format (clamping to the max before RNE, as the paper does, gives the same code), then
 // mult = min(RN(1 / RN(s * Gd)), FLT_MAX); or, with ElementScaling::division, the divisor RN(s * Gd).
 BlockScale ScaleChooser::two_level(float block_amax, ScaleTrace* trace) const {
-  return two_level_from_ideal(fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax), trace);
+  return two_level_from_ideal(ideal_scale(block_amax), trace);
+}
+
+float ScaleChooser::ideal_scale(float block_amax) const {
+  switch (recipe_.scale_order) {
+    case ScaleOrder::torchao:
+      return fp32::min(fp32::div_rn(fp32::div_rn(block_amax, element_max_), global_.per_tensor), kFltMax);
+    case ScaleOrder::modelopt:
+      return fp32::min(fp32::div_rn(block_amax, fp32::mul_rn(element_max_, global_.per_tensor)), kFltMax);
+    case ScaleOrder::te: break;
+  }
+  return fp32::min(fp32::mul_rn(block_amax, block_multiplier_), kFltMax);
 }
 
 // TE quantize_4over6_kernel.cuh compute_scale_pair: the division order amax / 6 * S_enc, and 1.5 x that
@@ -83,6 +104,11 @@ ScaleChooser::Candidates ScaleChooser::four_over_six(float block_amax, ScaleTrac
 }
 
 BlockScale ScaleChooser::two_level_from_ideal(float ideal, ScaleTrace* trace) const {
+  // torch.clamp(u, min=scale_min) before the cast; a NaN u stays NaN; a zero u that ZeroScale::one repairs
+  // is left to that repair (ModelOpt sets it to 1.0 before its clamp).
+  if (ideal < recipe_.scale_min && !(ideal == 0.0f && recipe_.zero_scale == ZeroScale::one)) {
+    ideal = recipe_.scale_min;
+  }
   BlockScale b;
   b.saturated = ideal > scale_max_;
   b.saturated_rounding = saturated_by_rounding(ideal, scale_max_);

@@ -3,9 +3,11 @@
 #include <climits>
 
 #include "fp4sim/analysis/hold_rule.hpp"
+#include "fp4sim/core/error.hpp"
 #include "fp4sim/core/names.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/front/recipe_spec.hpp"
+#include "fp4sim/verify/profiles.hpp"
 
 namespace fp4sim::front {
 
@@ -28,6 +30,20 @@ template <class E>
 constexpr std::string (*kNamesHelp)() = &name_help<E>;
 
 constexpr std::int64_t kIntMin = INT_MIN, kIntMax = INT_MAX;
+
+// A stack profile (docs/recipes.md "Stack profiles") as the preset and overrides it is, named as the profile.
+void set_profile(vectors::Call& call, const ArgValue& v) {
+  const std::string& name = std::get<std::string>(v);
+  const StackProfile* p = find_profile(name);
+  if (!p) throw UsageError("{profile}: unknown profile '" + name + "' (fp4sim vectors --help lists them)");
+  call.profile = p->recipe;
+  call.profile->name = p->name;
+}
+std::vector<std::string> stack_profile_names() {
+  std::vector<std::string> names;
+  for (const StackProfile& p : stack_profiles()) names.push_back(p.name);
+  return names;
+}
 
 const Argument<replay::Call> kReplay[] = {
     {.key = "recipes", .type = ArgType::text,
@@ -126,6 +142,10 @@ const Argument<vectors::Call> kVectors[] = {
              "overrides (docs/cli.md \"User-defined recipes\"); the presets:",
      .set = [](vectors::Call& call, const ArgValue& v) { call.recipe = recipe_spec(std::get<std::string>(v)); },
      .metavar = "SPEC", .names_help = &recipe_presets_help},
+    {.key = "profile", .type = ArgType::text,
+     .help = "instead of the recipe, a stack profile: its preset and overrides (fp4sim verify quantize --help says "
+             "what each follows)",
+     .set = &set_profile, .metavar = "NAME", .names = &stack_profile_names},
     {.key = "cases", .type = ArgType::count,
      .help = "number of cases: the recipe's edge cases first, then random tensors (default: the edge cases plus 4)",
      .set = FP4SIM_SETS(cases)},

@@ -83,6 +83,13 @@ const Argument<RecipeOverrides> kRecipe[] = {
     {.key = "element_scaling", .type = ArgType::text,
      .help = "how a two-level block's elements are scaled before rounding", .set = FP4SIM_SETS(element_scaling),
      .metavar = "NAME", .names = kNames<ElementScaling>, .names_help = kNamesHelp<ElementScaling>},
+    {.key = "scale_order", .type = ArgType::text,
+     .help = "FP32 operation order of a two-level scale and its elements' scaling (TE, torchao, ModelOpt)",
+     .set = FP4SIM_SETS(scale_order), .metavar = "NAME", .names = kNames<ScaleOrder>,
+     .names_help = kNamesHelp<ScaleOrder>},
+    {.key = "scale_min", .type = ArgType::real,
+     .help = "raise a two-level scale below this to it before rounding (torchao 2^-6, ModelOpt 2^-9; 0 none)",
+     .set = FP4SIM_SETS(scale_min)},
     {.key = "block_choice", .type = ArgType::text, .help = "scale candidates per two-level block (TE 4over6 tries two)",
      .set = FP4SIM_SETS(block_choice), .metavar = "NAME", .names = kNames<BlockScaleChoice>,
      .names_help = kNamesHelp<BlockScaleChoice>},
@@ -111,6 +118,9 @@ const Argument<RecipeOverrides> kRecipe[] = {
     {.key = "rht_signs", .type = ArgType::text,
      .help = "the RHT's 16 signs as + and -", .set = FP4SIM_SETS(rht_signs), .metavar = "SIGNS",
      .names_help = &rht_signs_help},
+    {.key = "rht_precision", .type = ArgType::text, .help = "what the RHT's binary32 sum is rounded to (CPU model only)",
+     .set = FP4SIM_SETS(rht_precision), .metavar = "NAME", .names = kNames<RhtPrecision>,
+     .names_help = kNamesHelp<RhtPrecision>},
 };
 
 const Argument<QuantizeCall> kQuantize[] = {

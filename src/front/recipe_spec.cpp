@@ -9,6 +9,7 @@
 #include "fp4sim/core/error.hpp"
 #include "fp4sim/core/recipe.hpp"
 #include "fp4sim/front/arguments.hpp"
+#include "fp4sim/verify/profiles.hpp"
 
 namespace fp4sim::front {
 
@@ -118,6 +119,28 @@ std::string override_keys() {
   return keys;
 }
 
+// What a spec may start from: a preset, or a stack profile (a preset and overrides, docs/recipes.md), the
+// overrides after ':' then applied on top. False for neither.
+bool start_from(std::string_view head, RecipeOverrides& o) {
+  if (find_recipe(head)) {
+    o.recipe = head;
+    return true;
+  }
+  const StackProfile* p = find_profile(head);
+  if (!p) return false;
+  o = p->recipe;
+  o.name = head;
+  return true;
+}
+
+std::string known_recipes() {
+  std::string known = recipe_names();
+  for (const StackProfile& p : stack_profiles()) {
+    if (!find_recipe(p.name)) known += ", " + p.name;
+  }
+  return known;
+}
+
 }  // namespace
 
 RecipeOverrides recipe_spec(std::string_view text, std::string_view key) {
@@ -126,16 +149,17 @@ RecipeOverrides recipe_spec(std::string_view text, std::string_view key) {
   // outputs name files and plots after their recipes
   if (spec.find('/') != npos) fail("a recipe's name holds no '/'");
   const std::size_t colon = spec.find(':');
+  const std::string_view head = trimmed(spec.substr(0, colon));
   RecipeOverrides o;
-  o.recipe = trimmed(spec.substr(0, colon));
-  if (colon == npos) {  // a preset
-    if (!find_recipe(o.recipe)) {
-      throw UsageError("{" + fail.key + "}: unknown recipe '" + o.recipe + "' (known: " + recipe_names() + ")");
+  if (colon == npos) {  // a preset or a stack profile
+    if (!start_from(head, o)) {
+      throw UsageError("{" + fail.key + "}: unknown recipe '" + std::string(head) + "' (known: " + known_recipes() +
+                       ")");
     }
     return o;
   }
-  if (!find_recipe(o.recipe)) fail("unknown preset '" + o.recipe + "' (known: " + recipe_names() + ")");
-  std::string name = o.recipe + ":";
+  if (!start_from(head, o)) fail("unknown preset or profile '" + std::string(head) + "' (known: " + known_recipes() + ")");
+  std::string name = std::string(head) + ":";
   std::set<std::string_view> given;
   for (const std::string_view item : items_of(spec.substr(colon + 1))) {
     const std::size_t eq = item.find('=');

@@ -20,6 +20,9 @@ constexpr const char* kFlashInfer =
 constexpr const char* kMicroxcaling =
     "microxcaling 7bc4195 mx/mx_ops.py _quantize_mx (fp4_e2m1, scale_bits 8, shared_exp_method max, "
     "mx_flush_fp32_subnorms False), mx/elemwise_ops.py _round_mantissa";
+constexpr const char* kTorchaoNvfp4 = "torchao 36027d8 torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize";
+constexpr const char* kModelopt =
+    "Model-Optimizer a2fbac7 modelopt/torch/quantization/qtensor/nvfp4_tensor.py NVFP4QTensor.quantize";
 
 StackProfile variant(std::string name, std::string preset, std::string follows, auto change) {
   StackProfile p{std::move(name), RecipeOverrides{}, std::move(follows)};
@@ -62,6 +65,15 @@ std::vector<StackProfile> make_profiles() {
                         }));
   out.push_back(variant("nvfp4-4over6-row", "nvfp4-4over6", te + " row_scaled_nvfp4 with nvfp4_4over6='all'",
                         row_scaled));
+  out.push_back(variant("nvfp4-rht-float32", "nvfp4",
+                        te + " with_rht=True on a float32 tensor: every operand transformed, the transform kept in "
+                             "binary32 (_apply_rht), -0 and NaN give code 0, torch.amax propagates NaN",
+                        [](RecipeOverrides& o) {
+                          o.rht = true;
+                          o.rht_precision = "float32";
+                          o.element_specials = "te-python";
+                          o.nan_amax = "propagate";
+                        }));
   for (const char* element : {"mxfp8", "mxfp8-e5m2"}) {
     out.push_back(variant(std::string(element) + "-ceil", element, ao + ", ScaleCalculationMode.CEIL",
                           [](RecipeOverrides& o) { o.scale_rule = "ceil-exponent"; }));
@@ -93,6 +105,33 @@ std::vector<StackProfile> make_profiles() {
                             o.rounding = rounding;
                           }));
   }
+  // torchao's NVFP4 tensor: division order, scales clamped to [2^-6, 448] (finfo(float8_e4m3fn).tiny, the
+  // smallest normal: no subnormal or zero scale), 1 x 16 blocks; one-level without per_tensor_scale, two-level
+  // with per_tensor_amax_to_scale(max|x|) = RN(A / 2688).
+  auto torchao_nvfp4 = [](RecipeOverrides& o) {
+    o.scale_order = "torchao";
+    o.scale_min = 0x1p-6f;
+    o.two_d = false;
+  };
+  out.push_back(variant("nvfp4-torchao", "nvfp4-norht", std::string(kTorchaoNvfp4) + ", per_tensor_scale None",
+                        [&](RecipeOverrides& o) {
+                          torchao_nvfp4(o);
+                          o.tensor_scale = "none";
+                        }));
+  out.push_back(variant("nvfp4-torchao-two-level", "nvfp4-norht",
+                        std::string(kTorchaoNvfp4) + ", per_tensor_scale = per_tensor_amax_to_scale(max|x|)",
+                        torchao_nvfp4));
+  // ModelOpt's dynamic NVFP4: u = amax / RN(6 * P), a zero u set to 1.0, clamped to [2^-9, 448]; elements
+  // divided by RN(s * P); _cast_fp4 gives an exact -0 the code 0 (sign from x < 0) and NaN 0x7; a NaN anywhere
+  // makes P NaN (every scale NaN, every code 0x7).
+  out.push_back(variant("nvfp4-modelopt", "nvfp4-norht", kModelopt, [](RecipeOverrides& o) {
+    o.scale_order = "modelopt";
+    o.scale_min = 0x1p-9f;
+    o.zero_scale = "one";
+    o.element_specials = "modelopt";
+    o.nan_amax = "propagate";
+    o.two_d = false;
+  }));
   return out;
 }
 

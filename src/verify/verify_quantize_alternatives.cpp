@@ -147,6 +147,13 @@ std::vector<Alternative> alternatives(const Recipe& recipe, const QuantizeReques
       add(std::string(label) + " ({rht_signs} " + rht_signs_text(signs) + ")",
           with([s = signs](Recipe& r) { r.rht_signs = s; }), request);
     }
+    const RhtPrecision other_precision =
+        recipe.rht_precision == RhtPrecision::bf16 ? RhtPrecision::float32 : RhtPrecision::bf16;
+    add(std::string(other_precision == RhtPrecision::float32
+                        ? "the RHT kept in binary32, as TE's reference on float32 input"
+                        : "the RHT rounded to BF16, as TE's kernels") +
+            " ({rht_precision} " + std::string(name_of(other_precision)) + ")",
+        with([other_precision](Recipe& r) { r.rht_precision = other_precision; }), request);
     QuantizeRequest plain = request;
     plain.spec.rht = false;
     add("no RHT ({rht=false})", recipe, plain);

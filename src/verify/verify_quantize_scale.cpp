@@ -114,6 +114,13 @@ MismatchNote explain_scale(const Context& ctx, std::size_t sr, std::size_t sc, s
                             other.code});
       hypotheses.push_back({"one scale per block, without 4over6: RNE of RN(amax * RN(G * RN(1/" + F + ")))",
                             m.choose(amax, nonfinite).code});
+    } else if (m.recipe().scale_order != ScaleOrder::te) {
+      const bool torchao = m.recipe().scale_order == ScaleOrder::torchao;
+      n.details.push_back(std::string("ideal scale u = min(") +
+                          (torchao ? "RN(RN(amax / " + F + ") / P)" : "RN(amax / RN(" + F + " * P))") +
+                          ", FLT_MAX), raised to scale_min " + float_text(m.recipe().scale_min) + ", = " +
+                          with_bits(ideal) + ", amax " + float_text(amax) + ", P = " +
+                          float_text(m.global().per_tensor) + (torchao ? " (torchao's order)" : " (ModelOpt's order)"));
     } else {
       n.details.push_back("ideal scale u = min(RN(amax * RN(G * RN(1/" + F + "))), FLT_MAX) = RN(" + float_text(amax) +
                           " * " + float_text(m.block_multiplier()) + ") = " + with_bits(ideal) + ", with " + g_text);

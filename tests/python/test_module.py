@@ -88,6 +88,23 @@ def test_quantize_matches_the_cli(tmp_path, recipe, role):
 
 
 @needs_cli
+@pytest.mark.parametrize("role", ["activation", "weight"])
+def test_row_scaled_quantize_matches_the_cli(tmp_path, role):
+    """A stack profile as the recipe, and the row amaxes (row-scaled NVFP4) beside the bytes."""
+    h5py = pytest.importorskip("h5py")
+    x = tensor(37, 64, seed=5) * np.exp2(np.arange(37) % 9 - 4)[:, None].astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    cli("quantize", "--recipe", "nvfp4-row", "--role", role, "--in", tmp_path / "x.npy", "--out", tmp_path / "q.h5")
+    q = fp4sim.quantize(x, "nvfp4-row", role)
+    with h5py.File(tmp_path / "q.h5") as f:
+        np.testing.assert_array_equal(q.codes, f["codes"][()])
+        np.testing.assert_array_equal(q.scales, f["scales"][()])
+        np.testing.assert_array_equal(q.row_amax.view(np.uint32), f["row_amax"][()].view(np.uint32))
+    np.testing.assert_array_equal(q.row_amax, np.abs(x).max(axis=1))
+    assert fp4sim.quantize(x, "nvfp4-norht", role, two_d=False).row_amax.size == 0
+
+
+@needs_cli
 @pytest.mark.parametrize("recipe,datapath,k", [("nvfp4", None, 64), ("nvfp4", "sm90-bf16", 64),
                                                ("ue5m3", None, 128), ("mxfp4", "exact", 96)])
 def test_gemm_matches_the_cli(tmp_path, recipe, datapath, k):

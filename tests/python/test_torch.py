@@ -401,11 +401,12 @@ def check_records(records):
     return checked
 
 
-def train_and_check(device, recipe, sampled, steps=3, batch=4, seq=64, **model_kwargs):
-    """Train SmallLlama(**model_kwargs) on `device` for `steps` steps under `recipe`, capturing every GEMM of
-    the `sampled` linears (None: all), and check each against the CPU operators. Returns (checked, losses)."""
+def train_and_check(device, recipe, sampled, steps=3, batch=4, seq=64, convert=None, **model_kwargs):
+    """Train SmallLlama(**model_kwargs) on `device` for `steps` steps under `recipe` (and ft.convert's
+    `convert` keywords), capturing every FP4 GEMM of the `sampled` linears (None: all), and check each against
+    the CPU operators. Returns (checked, losses)."""
     torch.manual_seed(0)
-    model = ft.convert(SmallLlama(**model_kwargs).to(device), recipe=recipe, exclude=["lm_head"])
+    model = ft.convert(SmallLlama(**model_kwargs).to(device), recipe=recipe, exclude=["lm_head"], **(convert or {}))
     linears = {n for n, m in model.named_modules() if isinstance(m, ft.Linear)}
     sampled = linears if sampled is None else set(sampled)
     assert sampled <= linears
@@ -435,7 +436,8 @@ def train_and_check(device, recipe, sampled, steps=3, batch=4, seq=64, **model_k
         losses.append(loss.item())
     assert all(np.isfinite(losses)), losses
     checked = check_records(records)
-    assert checked == len(sampled) * 3 * steps
+    fp4_gemms = 3 if next(m for m in model.modules() if isinstance(m, ft.Linear)).backward == "quantized" else 1
+    assert checked == len(sampled) * fp4_gemms * steps
     return checked, losses
 
 

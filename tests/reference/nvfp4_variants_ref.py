@@ -115,3 +115,17 @@ def rht_with_signs(x, signs):
         return nvfp4_ref.rht(x)
     finally:
         nvfp4_ref.RHT_SIGNS = saved
+
+
+def rht_float32(x):
+    """TE's reference on a float32 tensor (reference_nvfp4.py _apply_rht builds its matrix in the input's dtype,
+    docs/semantics.md 1.8): the 16-term FP32 sum, sequential in i from +0.0, left in float32 (no BF16 rounding)."""
+    x = f32(fpref.as_2d(x))
+    rows, cols = x.shape
+    m = nvfp4_ref.rht_matrix()
+    groups = x.reshape(rows, cols // 16, 16)
+    acc = np.zeros(groups.shape, np.float32)
+    with fpref.errstate():
+        for i in range(16):
+            acc = (acc + (groups[:, :, i:i + 1] * m[i][None, None, :]).astype(np.float32)).astype(np.float32)
+    return acc.reshape(rows, cols)

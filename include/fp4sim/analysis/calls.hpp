@@ -64,7 +64,8 @@ struct Call {
 namespace fp4sim::vectors {
 
 struct Call {
-  RecipeOverrides recipe;             // a preset or a user-defined recipe (required)
+  RecipeOverrides recipe;             // a preset or a user-defined recipe (this or `profile` required)
+  std::optional<RecipeOverrides> profile;  // a stack profile's preset and overrides, named as the profile
   std::optional<std::size_t> cases;   // none: the recipe's edge cases plus 4 (discriminating inputs: 4)
   std::uint64_t seed = 0;
   std::string discriminate;           // datapaths separated by ',' ("": the conformance vectors)

@@ -43,10 +43,12 @@ double decode_to_double(const Format& format, std::uint32_t code);
 float decode_to_float(const Format& format, std::uint32_t code);
 
 // Which convention maps -0 and NaN: hardware (cvt.*.satfinite; docs/semantics.md G3), TE's Python
-// reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code), or microxcaling's _quantize_elemwise_core
-// (-0 -> +0 code, and its binary32 floor(|y| * 2^k + 0.5) rounds the binary32 value just below half the
-// smallest subnormal up under rna and rne: E2M1's 0.25 - 2^-26 gives 0.5; docs/semantics.md §3).
-enum class SpecialConvention : std::uint8_t { hardware, te_python, microxcaling };
+// reference cast_to_fp4x2 (-0 -> +0 code, NaN -> +0 code), ModelOpt's _cast_fp4 (-0 -> +0 code, the sign
+// being x < 0; NaN -> +max finite as the hardware's, searchsorted past every bound; docs/semantics.md §4b), or
+// microxcaling's _quantize_elemwise_core (-0 -> +0 code, and its binary32 floor(|y| * 2^k + 0.5) rounds the
+// binary32 value just below half the smallest subnormal up under rna and rne: E2M1's 0.25 - 2^-26 gives 0.5;
+// docs/semantics.md §3).
+enum class SpecialConvention : std::uint8_t { hardware, te_python, modelopt, microxcaling };
 std::span<const NameRow<SpecialConvention>> names(SpecialConvention);
 
 // Overflow, Inf and NaN follow one rule for every format, NVIDIA's (docs/semantics.md §0.2, with its

@@ -130,6 +130,7 @@ float decoded_scale(const QuantizedTensor& q, std::size_t r, std::size_t c);
 struct GlobalScale {
   float encode = 1.0f;
   float decode = 1.0f;
+  float per_tensor = 1.0f;  // P = RN(amax_ref / RN(F*T)): the per-tensor scale of ScaleOrder torchao / modelopt
 };
 GlobalScale global_scale(float amax_ref, float target, float element_max);
 

@@ -56,6 +56,15 @@ enum class ElementScaling : std::uint8_t {
   // `verify` tries the other two as alternative rules; no preset uses them (--element-scaling picks one).
 };
 
+// The FP32 operation order of a two-level block's scale u and of its elements' scaling, for the stacks whose
+// Python reference divides where TE multiplies. P = RN(A / RN(F * T)) is their per-tensor scale (1 without a
+// tensor scale; docs/semantics.md §4 and §4b).
+enum class ScaleOrder : std::uint8_t {
+  te,        // u = RN(amax * RN(G * RN(1/F))); elements as ElementScaling says (TE, UE5M3 paper)
+  torchao,   // u = RN(RN(amax / F) / P); y = RN(x * RN(RN(1/P) / s)) (torchao nvfp4_quantize)
+  modelopt,  // u = RN(amax / RN(F * P)); y = RN(x / RN(s * P)) (ModelOpt NVFP4QTensor.quantize)
+};
+
 // How many scale candidates a two-level block tries (TE's nvfp4_4over6, docs/semantics.md 1.12).
 enum class BlockScaleChoice : std::uint8_t {
   single,     // the one scale of the two-level rule
@@ -103,6 +112,7 @@ enum class Gemm : std::uint8_t { fprop, dgrad, wgrad };
 std::span<const NameRow<ScaleRule>> names(ScaleRule);
 std::span<const NameRow<ZeroScale>> names(ZeroScale);
 std::span<const NameRow<ElementScaling>> names(ElementScaling);
+std::span<const NameRow<ScaleOrder>> names(ScaleOrder);
 std::span<const NameRow<BlockScaleChoice>> names(BlockScaleChoice);
 std::span<const NameRow<AmaxScope>> names(AmaxScope);
 std::span<const NameRow<FourOverSixErrorDomain>> names(FourOverSixErrorDomain);
@@ -135,6 +145,10 @@ struct Recipe {
   ScaleRule scale_rule = ScaleRule::two_level;
   ZeroScale zero_scale = ZeroScale::keep;
   ElementScaling element_scaling = ElementScaling::reciprocal;
+  ScaleOrder scale_order = ScaleOrder::te;
+  // A two-level u below this is raised to it before rounding (torch.clamp(min=...): torchao 2^-6, ModelOpt
+  // 2^-9), a zero u too unless ZeroScale::one makes it 1.0 first (ModelOpt's `[== 0] = 1.0`); 0 = none.
+  float scale_min = 0.0f;
   BlockScaleChoice block_choice = BlockScaleChoice::single;
   FourOverSixErrorDomain four_over_six_error = FourOverSixErrorDomain::input;
   AmaxScope amax_scope = AmaxScope::tensor;
@@ -151,6 +165,7 @@ struct Recipe {
   int sr_bits = 0;                // random bits per element of the stochastic roundings
   bool rht_wgrad = false;         // 16x16 random Hadamard transform on both wgrad operands
   RhtSigns rht_signs = kRhtSigns;  // the transform's sign vector s (hadamard.hpp)
+  RhtPrecision rht_precision = RhtPrecision::bf16;  // what the transform's sum is rounded to (hadamard.hpp)
   // A user-defined recipe's setting of every operand (the override keys two_d and rht; no preset sets them):
   // each operand of each GEMM in B x B tiles or not, transformed or not, as `gemm --two-d` / `--no-rht` ask;
   // none: the orientation rules of weight_two_d and rht_wgrad.
@@ -194,6 +209,11 @@ struct OperandSpec {
   Rounding rounding = Rounding::rne;
   bool rht = false;
   float target = 448.0f;
+  // Whether a row-scaled recipe (AmaxScope::row) gives this operand one amax per row: of a layer's GEMMs
+  // fprop's A alone, the forward activations that TE's row_scaled_activation scales (B's rows would need one
+  // alpha per output column; TE runs a row-scaled recipe's backward in high precision), and any tensor
+  // quantized on its own (QuantizeCall: TE's row_scaled_nvfp4 quantizer takes whatever it is given).
+  bool takes_row_amax = true;
 };
 
 // fprop: A = x, B = w; dgrad: A = dy, B = w^T; wgrad: A = dy^T, B = x^T (docs/cli.md). K is always the
@@ -206,5 +226,8 @@ GemmOperands operands_for(const Recipe& recipe, Gemm gemm);
 // The spec of a tensor quantized outside a GEMM (`fp4sim quantize --role`): as the first GEMM that
 // consumes it (x and w as in fprop, dy as in dgrad).
 OperandSpec operand_for_role(const Recipe& recipe, Role role);
+
+// Whether operand `spec` takes one amax per row under `recipe` (which then takes no held amax).
+bool row_scaled(const Recipe& recipe, const OperandSpec& spec);
 
 }  // namespace fp4sim

@@ -18,11 +18,13 @@ struct RecipeOverrides {
   std::optional<bool> two_d;
   std::string scale_format, element_format;  // format names or descriptors ("" = the preset's)
   std::optional<float> target;
-  std::optional<float> wgrad_grad_target;  // T of dY as wgrad's operand alone (after target)
+  std::optional<float> wgrad_grad_target;
+  std::optional<float> scale_min;  // a two-level scale's lower clamp (0 = none)  // T of dY as wgrad's operand alone (after target)
   std::string tensor_scale;  // none | current | periodic:D
-  std::string scale_rule, zero_scale, element_scaling, block_choice, four_over_six_error, amax_scope, nan_amax;
+  std::string scale_rule, zero_scale, element_scaling, scale_order, block_choice, four_over_six_error, amax_scope, nan_amax;
   std::string element_specials, dequantize_order, rounding, alpha;
   std::string rht_signs;  // 16 characters '+' / '-' ("" = TE's vector)
+  std::string rht_precision;
   std::optional<int> sr_bits;
   std::optional<bool> rht;
 

@@ -83,6 +83,7 @@ class ScaleChooser {
 
  private:
   BlockScale two_level(float block_amax, ScaleTrace* trace) const;
+  float ideal_scale(float block_amax) const;  // u, in the recipe's ScaleOrder
   BlockScale two_level_from_ideal(float ideal, ScaleTrace* trace) const;
   BlockScale pow2(float block_amax, bool has_nonfinite, ScaleTrace* trace) const;
   float two_level_multiplier(float value) const;
@@ -95,6 +96,7 @@ class ScaleChooser {
   Float32Encoder to_scale_;
   Float32Encoder to_bf16_;  // ElementScaling::bf16_coefficient
   float block_multiplier_;
+  float per_tensor_reciprocal_;  // RN(1/P), ScaleOrder::torchao
   std::uint8_t one_code_;
 };
 

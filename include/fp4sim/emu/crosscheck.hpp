@@ -22,30 +22,13 @@ inline std::vector<std::string> all_paths() {
   return paths;
 }
 
-// The row-scaled variant of a preset (TE's row-scaled NVFP4: one amax, G and Gd per row, 1-D blocks), named
-// as its override reads.
-inline constexpr std::string_view kRowScaled = ":amax_scope=row";
-inline Recipe row_scaled(const Recipe& preset) {
-  Recipe r = preset;
-  r.name += kRowScaled;
-  r.amax_scope = AmaxScope::row;
-  return r;
-}
-
-// What `recipes` may name: every preset, and PRESET:amax_scope=row for each that takes a row-scaled amax
-// (two-level with current tensor scaling). Needs no GPU.
-inline std::vector<std::string> recipe_names() {
-  std::vector<std::string> names;
-  for (const Recipe& r : recipe_presets()) {
-    names.push_back(r.name);
-    if (validate(row_scaled(r)).empty()) names.push_back(r.name + std::string(kRowScaled));
-  }
-  return names;
-}
+// The recipes checked when none is named: every preset the kernels serve (cpu_only_settings empty), and
+// nvfp4 and nvfp4-4over6 row-scaled (TE's row-scaled NVFP4: one amax, G and Gd per row, 1-D blocks), named
+// as their specs read (nvfp4:amax_scope=row).
+std::vector<Recipe> default_recipes();
 
 struct Options {
-  std::vector<std::string> recipes;  // recipe_names(); empty or {"all"}: every preset the kernels serve, and
-                                     // nvfp4 and nvfp4-4over6 row-scaled
+  std::vector<Recipe> recipes;       // empty: default_recipes(); each without cpu_only_settings
   std::vector<std::string> paths = all_paths();
   double elements = 1e8;             // quantize elements per preset (at least)
   int gemms = 10000;                 // GEMMs in total, spread over the presets

@@ -125,6 +125,11 @@ Status launch_transpose(const void* d_in, void* d_out, std::size_t rows, std::si
 // gemm_alpha (src/core/gemm.cpp) on the device into *d_alpha, from two operands' device scalars.
 Status launch_gemm_alpha(AlphaRule rule, const float* d_scalars_a, float target_a, const float* d_scalars_b,
                          float target_b, float element_max, float* d_alpha, void* stream);
+// gemm_row_alpha on the device: d_row_alpha[i] from row i's amax of a row-scaled A (launch_row_amax's output,
+// `rows` of them) and B's device scalars.
+Status launch_gemm_row_alpha(AlphaRule rule, const float* d_row_amax_a, std::size_t rows, float target_a,
+                             const float* d_scalars_b, float target_b, float element_max, float* d_row_alpha,
+                             void* stream);
 
 // What a GEMM kernel does with each accumulated output (emu/epilogue.cuh): RN(C·alpha) with alpha = `alpha`,
 // or *alpha_device when set (fp4sim.torch keeps alpha in device memory, written by launch_gemm_alpha, so that

@@ -1,5 +1,6 @@
-// A recipe as users name it wherever a call takes one (docs/cli.md "User-defined recipes"): a preset, or a
-// preset and overrides, PRESET:KEY=VALUE,KEY=VALUE,... with the keys and value spellings of the recipe
+// A recipe as users name it wherever a call takes one (docs/cli.md "User-defined recipes"): a preset or a
+// stack profile (verify/profiles.hpp: a preset and overrides), or either with overrides on top,
+// PRESET:KEY=VALUE,KEY=VALUE,... with the keys and value spellings of the recipe
 // override rows (recipe_arguments(): scale_rule=rceil, block=16, two_d=false, target=256, ...), e.g.
 // mxfp4:scale_rule=rceil,block=16. The one parser of that text, for the command line and Python alike;
 // the library receives RecipeOverrides and never the text. The spec as written is the recipe's name in

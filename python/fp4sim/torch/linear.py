@@ -6,7 +6,10 @@ wgrad  dW = dYᵀ·X  A = dYᵀ [out, tokens]    (wgrad.a)   B = Xᵀ [in, token
 
 Each operand is quantized with exactly the spec of ``fp4sim gemm --gemm <gemm>`` (its blocks, rounding,
 RHT and target) and multiplied through one datapath; X enters as BF16 (and is saved so), dY is rounded to
-BF16, W is the FP32 master. Tensor scaling per module and role: under a periodic recipe (ue5m3: D = 50)
+BF16, W is the FP32 master. ``backward`` (TE's ``backward_override``) may keep dgrad and wgrad out of FP4:
+"dequantized" multiplies dY by the forward's dequantized operands, DQ(Q(W)) and DQ(Q(X)) rounded to BF16,
+"high_precision" by W and X themselves, both as BF16 matmuls; a row-scaled recipe (amax_scope="row", TE's
+row_scaled_activation) has no quantized backward. Tensor scaling per module and role: under a periodic recipe (ue5m3: D = 50)
 the amax of activation, weight and grad_output is sampled at a step and held for D steps (the tensor as
 passed, before any transpose; one dY sample serves dgrad and wgrad); under current scaling, and for an
 operand that takes the RHT, the quantizer measures the current amax itself. Stochastic-rounding integers
@@ -17,7 +20,7 @@ torch.distributed with several processes, the rank), or from the caller's ``rbit
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -26,6 +29,7 @@ from .ops import _BF16_TC_DATAPATH, GemmPlan, default_datapath, gemm_plan, opera
 
 _ROLES = ("activation", "weight", "grad_output")
 _GEMMS = ("fprop", "dgrad", "wgrad")
+_BACKWARDS = ("quantized", "dequantized", "high_precision")
 # Which held reference each GEMM operand takes under periodic scaling.
 _REFERENCE = {"fprop.a": "activation", "fprop.b": "weight", "dgrad.a": "grad_output", "dgrad.b": "weight",
               "wgrad.a": "grad_output", "wgrad.b": "activation"}
@@ -66,20 +70,34 @@ class Linear(nn.Linear):
     golden datapath of the three GEMMs (default: the recipe's when the GPU has it, else sm90-bf16).
     period: the sample-and-hold period D (default: the recipe's; 1 = sample every step). seed / name: the
     key of the Philox bits; rbits: None, or a callable (shape, device) -> integer tensor of SR bits.
+    backward: "quantized" (dgrad and wgrad in FP4, the default), "dequantized" or "high_precision" (BF16
+    matmuls of dY with the forward's dequantized operands, or with W and X; TE's backward_override; the
+    default, and required, for a row-scaled recipe).
     capture: None, or a callable that receives a dict per GEMM (its inputs, settings, quantized operands
     and output) — for checking against the golden model and for writing traces.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
                  recipe: str = "ue5m3", datapath: Optional[str] = None, period: Optional[int] = None,
-                 seed: int = 0, name: str = "", rbits: Optional[Callable] = None, **overrides):
+                 seed: int = 0, name: str = "", rbits: Optional[Callable] = None, backward: Optional[str] = None,
+                 **overrides):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.recipe = recipe
         self.overrides = overrides_text(overrides)
         info = operand_info(recipe, self.overrides, "activation")
+        self.backward = backward or ("high_precision" if info["row_scaled"] else "quantized")
+        if self.backward not in _BACKWARDS:
+            raise ValueError(f"backward: expected one of {', '.join(_BACKWARDS)}, got {self.backward!r}")
+        if info["row_scaled"] and self.backward == "quantized":
+            raise ValueError("backward='quantized': a row-scaled recipe (amax_scope='row') scales the forward "
+                             "activations only and has no quantized backward (as TE); use 'dequantized' or "
+                             "'high_precision'")
         self.datapath = datapath or default_datapath(recipe, self.overrides)
         self.periodic = info["tensor_scale"] == "periodic"
         self._resolve_plans()
+        if self.backward == "dequantized" and (self._takes_rht["fprop.a"] or self._takes_rht["fprop.b"]):
+            raise ValueError("backward='dequantized': an fprop operand takes the RHT, so its dequantized values "
+                             "lie in the transformed basis, not X's or W's; use 'high_precision'")
         self.period = period if period is not None else info["period"]
         if self.period < 1:
             raise ValueError(f"period: expected >= 1, got {self.period}")
@@ -97,7 +115,8 @@ class Linear(nn.Linear):
         # The three GEMMs' plan handles and what the forward needs of them, resolved once here (a bad
         # override or datapath fails now): the operators take the handles, and a compiled forward finds
         # plain constants, not a native call.
-        self._plans: Dict[str, GemmPlan] = {g: gemm_plan(self.recipe, self.overrides, g, self.datapath) for g in _GEMMS}
+        gemms = _GEMMS if self.backward == "quantized" else ("fprop",)
+        self._plans: Dict[str, GemmPlan] = {g: gemm_plan(self.recipe, self.overrides, g, self.datapath) for g in gemms}
         self._k_multiple = plan_info(self._plans["fprop"].gemm)["k_multiple"]
         infos = {f"{g}.{side}": plan_info(getattr(p, side)) for g, p in self._plans.items() for side in "ab"}
         self._takes_rht = {operand: i["rht"] for operand, i in infos.items()}
@@ -161,7 +180,7 @@ class Linear(nn.Linear):
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, recipe={self.recipe}, datapath={self.datapath}, "
-                f"scaling={'periodic:%d' % self.period if self.periodic else 'current'}")
+                f"scaling={'periodic:%d' % self.period if self.periodic else 'current'}, backward={self.backward}")
 
     def begin_step(self, step: int) -> None:
         """Declare the optimizer step about to run (int >= 1, increasing): the clock of the held amaxes and
@@ -195,9 +214,9 @@ class Linear(nn.Linear):
         return references[_REFERENCE[operand]]
 
     def run_gemm(self, gemm: str, a: Tensor, b: Tensor, step: int, references: Dict[str, Tensor],
-                 bias: Optional[Tensor] = None, out_dtype: torch.dtype = torch.float32) -> Tensor:
-        """C = A·Bᵀ (+ bias in binary32, then rounded to out_dtype) of one of the layer's GEMMs: both operands
-        quantized, then multiplied. The GPU adds the bias and rounds in the GEMM's epilogue; with a capture
+                 bias: Optional[Tensor] = None, out_dtype: torch.dtype = torch.float32) -> Tuple[Tensor, list]:
+        """C = A·Bᵀ (+ bias in binary32, then rounded to out_dtype) of one of the layer's GEMMs, and its two
+        quantized operands (codes, scales, scalars): both operands quantized, then multiplied. The GPU adds the bias and rounds in the GEMM's epilogue; with a capture
         hook the float32 C is formed first (for the record) and the same two steps follow in torch, which
         gives the same bits."""
         seed = philox_seed(self.seed, self.name, gemm, step, data_parallel_rank())
@@ -214,7 +233,7 @@ class Linear(nn.Linear):
         out = "bf16" if out_dtype == torch.bfloat16 else "f32"
         if self.capture is None:
             c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], plan.gemm, out, bias)
-            return c.to(out_dtype)
+            return c.to(out_dtype), quantized
         c = torch.ops.fp4sim.gemm_quantized(*quantized[0], *quantized[1], a.shape[1], plan.gemm, "f32")
         self.capture({"module": self.name, "gemm": gemm, "step": step, "recipe": self.recipe,
                       "overrides": self.overrides, "datapath": self.datapath, "seed": seed, "a": a, "b": b,
@@ -222,7 +241,14 @@ class Linear(nn.Linear):
                       "rbits_b": settings[1][1], "qa": quantized[0], "qb": quantized[1], "c": c})
         if bias is not None:
             c = c + bias.detach().to(torch.float32)
-        return c.to(out_dtype)
+        return c.to(out_dtype), quantized
+
+    def dequantized(self, operand: str, q: tuple, shape: Tuple[int, int]) -> Tensor:
+        """The BF16 values of quantized operand `<gemm>.a|b` (TE's rowwise-dequantized source of a
+        dequantized backward: DQ in binary32, rounded to nearest even)."""
+        gemm, side = operand.split(".")
+        plan = getattr(self._plans[gemm], side)
+        return torch.ops.fp4sim.dequantize(*q, shape[0], shape[1], plan).to(torch.bfloat16)
 
     def check_k(self, x: Tensor) -> None:
         """Refuses, in one line before any GEMM runs, a call whose GEMMs the datapath cannot take: every K a
@@ -235,7 +261,7 @@ class Linear(nn.Linear):
         if m == 1:
             return
         tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        grad = torch.is_grad_enabled()
+        grad = torch.is_grad_enabled() and self.backward == "quantized"  # else dgrad and wgrad are BF16 matmuls
         ks = [("in_features (fprop's K)", self.in_features)]
         if grad and x.requires_grad:
             ks.append(("out_features (dgrad's K)", self.out_features))
@@ -285,8 +311,12 @@ class _LinearFunction(torch.autograd.Function):
         w = weight.detach().to(torch.float32)
         refs = {"activation": amax_x, "weight": amax_w} if layer.periodic else {}
         with torch.autocast(x.device.type, enabled=False):
-            y = layer.run_gemm("fprop", x2, w, step, refs, bias, out_dtype)
-        ctx.save_for_backward(x2, weight)
+            y, (qx, qw) = layer.run_gemm("fprop", x2, w, step, refs, bias, out_dtype)
+        if layer.backward == "dequantized":  # the quantized forward operands, dequantized when needed
+            ctx.save_for_backward(*qx, *qw)
+            ctx.x2_shape, ctx.w_shape = tuple(x2.shape), tuple(w.shape)
+        else:
+            ctx.save_for_backward(x2, weight)
         ctx.layer, ctx.step, ctx.refs, ctx.x_shape = layer, step, refs, shape
         ctx.x_dtype, ctx.dx_dtype = x.dtype, dx_dtype
         ctx.has_bias, ctx.refresh_dy = bias is not None, refresh_dy
@@ -294,22 +324,47 @@ class _LinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        x2, weight = ctx.saved_tensors
         layer, step, refs = ctx.layer, ctx.step, dict(ctx.refs)
         # dY rounded to BF16 and kept so: the quantizers read BF16 where it lies, and the wgrad transposes
         # move half the bytes of float32 ones.
         dy = grad_out.reshape(-1, grad_out.shape[-1]).to(torch.bfloat16)
+        if layer.backward != "quantized":
+            return _LinearFunction.backward_unquantized(ctx, dy)
+        x2, weight = ctx.saved_tensors
         if layer.periodic:
             refs["grad_output"] = layer.held_amax("grad_output", dy if ctx.refresh_dy else None)
         dx = dw = db = None
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
                 wt = torch.ops.fp4sim.transpose(weight.detach().to(torch.float32))
-                dx = layer.run_gemm("dgrad", dy, wt, step, refs, out_dtype=ctx.dx_dtype)
+                dx, _ = layer.run_gemm("dgrad", dy, wt, step, refs, out_dtype=ctx.dx_dtype)
                 dx = dx.to(ctx.x_dtype).reshape(ctx.x_shape)  # autocast's cast backward: widened, or none
             if ctx.needs_input_grad[1]:
-                dw = layer.run_gemm("wgrad", torch.ops.fp4sim.transpose(dy), torch.ops.fp4sim.transpose(x2), step,
-                                    refs, out_dtype=weight.dtype)
+                dw, _ = layer.run_gemm("wgrad", torch.ops.fp4sim.transpose(dy), torch.ops.fp4sim.transpose(x2),
+                                       step, refs, out_dtype=weight.dtype)
+            if ctx.has_bias and ctx.needs_input_grad[2]:
+                db = dy.sum(0, dtype=torch.float32)
+        return dx, dw, db, None, None, None, None, None, None, None
+
+    @staticmethod
+    def backward_unquantized(ctx, dy: Tensor):
+        # dgrad and wgrad as BF16 matmuls (TE's backward_override): dY with the forward's dequantized operands,
+        # or with W and X as they are.
+        layer = ctx.layer
+        if layer.backward == "dequantized":
+            saved = ctx.saved_tensors
+            x_bf16 = layer.dequantized("fprop.a", saved[:3], ctx.x2_shape)
+            w_bf16 = layer.dequantized("fprop.b", saved[3:], ctx.w_shape)
+            weight_dtype = layer.weight.dtype
+        else:
+            x_bf16, weight = ctx.saved_tensors
+            w_bf16, weight_dtype = weight.detach().to(torch.bfloat16), weight.dtype
+        dx = dw = db = None
+        with torch.autocast(dy.device.type, enabled=False):
+            if ctx.needs_input_grad[0]:
+                dx = (dy @ w_bf16).to(ctx.dx_dtype).to(ctx.x_dtype).reshape(ctx.x_shape)
+            if ctx.needs_input_grad[1]:
+                dw = (dy.t() @ x_bf16).to(weight_dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
                 db = dy.sum(0, dtype=torch.float32)
         return dx, dw, db, None, None, None, None, None, None, None

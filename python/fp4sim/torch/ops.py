@@ -9,7 +9,8 @@ implementations give torch.compile the output shapes.
 
 A quantized operand is three tensors: ``codes`` uint8 [rows, ceil(cols/2)] (element 2j in the low
 nibble), ``scales`` uint8 (the block grid, row-major) and ``scalars`` float32 [4] = (tensor amax used, G,
-Gd, RN(G·RN(1/6))). Which operand it is — a role (activation, weight, grad_output) or operand A / B of a
+Gd, RN(G·RN(1/6))), followed by each row's amax for a row-scaled operand (``amax_scope="row"``: float32
+[4 + rows]). Which operand it is — a role (activation, weight, grad_output) or operand A / B of a
 GEMM ("fprop.a", "wgrad.b", ...) — decides its blocks, rounding, RHT and target exactly as the CLI does.
 
 The operators name their settings by a plan: an int handle from :func:`quantize_plan` (a recipe, its
@@ -108,10 +109,11 @@ def default_datapath(recipe: str, overrides: str = "") -> str:
     return dp if dp in GPU_KERNELS else _BF16_TC_DATAPATH
 
 
-def _grid(plan: int, rows: int, cols: int) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+def _grid(plan: int, rows: int, cols: int) -> Tuple[Tuple[int, int], Tuple[int, int], int]:
+    """The shapes of an operand's codes and scales, and its number of scalars."""
     info = plan_info(plan)
     br, bc = info["block_rows"], info["block_cols"]
-    return (rows, (cols + 1) // 2), (-(-rows // br), -(-cols // bc))
+    return (rows, (cols + 1) // 2), (-(-rows // br), -(-cols // bc)), 4 + (rows if info["row_scaled"] else 0)
 
 
 def _check_2d(x: Tensor, what: str) -> None:
@@ -164,15 +166,16 @@ def _rbits_cpu(r: Optional[Tensor], sr_bits: int, what: str) -> Optional[tuple]:
 
 def _scalars(q) -> Tensor:
     g = np.float32(q.global_encode_scale)
-    return torch.tensor([q.tensor_amax, g, q.global_decode_scale, g * (np.float32(1) / np.float32(6))],
-                        dtype=torch.float32)
+    tensor = torch.tensor([q.tensor_amax, g, q.global_decode_scale, g * (np.float32(1) / np.float32(6))],
+                          dtype=torch.float32)
+    return torch.cat([tensor, torch.tensor(q.row_amax, dtype=torch.float32)])
 
 
 def _native_operand(codes: Tensor, scales: Tensor, scalars: Tensor, rows: int, cols: int, plan: int):
     s = scalars.detach().cpu().numpy()
     return _fp4sim.plan_quantized(plan, codes.detach().cpu().contiguous().numpy(),
                                   scales.detach().cpu().contiguous().numpy(), rows, cols, float(s[0]), float(s[1]),
-                                  float(s[2]))
+                                  float(s[2]), s[4:].tolist())
 
 
 def _amax_ref(amax: Optional[Tensor]) -> Optional[float]:
@@ -212,10 +215,10 @@ def _quantize_cuda(x, plan, seed, amax, rbits):
     # A BF16 tensor is read as it lies (the kernels widen it exactly); anything else as float32.
     xin = _aligned(x.detach() if x.dtype == torch.bfloat16 else x.detach().to(torch.float32))
     rows, cols = xin.shape
-    codes_shape, scales_shape = _grid(plan, rows, cols)
+    codes_shape, scales_shape, n_scalars = _grid(plan, rows, cols)
     codes = torch.empty(codes_shape, dtype=torch.uint8, device=x.device)
     scales = torch.empty(scales_shape, dtype=torch.uint8, device=x.device)
-    scalars = torch.empty(4, dtype=torch.float32, device=x.device)
+    scalars = torch.empty(n_scalars, dtype=torch.float32, device=x.device)
     held = None if amax is None else amax.detach().to(device=x.device, dtype=torch.float32).reshape(-1).contiguous()
     bits = None
     if rbits is not None:
@@ -236,7 +239,8 @@ def _gemm_quantized_cuda(a_codes, a_scales, a_scalars, b_codes, b_scales, b_scal
     m, n = a_codes.shape[0], b_codes.shape[0]
     a_codes, a_scales, b_codes, b_scales = (_aligned(t) for t in (a_codes, a_scales, b_codes, b_scales))
     a_scalars, b_scalars = a_scalars.contiguous(), b_scalars.contiguous()
-    alpha = torch.empty(1, dtype=torch.float32, device=dev)
+    # One alpha, or one per row of a row-scaled A.
+    alpha = torch.empty(m if plan_info(plan_info(plan)["a"])["row_scaled"] else 1, dtype=torch.float32, device=dev)
     c = torch.empty((m, n), dtype=torch.bfloat16 if bf16_out else torch.float32, device=dev)
     if bias is not None:
         bias = _bias(bias, n).to(dev)
@@ -273,9 +277,9 @@ def _(x, plan, seed, amax, rbits):
 
 @_quantize_op.register_fake
 def _(x, plan, seed, amax, rbits):
-    codes_shape, scales_shape = _grid(plan, x.shape[0], x.shape[1])
+    codes_shape, scales_shape, n_scalars = _grid(plan, x.shape[0], x.shape[1])
     return (x.new_empty(codes_shape, dtype=torch.uint8), x.new_empty(scales_shape, dtype=torch.uint8),
-            x.new_empty(4, dtype=torch.float32))
+            x.new_empty(n_scalars, dtype=torch.float32))
 
 
 @torch.library.custom_op("fp4sim::dequantize", mutates_args=(), device_types="cpu")
