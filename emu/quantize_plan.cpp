@@ -75,7 +75,6 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     }
     p.scale_kind = recipe.block_choice == BlockScaleChoice::single ? ScaleKind::two_level : ScaleKind::four_over_six;
     p.four_over_six_mse = recipe.block_choice == BlockScaleChoice::four_over_six_mse;
-    if (recipe.four_over_six_error == FourOverSixErrorDomain::decode_scale) return Status::unsupported_options;
     p.four_over_six_fast_math = recipe.four_over_six_error == FourOverSixErrorDomain::fast_math;
     p.scale_format.mantissa_bits = static_cast<std::uint32_t>(sf.mantissa_bits);
     p.scale_format.bias = sf.bias;
@@ -87,7 +86,7 @@ Status make_plan(const Recipe& recipe, const QuantizeRequest& request, std::size
     // Code of 1.0: field = bias, mantissa 0.
     p.one_code = static_cast<std::uint32_t>(sf.bias) << sf.mantissa_bits;
     p.tensor_scaled = recipe.tensor_scale != TensorScalePolicy::none;
-  } else if (recipe.scale == formats::e8m0 && recipe.scale_rule != ScaleRule::pow2_float_log2) {  // CPU only
+  } else if (recipe.scale == formats::e8m0) {  // validate(): every other rule is a power-of-two one
     p.scale_kind = ScaleKind::pow2;
     p.pow2_rule = recipe.scale_rule;
     p.tensor_scaled = false;

@@ -326,7 +326,9 @@ def convert(x, format, rounding: str = "rne", *, sr_bits: int = 8, seed: int = 0
 
     Overflow, Inf, NaN and -0 follow the hardware (``specials="hardware"``: cvt.*.satfinite; ``saturate``
     defaults to True for formats without Inf), TE's Python reference (``"te-python"``), ModelOpt's
-    ``_cast_fp4`` (``"modelopt"``: an exact -0 gives code 0, NaN the hardware's), or ml_dtypes'
+    ``_cast_fp4`` (``"modelopt"``: an exact -0 gives code 0, NaN the hardware's), microxcaling's
+    (``"microxcaling"``: an exact -0 gives code 0, and under rna/rne the binary32 just below half the
+    smallest subnormal rounds up), or ml_dtypes'
     ``astype`` exactly (``"ml_dtypes"``: no saturation where the format has Inf or NaN, NaN keeps its sign,
     +NaN -> -0 in e2m1, e8m0 ties away from zero; docs/semantics.md lists each difference).
 

@@ -310,6 +310,8 @@ std::vector<std::string_view> cpu_only_settings(const Recipe& r) {
   if (r.element != formats::e2m1) keys.push_back("element_format");  // the kernels quantize to E2M1 only
   if (r.block != 16 && r.block != 32) keys.push_back("block");
   if (r.element_scaling != ElementScaling::reciprocal) keys.push_back("element_scaling");
+  if (r.scale_rule == ScaleRule::pow2_float_log2) keys.push_back("scale_rule");  // microxcaling's float log2
+  if (r.four_over_six_error == FourOverSixErrorDomain::decode_scale) keys.push_back("four_over_six_error");
   if (r.scale_order != ScaleOrder::te) keys.push_back("scale_order");
   if (r.scale_min != 0.0f) keys.push_back("scale_min");
   if (r.nan_amax != NanAmax::ignore) keys.push_back("nan_amax");
