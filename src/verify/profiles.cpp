@@ -89,8 +89,8 @@ std::vector<StackProfile> make_profiles() {
     out.push_back(variant(name, mse ? "nvfp4-4over6-mse" : "nvfp4-4over6",
                           std::string(kFlashInfer) + ", NVFP44Over6Config(e4m3_max=" + std::to_string(int(bound)) +
                               ", err_mode=" + (mse ? "MSE" : "MAE") + ")",
-                          [bound](RecipeOverrides& o) {
-                            o.target = bound;
+                          [target = bound](RecipeOverrides& o) {  // clang 14 captures no structured binding
+                            o.target = target;
                             o.four_over_six_error = "decode-scale";
                           }));
   }
@@ -99,10 +99,10 @@ std::vector<StackProfile> make_profiles() {
   for (auto [suffix, mode, rounding] : {std::tuple{"", "nearest", "rna"}, std::tuple{"-even", "even", "rne"},
                                         std::tuple{"-floor", "floor", "rtz"}}) {
     out.push_back(variant(std::string("mxfp4-microxcaling") + suffix, "mxfp4",
-                          std::string(kMicroxcaling) + ", round=\"" + mode + "\"", [&](RecipeOverrides& o) {
+                          std::string(kMicroxcaling) + ", round=\"" + mode + "\"", [r = rounding](RecipeOverrides& o) {
                             o.scale_rule = "float-log2";
                             o.element_specials = "microxcaling";
-                            o.rounding = rounding;
+                            o.rounding = r;
                           }));
   }
   // torchao's NVFP4 tensor: division order, scales clamped to [2^-6, 448] (finfo(float8_e4m3fn).tiny, the
