@@ -362,24 +362,7 @@ void check_gemms(std::FILE* log, const Recipe& recipe, int count, int large, con
   }
 }
 
-// The presets the default set also checks row-scaled: plain NVFP4 (with its SR and RHT specs) and 4over6.
-constexpr const char* kRowScaledChecks[] = {"nvfp4", "nvfp4-4over6"};
-
 }  // namespace
-
-std::vector<Recipe> default_recipes() {
-  std::vector<Recipe> recipes;
-  for (const Recipe& r : recipe_presets()) {
-    if (cpu_only_settings(r).empty()) recipes.push_back(r);  // the rest have no kernel path to check
-  }
-  for (const char* name : kRowScaledChecks) {
-    Recipe r = *find_recipe(name);
-    r.name += ":amax_scope=row";
-    r.amax_scope = AmaxScope::row;
-    recipes.push_back(r);
-  }
-  return recipes;
-}
 
 std::uint64_t run(const Options& o, std::FILE* log) {
   const std::vector<Recipe> recipes = o.recipes.empty() ? default_recipes() : o.recipes;

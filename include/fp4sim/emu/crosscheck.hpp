@@ -23,9 +23,22 @@ inline std::vector<std::string> all_paths() {
 }
 
 // The recipes checked when none is named: every preset the kernels serve (cpu_only_settings empty), and
-// nvfp4 and nvfp4-4over6 row-scaled (TE's row-scaled NVFP4: one amax, G and Gd per row, 1-D blocks), named
-// as their specs read (nvfp4:amax_scope=row).
-std::vector<Recipe> default_recipes();
+// nvfp4 (with its SR and RHT specs) and nvfp4-4over6 row-scaled (TE's row-scaled NVFP4: one amax, G and Gd per
+// row, 1-D blocks), named as their specs read (nvfp4:amax_scope=row). Inline: the command line resolves
+// names in every build, with CUDA or without.
+inline std::vector<Recipe> default_recipes() {
+  std::vector<Recipe> recipes;
+  for (const Recipe& r : recipe_presets()) {
+    if (cpu_only_settings(r).empty()) recipes.push_back(r);  // the rest have no kernel path to check
+  }
+  for (const char* name : {"nvfp4", "nvfp4-4over6"}) {
+    Recipe r = *find_recipe(name);
+    r.name += ":amax_scope=row";
+    r.amax_scope = AmaxScope::row;
+    recipes.push_back(r);
+  }
+  return recipes;
+}
 
 struct Options {
   std::vector<Recipe> recipes;       // empty: default_recipes(); each without cpu_only_settings
