@@ -37,7 +37,13 @@ void add_recipes(const std::string& name, std::vector<Recipe>& out) {
       if (cpu_only_settings(r).empty()) out.push_back(std::move(r));
     }
   } else {
-    out.push_back(front::recipe_spec(name).resolve());
+    Recipe r = front::recipe_spec(name).resolve();
+    const auto keys = cpu_only_settings(r);
+    if (!keys.empty()) {
+      throw UsageError("crosscheck: recipe " + r.name + " sets " + std::string(keys.front()) +
+                       ", which only the CPU golden model implements: no GPU kernel to check");
+    }
+    out.push_back(std::move(r));
   }
 }
 
